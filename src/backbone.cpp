@@ -1,0 +1,153 @@
+#include "backbone.h"
+
+#include "edge_rotation.h"
+#include "error.h"
+
+namespace uma {
+
+BackboneImpl::BackboneImpl(const BackboneConfig& c)
+    : config_(c), gaussian_(c.cutoff, c.num_distance_basis) {
+  const int64_t C = c.sphere_channels, E = c.edge_channels, Z = c.max_num_elements;
+  sphere_embedding = register_module("sphere_embedding", torch::nn::Embedding(Z, C));
+  auto charge = register_module("charge_embedding", NamedModule());
+  charge_table = charge->add("rand_emb", torch::nn::Embedding(201, C));
+  auto spin = register_module("spin_embedding", NamedModule());
+  spin_table = spin->add("rand_emb", torch::nn::Embedding(101, C));
+  if (c.use_dataset_embedding) {
+    auto ds = register_module("dataset_embedding", NamedModule());
+    dataset_emb_dict = ds->add("dataset_emb_dict", torch::nn::ModuleDict());
+    for (const auto& [name, target] : c.dataset_mapping)
+      if (!dataset_emb_dict->contains(name))
+        dataset_emb_dict->update({{name, torch::nn::Embedding(1, C).ptr()}});
+    mix_csd = register_module("mix_csd", torch::nn::Linear(3 * C, C));
+  } else {
+    mix_csd = register_module("mix_csd", torch::nn::Linear(2 * C, C));
+  }
+  source_embedding = register_module("source_embedding", torch::nn::Embedding(Z, E));
+  target_embedding = register_module("target_embedding", torch::nn::Embedding(Z, E));
+
+  const std::vector<int64_t> radial{c.num_distance_basis + 2 * E, E, E};
+  auto ede = register_module("edge_degree_embedding", NamedModule());
+  auto rad = radial;
+  rad.push_back(3 * C);
+  edge_degree_rad = ede->add("rad_func", nn::RadialMLP(rad));
+
+  auto blocks = register_module("blocks", torch::nn::ModuleList());
+  for (int i = 0; i < c.num_layers; ++i) {
+    blocks_.emplace_back(C, c.hidden_channels, radial, c.num_experts);
+    blocks->push_back(blocks_.back());
+  }
+  norm = register_module("norm", nn::RMSNormSH(C));
+  if (c.num_experts > 0) {
+    const int64_t X = c.num_experts;
+    const int64_t in = (c.use_composition_embedding ? 2 : 1) * C;
+    routing_mlp = register_module(
+        "routing_mlp",
+        torch::nn::Sequential(torch::nn::Linear(in, 2 * X), torch::nn::SiLU(),
+                              torch::nn::Linear(2 * X, 2 * X), torch::nn::SiLU(),
+                              torch::nn::Linear(2 * X, X), torch::nn::SiLU()));
+    if (c.use_composition_embedding)
+      composition_embedding = register_module("composition_embedding", torch::nn::Embedding(Z, C));
+  }
+}
+
+torch::Tensor BackboneImpl::system_embedding(const BatchTensors& in) {
+  auto chg = charge_table->forward(in.charge + 100);
+  auto spn = spin_table->forward(in.spin);
+  if (!config_.use_dataset_embedding)
+    return torch::silu(mix_csd->forward(torch::cat({chg, spn}, 1)));
+  std::vector<torch::Tensor> rows;
+  for (const auto& name : in.datasets) {
+    auto it = config_.dataset_mapping.find(name);
+    if (it == config_.dataset_mapping.end()) throw Error("unknown dataset '" + name + "'");
+    rows.push_back((*dataset_emb_dict)[it->second]->as<torch::nn::Embedding>()->weight[0]);
+  }
+  auto ds = torch::stack(rows, 0);
+  return torch::silu(mix_csd->forward(torch::cat({chg, spn, ds}, 1)));
+}
+
+torch::Tensor BackboneImpl::expert_coefficients(const BatchTensors& in,
+                                                const torch::Tensor& system_emb) {
+  const int64_t B = system_emb.size(0);
+  torch::Tensor routing_in = system_emb;
+  if (config_.use_composition_embedding) {
+    auto per_atom = composition_embedding->forward(in.numbers);
+    auto sums = torch::zeros({B, per_atom.size(1)}, per_atom.options()).index_add(0, in.batch, per_atom);
+    auto denom = in.natoms.to(per_atom.scalar_type()) + (config_.composition_include_self ? 1.0 : 0.0);
+    routing_in = torch::cat({sums / denom.unsqueeze(1), system_emb}, 1);
+  }
+  return torch::softmax(routing_mlp->forward(routing_in), 1) + 0.005;
+}
+
+torch::Tensor BackboneImpl::balance_channels(const torch::Tensor& x, const BatchTensors& in) {
+  auto out = x;
+  auto balance = [&](int begin, int end, const torch::Tensor& target) {
+    const int64_t n = end - begin;
+    const int64_t B = in.natoms.size(0);
+    auto ch = out.select(1, 0).narrow(1, begin, n);                       // [N, n]
+    auto sums = torch::zeros({B, n}, ch.options()).index_add(0, in.batch, ch);
+    auto corr = (sums - target.to(ch.scalar_type()).unsqueeze(1)) /
+                in.natoms.to(ch.scalar_type()).unsqueeze(1);
+    auto row0 = out.select(1, 0);
+    row0 = torch::cat({row0.narrow(1, 0, begin), ch - corr.index_select(0, in.batch),
+                       row0.narrow(1, end, row0.size(1) - end)}, 1);
+    out = torch::cat({row0.unsqueeze(1), out.narrow(1, 1, 8)}, 1);
+  };
+  if (config_.charge_channel_end > config_.charge_channel_begin)
+    balance(config_.charge_channel_begin, config_.charge_channel_end, in.charge);
+  if (config_.spin_channel_end > config_.spin_channel_begin)
+    balance(config_.spin_channel_begin, config_.spin_channel_end, in.spin - 1);
+  return out;
+}
+
+torch::Tensor BackboneImpl::forward(const BatchTensors& in, const EdgeInput& e,
+                                    const torch::Tensor& system_emb, const nn::MoleContext& ctx) {
+  const int64_t N = in.numbers.size(0), C = config_.sphere_channels;
+  const auto opts = in.pos.options();
+
+  // Edge vectors (differentiable in pos and cell); padding slots get a vector
+  // beyond the cutoff, whose envelope is exactly zero.
+  auto cell_e = in.cell.index_select(0, e.edge_system);                        // [E, 3, 3]
+  auto shift = torch::bmm(e.offsets.unsqueeze(1), cell_e).squeeze(1);
+  auto vec = in.pos.index_select(0, e.src) - in.pos.index_select(0, e.tgt) + shift;
+  auto far = torch::full({1, 3}, config_.cutoff + 1.0, opts);
+  vec = torch::where(e.valid.unsqueeze(1), vec, far);
+  auto dist = vec.norm(2, 1);
+
+  auto D = edge_wigner(vec);                                                     // [E, 9, 9]
+  auto perm = m_layout_permutation(vec.device());
+  auto envelope = nn::polynomial_envelope(dist / config_.cutoff);
+  nn::EdgeFrame frame;
+  frame.src = e.src;
+  frame.tgt = e.tgt;
+  frame.wigner = D.index_select(1, perm);
+  frame.wigner_inv_envelope = D.transpose(1, 2).index_select(2, perm) * envelope.view({-1, 1, 1});
+  frame.x_edge = torch::cat({gaussian_(dist), source_embedding->forward(in.numbers.index_select(0, e.src)),
+                             target_embedding->forward(in.numbers.index_select(0, e.tgt))}, 1);
+
+  auto sys_node = system_emb.index_select(0, in.batch);                        // [N, C]
+  auto x0 = sphere_embedding->forward(in.numbers) + sys_node;
+  auto x = torch::cat({x0.unsqueeze(1), torch::zeros({N, 8, C}, opts)}, 1);
+
+  // Edge-degree embedding: m = 0 radial coefficients rotated back to nodes.
+  auto radial = edge_degree_rad->forward(frame.x_edge).view({-1, 3, C});
+  auto degree = torch::bmm(frame.wigner_inv_envelope.narrow(2, 0, 3), radial);
+  x = x.index_add(0, e.tgt, degree / 5.0);
+
+  for (auto& block : blocks_) {
+    x = block->forward(x, sys_node, frame, ctx);
+    x = balance_channels(x, in);
+  }
+  return norm->forward(x);
+}
+
+std::vector<nn::MoleLinear> BackboneImpl::mole_layers() const {
+  std::vector<nn::MoleLinear> all;
+  for (const auto& b : blocks_) {
+    auto l = b->mole_layers();
+    all.insert(all.end(), l.begin(), l.end());
+  }
+  return all;
+}
+
+}  // namespace uma

@@ -1,0 +1,79 @@
+// The eSCN-MD backbone with Mixture of Linear Experts (UMA-S).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <torch/torch.h>
+
+#include "model_config.h"
+#include "nn/block.h"
+#include "nn/mole.h"
+#include "nn/radial.h"
+#include "nn/so3.h"
+
+namespace uma {
+
+// A batch of systems on the model's device.
+struct BatchTensors {
+  torch::Tensor pos;        // [N, 3] (wrapped; grads flow to the caller's positions)
+  torch::Tensor cell;       // [B, 3, 3] rows are lattice vectors
+  torch::Tensor numbers;    // [N] long, atomic numbers
+  torch::Tensor batch;      // [N] long, system of each atom
+  torch::Tensor natoms;     // [B] long
+  torch::Tensor charge;     // [B] long
+  torch::Tensor spin;       // [B] long
+  std::vector<std::string> datasets;   // [B] dataset (task) names
+  std::vector<int64_t> atom_offsets;   // [B + 1] host
+};
+
+// Edge list in the form the backbone consumes.
+struct EdgeInput {
+  torch::Tensor src, tgt, offsets, valid, edge_system;  // see RadiusGraph
+  std::vector<int64_t> row_offsets;                     // [B + 1] host
+};
+
+// Holder for nested parameter names such as charge_embedding.rand_emb.
+class NamedModuleImpl : public torch::nn::Module {
+ public:
+  template <typename M>
+  M add(const std::string& name, M module) {
+    return register_module(name, module);
+  }
+};
+TORCH_MODULE(NamedModule);
+
+class BackboneImpl : public torch::nn::Module {
+ public:
+  explicit BackboneImpl(const BackboneConfig& config);
+
+  // [B, C] charge/spin/dataset system embedding.
+  torch::Tensor system_embedding(const BatchTensors& in);
+  // [B, X] expert mixing coefficients (softmax + 0.005).
+  torch::Tensor expert_coefficients(const BatchTensors& in, const torch::Tensor& system_emb);
+
+  // Node embeddings [N, 9, C] after the final norm.
+  torch::Tensor forward(const BatchTensors& in, const EdgeInput& edges,
+                        const torch::Tensor& system_emb, const nn::MoleContext& ctx);
+
+  std::vector<nn::MoleLinear> mole_layers() const;
+  const BackboneConfig& config() const { return config_; }
+
+ private:
+  torch::Tensor balance_channels(const torch::Tensor& x, const BatchTensors& in);
+
+  BackboneConfig config_;
+  nn::GaussianBasis gaussian_;
+  torch::nn::Embedding sphere_embedding{nullptr}, source_embedding{nullptr},
+      target_embedding{nullptr}, composition_embedding{nullptr};
+  torch::nn::Embedding charge_table{nullptr}, spin_table{nullptr};
+  torch::nn::ModuleDict dataset_emb_dict{nullptr};
+  torch::nn::Linear mix_csd{nullptr};
+  nn::RadialMLP edge_degree_rad{nullptr};
+  std::vector<nn::Block> blocks_;
+  nn::RMSNormSH norm{nullptr};
+  torch::nn::Sequential routing_mlp{nullptr};
+};
+TORCH_MODULE(Backbone);
+
+}  // namespace uma

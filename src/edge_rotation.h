@@ -1,0 +1,19 @@
+// Per-edge rotation of spherical-harmonic features into the edge frame.
+//
+// The frame rotates the unit edge vector onto +y (the m = 0 axis of e3nn's
+// y-up real basis) through a blend of two quaternion charts, as fairchem's
+// quaternion path does, with roll angle gamma = 0.
+#pragma once
+
+#include <torch/torch.h>
+
+namespace uma {
+
+// vec: [E, 3] -> block-diagonal Wigner matrices D [E, 9, 9] in L-layout
+// (blocks l = 0, 1, 2; the l = 1 block is the 3x3 rotation matrix in (x, y, z)).
+torch::Tensor edge_wigner(const torch::Tensor& vec);
+
+// M-layout row order: M row j holds L row kMRowFromL[j].
+torch::Tensor m_layout_permutation(torch::Device device);
+
+}  // namespace uma

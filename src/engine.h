@@ -1,0 +1,91 @@
+// The evaluation engine: model + on-device graph + merged-MoLE cache.
+//
+// evaluate() leaves everything on the model's device and, in the steady
+// state (same system layout, same composition/charge/spin/task), performs no
+// counted host read.  evaluate_checked() is the convenience for callers that
+// want numbers on the host: it reads the results and the graph's status,
+// grows the edge capacity and repeats the step if it overflowed, and turns
+// coincident atoms into an error.
+#pragma once
+
+#include <array>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <torch/torch.h>
+
+#include "model.h"
+#include "radius_graph.h"
+
+namespace uma {
+
+// One system, as the caller holds it on the host.
+struct Atoms {
+  std::vector<int64_t> numbers;   // atomic numbers
+  torch::Tensor positions;        // [N, 3] Angstrom (any device/dtype)
+  Matrix3 cell{};                 // rows are lattice vectors
+  std::array<bool, 3> pbc{false, false, false};
+  int64_t charge = 0;
+  int64_t spin = 0;               // spin multiplicity (omol); 0 elsewhere
+  std::string task;               // dataset head, e.g. "omat"
+};
+
+struct EngineOptions {
+  torch::Device device = torch::kCPU;
+  torch::ScalarType dtype = torch::kFloat32;
+  bool merge_mole = true;   // merge experts once per composition/charge/spin/task
+  bool stress = true;
+};
+
+// Device tensors; energies in eV (float64), forces eV/A, stress eV/A^3
+// (+ (1/V) dE/d strain; NaN for systems with a zero-volume cell).
+struct Evaluation {
+  torch::Tensor energy;        // [B] float64
+  torch::Tensor atom_energy;   // [N] float64, sums to energy
+  torch::Tensor forces;        // [N, 3]
+  torch::Tensor stress;        // [B, 3, 3] or undefined
+  torch::Tensor edge_counts;   // [B] edges found (the graph holds min(count, capacity))
+  torch::Tensor coincident;    // [] pairs of atoms at distance zero
+  std::vector<int64_t> capacities;
+};
+
+struct HostEvaluation {
+  std::vector<double> energy;
+  torch::Tensor atom_energy;   // [N] float64, CPU
+  torch::Tensor forces;        // [N, 3] float64, CPU
+  torch::Tensor stress;        // [B, 3, 3] float64, CPU, or undefined
+  std::vector<int64_t> edges;  // per system
+};
+
+class Engine {
+ public:
+  Engine(UmaModel model, EngineOptions options = {});
+
+  Evaluation evaluate(const std::vector<Atoms>& systems);
+  HostEvaluation evaluate_checked(const std::vector<Atoms>& systems);
+
+  const UmaModel& model() const { return model_; }
+  const EngineOptions& options() const { return options_; }
+  int64_t merge_count() const { return merges_; }
+
+  // Throws uma::Error describing the first problem with the input.
+  void validate(const std::vector<Atoms>& systems) const;
+
+ private:
+  nn::MoleContext mole_context(const BatchTensors& in, const torch::Tensor& system_emb,
+                               const std::vector<Atoms>& systems,
+                               const std::vector<int64_t>& edge_rows);
+
+  UmaModel model_;
+  EngineOptions options_;
+  RadiusGraphBuilder graph_;
+  std::vector<int64_t> merged_key_;
+  bool merged_ = false;
+  int64_t merges_ = 0;
+};
+
+// Default spin for a task: 1 (singlet) for omol-like tasks with spin input, else 0.
+int64_t default_spin(const std::string& task);
+
+}  // namespace uma

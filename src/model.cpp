@@ -1,0 +1,136 @@
+#include "model.h"
+
+#include <set>
+
+#include "error.h"
+#include "safetensors.h"
+
+namespace uma {
+
+UmaModelImpl::UmaModelImpl(const ModelConfig& config) : config_(config) {
+  backbone_ = register_module("backbone", Backbone(config.backbone));
+  auto heads = register_module("output_heads", NamedModule());
+  auto wrapper = heads->add("energyandforcehead", NamedModule());
+  head_ = wrapper->add("head", EnergyHead(config.head, config.backbone.sphere_channels,
+                                          config.backbone.hidden_channels));
+}
+
+torch::Tensor UmaModelImpl::atom_energies(const BatchTensors& in, const EdgeInput& edges,
+                                          const torch::Tensor& system_emb,
+                                          const nn::MoleContext& ctx) {
+  auto node = backbone_->forward(in, edges, system_emb, ctx);
+  return head_->forward(node, in.datasets, in.atom_offsets);
+}
+
+bool UmaModelImpl::has_dataset(const std::string& dataset) const {
+  return config_.backbone.dataset_mapping.count(dataset) > 0;
+}
+
+const DatasetOutputs& UmaModelImpl::outputs(const std::string& dataset) const {
+  static const DatasetOutputs identity;
+  auto it = outputs_.find(dataset);
+  return it == outputs_.end() ? identity : it->second;
+}
+
+namespace {
+
+std::map<std::string, DatasetOutputs> dataset_outputs(const ModelConfig& config,
+                                                      const TensorFile& file,
+                                                      const std::string& path) {
+  std::map<std::string, DatasetOutputs> out;
+  for (const auto& ds : config.dataset_names()) {
+    DatasetOutputs o;
+    const TaskConfig* energy = nullptr;
+    for (const auto& t : config.tasks) {
+      if (std::find(t.datasets.begin(), t.datasets.end(), ds) == t.datasets.end()) continue;
+      if (t.property == "energy") {
+        energy = &t;
+        o.energy_mean = t.mean;
+        o.energy_rmsd = t.rmsd;
+      } else if (t.property == "forces") {
+        o.forces_mean = t.mean;
+        o.forces_rmsd = t.rmsd;
+      } else if (t.property == "stress") {
+        o.stress_mean = t.mean;
+        o.stress_rmsd = t.rmsd;
+      }
+    }
+    if (energy && !energy->element_references.empty()) {
+      auto it = file.tensors.find(energy->element_references);
+      if (it == file.tensors.end())
+        throw Error("model file '" + path + "' lacks the element references '" +
+                    energy->element_references + "'");
+      o.element_references = it->second.to(torch::kFloat64);
+    }
+    out[ds] = o;
+  }
+  return out;
+}
+
+bool ignorable(const std::string& name) {
+  return name.rfind("tasks.", 0) == 0 || name.rfind("backbone.Jd_", 0) == 0;
+}
+
+}  // namespace
+
+UmaModel load_model(const std::string& path) {
+  TensorFile file = read_safetensors(path);
+  auto fmt = file.metadata.find("format");
+  if (fmt == file.metadata.end() || fmt->second != kModelFormat)
+    throw Error("'" + path + "' is a safetensors file but not a lammps-uma model file "
+                "(no 'format: " + std::string(kModelFormat) + "' metadata); convert fairchem "
+                "checkpoints with tools/convert_checkpoint.py");
+  auto ver = file.metadata.find("format_version");
+  if (ver == file.metadata.end() || ver->second != std::to_string(kModelFormatVersion))
+    throw Error("model file '" + path + "' has format version " +
+                (ver == file.metadata.end() ? std::string("(none)") : ver->second) +
+                "; this build reads version " + std::to_string(kModelFormatVersion));
+  auto cfg = file.metadata.find("config");
+  if (cfg == file.metadata.end()) throw Error("model file '" + path + "' has no config");
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(cfg->second);
+  } catch (const nlohmann::json::exception&) {
+    throw Error("model file '" + path + "' has a config that is not JSON");
+  }
+  ModelConfig config = parse_model_config(j);
+  UmaModel model(config);
+  model->set_outputs(dataset_outputs(config, file, path));
+
+  torch::NoGradGuard no_grad;
+  std::set<std::string> used;
+  for (auto& p : model->named_parameters(true)) {
+    auto it = file.tensors.find(p.key());
+    if (it == file.tensors.end())
+      throw Error("model file '" + path + "' lacks tensor '" + p.key() + "'");
+    if (it->second.sizes() != p.value().sizes())
+      throw Error("model file '" + path + "': tensor '" + p.key() + "' has shape " +
+                  c10::str(it->second.sizes()) + ", the configuration needs " +
+                  c10::str(p.value().sizes()));
+    const auto& stored = it->second;
+    p.value().set_data(stored.is_floating_point() ? stored.clone() : stored.to(torch::kFloat32));
+    used.insert(p.key());
+  }
+  for (const auto& [name, t] : file.tensors)
+    if (!used.count(name) && !ignorable(name))
+      throw Error("model file '" + path + "' has unexpected tensor '" + name +
+                  "' (a different architecture?)");
+  return model;
+}
+
+void save_model(const UmaModel& model, const std::string& path) {
+  TensorFile file;
+  for (const auto& p : model->named_parameters(true))
+    file.tensors[p.key()] = p.value().detach().to(torch::kCPU, torch::kFloat32).contiguous();
+  for (const auto& t : model->config().tasks)
+    if (!t.element_references.empty())
+      for (const auto& ds : t.datasets)
+        if (model->outputs(ds).element_references.defined())
+          file.tensors[t.element_references] = model->outputs(ds).element_references;
+  file.metadata["format"] = kModelFormat;
+  file.metadata["format_version"] = std::to_string(kModelFormatVersion);
+  file.metadata["config"] = model->config().raw.dump();
+  write_safetensors(path, file);
+}
+
+}  // namespace uma

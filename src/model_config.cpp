@@ -1,0 +1,134 @@
+#include "model_config.h"
+
+#include <algorithm>
+
+#include "error.h"
+
+namespace uma {
+namespace {
+
+using nlohmann::json;
+
+template <typename T>
+T get_or(const json& j, const char* key, T fallback) {
+  if (!j.contains(key) || j[key].is_null()) return fallback;
+  try {
+    return j[key].get<T>();
+  } catch (const json::exception&) {
+    throw Error(std::string("model config: key '") + key + "' has the wrong type");
+  }
+}
+
+void require_equal(const json& b, const char* key, const std::string& want) {
+  if (b.contains(key) && !b[key].is_null() && b[key].get<std::string>() != want)
+    throw Error(std::string("model config: ") + key + " '" + b[key].get<std::string>() +
+                "' is not supported (only '" + want + "')");
+}
+
+std::pair<int, int> channel_range(const json& b, const char* key) {
+  if (!b.contains(key) || b[key].is_null()) return {0, 0};
+  auto ch = b[key].get<std::vector<int>>();
+  if (ch.empty()) return {0, 0};
+  std::sort(ch.begin(), ch.end());
+  for (size_t i = 1; i < ch.size(); ++i)
+    if (ch[i] != ch[i - 1] + 1)
+      throw Error(std::string("model config: ") + key + " must be contiguous channels");
+  return {ch.front(), ch.back() + 1};
+}
+
+}  // namespace
+
+std::vector<std::string> ModelConfig::dataset_names() const {
+  std::vector<std::string> names;
+  for (const auto& kv : backbone.dataset_mapping) names.push_back(kv.first);
+  return names;
+}
+
+const TaskConfig* ModelConfig::energy_task(const std::string& dataset) const {
+  for (const auto& t : tasks)
+    if (t.property == "energy" &&
+        std::find(t.datasets.begin(), t.datasets.end(), dataset) != t.datasets.end())
+      return &t;
+  return nullptr;
+}
+
+ModelConfig parse_model_config(const json& j) {
+  ModelConfig c;
+  c.raw = j;
+  if (!j.is_object() || !j.contains("backbone"))
+    throw Error("model config: no 'backbone' section");
+  c.model_id = get_or<std::string>(j, "model_id", "");
+  const json& b = j["backbone"];
+  BackboneConfig& bb = c.backbone;
+  bb.max_num_elements = get_or(b, "max_num_elements", 100);
+  bb.sphere_channels = get_or(b, "sphere_channels", 128);
+  bb.hidden_channels = get_or(b, "hidden_channels", 128);
+  bb.lmax = get_or(b, "lmax", 2);
+  bb.mmax = get_or(b, "mmax", 2);
+  bb.num_layers = get_or(b, "num_layers", 2);
+  bb.edge_channels = get_or(b, "edge_channels", 128);
+  bb.num_distance_basis = get_or(b, "num_distance_basis", 512);
+  bb.num_experts = get_or(b, "num_experts", 0);
+  bb.max_neighbors = get_or(b, "max_neighbors", 300);
+  bb.cutoff = get_or(b, "cutoff", 5.0);
+  bb.use_dataset_embedding = get_or(b, "use_dataset_embedding", true);
+  bb.use_composition_embedding = get_or(b, "use_composition_embedding", false);
+  bb.composition_include_self = get_or(j, "composition_mean_include_self", false);
+  if (b.contains("dataset_mapping") && b["dataset_mapping"].is_object())
+    bb.dataset_mapping = b["dataset_mapping"].get<std::map<std::string, std::string>>();
+  else if (b.contains("dataset_list") && b["dataset_list"].is_array())
+    for (const auto& d : b["dataset_list"]) bb.dataset_mapping[d] = d;
+  std::tie(bb.charge_channel_begin, bb.charge_channel_end) =
+      channel_range(b, "charge_balanced_channels");
+  std::tie(bb.spin_channel_begin, bb.spin_channel_end) =
+      channel_range(b, "spin_balanced_channels");
+
+  if (bb.lmax != 2 || bb.mmax != 2)
+    throw Error("model config: only lmax = mmax = 2 (UMA-S) is supported, got lmax " +
+                std::to_string(bb.lmax) + ", mmax " + std::to_string(bb.mmax));
+  require_equal(b, "act_type", "gate");
+  require_equal(b, "ff_type", "spectral");
+  require_equal(b, "norm_type", "rms_norm_sh");
+  require_equal(b, "chg_spin_emb_type", "rand_emb");
+  require_equal(b, "distance_function", "gaussian");
+  if (get_or<std::string>(b, "moe_expert_coefficient_norm", "softmax") != "softmax")
+    throw Error("model config: only softmax expert coefficients are supported");
+  if (get_or<std::string>(b, "moe_type", "so2") != "so2")
+    throw Error("model config: only moe_type 'so2' is supported");
+  if (bb.num_layers < 1 || bb.sphere_channels < 1 || bb.hidden_channels < 1 ||
+      bb.num_distance_basis < 2 || bb.cutoff <= 0)
+    throw Error("model config: sizes must be positive");
+  if (bb.use_dataset_embedding && bb.dataset_mapping.empty())
+    throw Error("model config: dataset embedding is on but no datasets are listed");
+
+  if (j.contains("head")) {
+    const json& h = j["head"];
+    const auto kind = get_or<std::string>(h, "kind", "single");
+    if (kind == "single")
+      c.head.kind = HeadKind::kSingle;
+    else if (kind == "dataset_moe")
+      c.head.kind = HeadKind::kDatasetMoE;
+    else
+      throw Error("model config: unknown head kind '" + kind + "'");
+    c.head.datasets = get_or<std::vector<std::string>>(h, "datasets", {});
+  }
+  if (c.head.kind == HeadKind::kDatasetMoE && c.head.datasets.empty())
+    throw Error("model config: a dataset_moe head needs its dataset list");
+
+  if (j.contains("tasks"))
+    for (const auto& t : j["tasks"]) {
+      TaskConfig tc;
+      tc.name = get_or<std::string>(t, "name", "");
+      tc.property = get_or<std::string>(t, "property", "");
+      tc.datasets = get_or<std::vector<std::string>>(t, "datasets", {});
+      if (t.contains("normalizer") && t["normalizer"].is_object()) {
+        tc.mean = get_or(t["normalizer"], "mean", 0.0);
+        tc.rmsd = get_or(t["normalizer"], "rmsd", 1.0);
+      }
+      tc.element_references = get_or<std::string>(t, "element_references", "");
+      c.tasks.push_back(std::move(tc));
+    }
+  return c;
+}
+
+}  // namespace uma

@@ -1,0 +1,69 @@
+// The model's configuration, as stored in the model file's JSON metadata.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace uma {
+
+constexpr const char* kModelFormat = "lammps-uma-model";
+constexpr int kModelFormatVersion = 1;
+
+struct BackboneConfig {
+  int max_num_elements = 100;
+  int sphere_channels = 128;   // C
+  int hidden_channels = 128;   // H
+  int lmax = 2;
+  int mmax = 2;
+  int num_layers = 4;
+  int edge_channels = 128;
+  int num_distance_basis = 64;  // K
+  int num_experts = 0;          // X; 0 = plain (already merged) backbone
+  int max_neighbors = 300;
+  double cutoff = 6.0;
+  bool use_dataset_embedding = true;
+  bool use_composition_embedding = false;
+  bool composition_include_self = false;  // the UMA-S-1.2 composition-mean quirk
+  // dataset (task) name -> dataset-embedding name
+  std::map<std::string, std::string> dataset_mapping;
+  int charge_channel_begin = 0, charge_channel_end = 0;
+  int spin_channel_begin = 0, spin_channel_end = 0;
+};
+
+enum class HeadKind { kSingle, kDatasetMoE };
+
+struct HeadConfig {
+  HeadKind kind = HeadKind::kSingle;
+  std::vector<std::string> datasets;  // for kDatasetMoE: expert order
+};
+
+struct TaskConfig {
+  std::string name;      // e.g. "omat_energy"
+  std::string property;  // energy | forces | stress
+  std::vector<std::string> datasets;
+  double mean = 0.0;
+  double rmsd = 1.0;
+  std::string element_references;  // tensor name, empty when none
+};
+
+struct ModelConfig {
+  std::string model_id;
+  BackboneConfig backbone;
+  HeadConfig head;
+  std::vector<TaskConfig> tasks;
+  nlohmann::json raw;  // the whole metadata JSON, kept for writing back
+
+  // Dataset names a user may ask for (the keys of dataset_mapping, sorted).
+  std::vector<std::string> dataset_names() const;
+  // The energy task for a dataset, or nullptr.
+  const TaskConfig* energy_task(const std::string& dataset) const;
+};
+
+// Parses and validates; throws uma::Error naming the offending key.
+ModelConfig parse_model_config(const nlohmann::json& j);
+
+}  // namespace uma

@@ -1,0 +1,52 @@
+#include "nn/block.h"
+
+namespace uma::nn {
+
+EdgewiseImpl::EdgewiseImpl(int64_t sphere_channels, int64_t hidden_channels,
+                           const std::vector<int64_t>& radial_channels, int64_t num_experts)
+    : hidden_(hidden_channels) {
+  so2_conv_1 = register_module(
+      "so2_conv_1", SO2Conv(2 * sphere_channels, hidden_channels, 2 * hidden_channels,
+                            radial_channels, num_experts));
+  so2_conv_2 = register_module(
+      "so2_conv_2", SO2Conv(hidden_channels, sphere_channels, 0, std::vector<int64_t>{}, num_experts));
+}
+
+torch::Tensor EdgewiseImpl::forward(const torch::Tensor& x, const EdgeFrame& edges,
+                                    const MoleContext& ctx) {
+  // node -> edge frame: [E, 9, 2C], source channels first
+  auto pair = torch::cat({x.index_select(0, edges.src), x.index_select(0, edges.tgt)}, 2);
+  auto message = torch::bmm(edges.wigner, pair);
+  auto [hidden, gates] = so2_conv_1->forward(message, edges.x_edge, ctx);
+  hidden = gate_activation(gates, hidden, gate_index_m_layout(x.device()));
+  auto [out, unused] = so2_conv_2->forward(hidden, torch::Tensor(), ctx);
+  // edge frame -> node, enveloped, summed into targets
+  auto rotated = torch::bmm(edges.wigner_inv_envelope, out);
+  return torch::zeros_like(x).index_add(0, edges.tgt, rotated);
+}
+
+std::vector<MoleLinear> EdgewiseImpl::mole_layers() const {
+  auto a = so2_conv_1->mole_layers();
+  auto b = so2_conv_2->mole_layers();
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+BlockImpl::BlockImpl(int64_t sphere_channels, int64_t hidden_channels,
+                     const std::vector<int64_t>& radial_channels, int64_t num_experts) {
+  norm_1 = register_module("norm_1", RMSNormSH(sphere_channels));
+  edge_wise = register_module(
+      "edge_wise", Edgewise(sphere_channels, hidden_channels, radial_channels, num_experts));
+  norm_2 = register_module("norm_2", RMSNormSH(sphere_channels));
+  atom_wise = register_module("atom_wise", SpectralAtomwise(sphere_channels, hidden_channels));
+}
+
+torch::Tensor BlockImpl::forward(const torch::Tensor& x, const torch::Tensor& system_embedding,
+                                 const EdgeFrame& edges, const MoleContext& ctx) {
+  auto h = norm_1->forward(x);
+  h = torch::cat({(h.select(1, 0) + system_embedding).unsqueeze(1), h.narrow(1, 1, 8)}, 1);
+  auto y = edge_wise->forward(h, edges, ctx) + x;
+  return atom_wise->forward(norm_2->forward(y)) + y;
+}
+
+}  // namespace uma::nn

@@ -1,0 +1,52 @@
+// One eSCN-MD block: norm -> edgewise SO(2) message passing -> residual,
+// norm -> spectral feed-forward -> residual.
+#pragma once
+
+#include <vector>
+
+#include <torch/torch.h>
+
+#include "nn/mole.h"
+#include "nn/so2_conv.h"
+#include "nn/so3.h"
+
+namespace uma::nn {
+
+// What every block needs to know about the edges.
+struct EdgeFrame {
+  torch::Tensor src, tgt;              // [E] source (neighbour) and target atoms
+  torch::Tensor wigner;                // [E, 9(M), 9(L)] rotation into the edge frame
+  torch::Tensor wigner_inv_envelope;   // [E, 9(L), 9(M)] back-rotation times envelope
+  torch::Tensor x_edge;                // [E, K + 2 * edge_channels]
+};
+
+class EdgewiseImpl : public torch::nn::Module {
+ public:
+  EdgewiseImpl(int64_t sphere_channels, int64_t hidden_channels,
+               const std::vector<int64_t>& radial_channels, int64_t num_experts);
+  torch::Tensor forward(const torch::Tensor& x, const EdgeFrame& edges, const MoleContext& ctx);
+  std::vector<MoleLinear> mole_layers() const;
+
+ private:
+  int64_t hidden_;
+  SO2Conv so2_conv_1{nullptr}, so2_conv_2{nullptr};
+};
+TORCH_MODULE(Edgewise);
+
+class BlockImpl : public torch::nn::Module {
+ public:
+  BlockImpl(int64_t sphere_channels, int64_t hidden_channels,
+            const std::vector<int64_t>& radial_channels, int64_t num_experts);
+  // x: [N, 9, C]; system_embedding: [N, C] added to the l = 0 row after norm_1.
+  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& system_embedding,
+                        const EdgeFrame& edges, const MoleContext& ctx);
+  std::vector<MoleLinear> mole_layers() const { return edge_wise->mole_layers(); }
+
+ private:
+  RMSNormSH norm_1{nullptr}, norm_2{nullptr};
+  Edgewise edge_wise{nullptr};
+  SpectralAtomwise atom_wise{nullptr};
+};
+TORCH_MODULE(Block);
+
+}  // namespace uma::nn

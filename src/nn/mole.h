@@ -1,0 +1,41 @@
+// Mixture of Linear Experts: a linear layer whose weight is a per-system
+// mixture of expert weights, W_b = sum_e coeff[b, e] * W_e.
+#pragma once
+
+#include <vector>
+
+#include <torch/torch.h>
+
+namespace uma::nn {
+
+// How the rows of a MoLE input map to systems.
+struct MoleContext {
+  torch::Tensor coefficients;         // [B, X]
+  std::vector<int64_t> row_offsets;   // B + 1 host offsets of each system's rows
+  bool use_merged = false;            // use each layer's merged weight
+};
+
+class MoleLinearImpl : public torch::nn::Module {
+ public:
+  // num_experts == 0 gives a plain linear layer (parameter "weight").
+  MoleLinearImpl(int64_t num_experts, int64_t in, int64_t out, bool bias);
+
+  // x: [rows, ..., in] -> [rows, ..., out]
+  torch::Tensor forward(const torch::Tensor& x, const MoleContext& ctx);
+
+  // Mixed weights for every system: [B, out, in].
+  torch::Tensor mixed_weights(const torch::Tensor& coefficients) const;
+  void set_merged(const torch::Tensor& coefficients_row);  // [X]
+  void clear_merged() { merged_ = torch::Tensor(); }
+
+  int64_t num_experts() const { return num_experts_; }
+
+ private:
+  int64_t num_experts_, in_, out_;
+  torch::Tensor weights_;  // [X, out, in] or [out, in] when X == 0
+  torch::Tensor bias_;     // [out] or undefined
+  torch::Tensor merged_;   // [out, in], no grad
+};
+TORCH_MODULE(MoleLinear);
+
+}  // namespace uma::nn

@@ -1,0 +1,35 @@
+#include "nn/radial.h"
+
+namespace uma::nn {
+
+GaussianBasis::GaussianBasis(double cutoff, int num_basis) {
+  offsets_ = torch::linspace(0.0, cutoff, num_basis, torch::kFloat32);
+  const double spacing = (offsets_[1] - offsets_[0]).item<float>();
+  coeff_ = -0.5 / ((2.0 * spacing) * (2.0 * spacing));
+}
+
+torch::Tensor GaussianBasis::operator()(const torch::Tensor& distance) const {
+  auto mu = offsets_.to(distance.device(), distance.scalar_type());
+  auto diff = distance.view({-1, 1}) - mu.view({1, -1});
+  return torch::exp(coeff_ * diff.pow(2));
+}
+
+torch::Tensor polynomial_envelope(const torch::Tensor& x) {
+  constexpr double p = 5.0;
+  constexpr double a = -(p + 1) * (p + 2) / 2, b = p * (p + 2), c = -p * (p + 1) / 2;
+  auto value = 1 + x.pow(p) * (a + x * (b + c * x));
+  return torch::where(x < 1, value, torch::zeros_like(value));
+}
+
+RadialMLPImpl::RadialMLPImpl(const std::vector<int64_t>& channels) {
+  net = torch::nn::Sequential();
+  for (size_t i = 1; i < channels.size(); ++i) {
+    net->push_back(torch::nn::Linear(channels[i - 1], channels[i]));
+    if (i + 1 == channels.size()) break;
+    net->push_back(torch::nn::LayerNorm(torch::nn::LayerNormOptions({channels[i]}).eps(1e-5)));
+    net->push_back(torch::nn::SiLU());
+  }
+  register_module("net", net);
+}
+
+}  // namespace uma::nn

@@ -1,0 +1,54 @@
+// SO(2) convolution in the edge frame (M-layout, lmax = mmax = 2).
+//
+// Input rows (M-layout): [l0m0, l1m0, l2m0 | l1+1, l2+1 | l1-1, l2-1 | l2+2 | l2-2].
+// m = 0 is a real linear map; m = 1, 2 act as complex-linear maps
+// (W_re + i W_im) on the (+m, -m) pairs.
+#pragma once
+
+#include <utility>
+#include <vector>
+
+#include <torch/torch.h>
+
+#include "nn/mole.h"
+#include "nn/radial.h"
+
+namespace uma::nn {
+
+// One m > 0 block: parameter "fc" with 2 * num_l * out rows.
+class SO2mConvImpl : public torch::nn::Module {
+ public:
+  SO2mConvImpl(int64_t m, int64_t in_channels, int64_t out_channels, int64_t num_experts);
+  // x: [E, 2, num_l * in] (row 0 = +m, row 1 = -m) -> (re, im), each [E, num_l, out]
+  std::pair<torch::Tensor, torch::Tensor> forward(const torch::Tensor& x, const MoleContext& ctx);
+  MoleLinear fc{nullptr};
+
+ private:
+  int64_t num_l_, out_;
+};
+TORCH_MODULE(SO2mConv);
+
+class SO2ConvImpl : public torch::nn::Module {
+ public:
+  // radial_channels empty: internal weights (no radial modulation).
+  SO2ConvImpl(int64_t in_channels, int64_t out_channels, int64_t extra_m0_out,
+              const std::vector<int64_t>& radial_channels, int64_t num_experts);
+
+  // x: [E, 9, in] M-layout, x_edge: [E, K + 2 * edge_channels] or undefined.
+  // Returns ([E, 9, out], gating [E, extra_m0_out] or undefined).
+  std::pair<torch::Tensor, torch::Tensor> forward(const torch::Tensor& x,
+                                                  const torch::Tensor& x_edge,
+                                                  const MoleContext& ctx);
+
+  std::vector<MoleLinear> mole_layers() const;
+
+ private:
+  int64_t in_, out_, extra_;
+  MoleLinear fc_m0{nullptr};
+  torch::nn::ModuleList so2_m_conv{nullptr};
+  std::vector<SO2mConv> m_convs_;
+  RadialMLP rad_func{nullptr};
+};
+TORCH_MODULE(SO2Conv);
+
+}  // namespace uma::nn

@@ -1,0 +1,69 @@
+#include "nn/so3.h"
+
+namespace uma::nn {
+
+SO3LinearImpl::SO3LinearImpl(int64_t in, int64_t out) {
+  const double bound = 1.0 / std::sqrt(static_cast<double>(in));
+  weight = register_parameter("weight", torch::empty({3, out, in}).uniform_(-bound, bound));
+  bias = register_parameter("bias", torch::zeros({out}));
+}
+
+torch::Tensor SO3LinearImpl::forward(const torch::Tensor& x) {
+  auto y0 = torch::linear(x.narrow(1, 0, 1), weight[0], bias);
+  auto y1 = torch::matmul(x.narrow(1, 1, 3), weight[1].t());
+  auto y2 = torch::matmul(x.narrow(1, 4, 5), weight[2].t());
+  return torch::cat({y0, y1, y2}, 1);
+}
+
+RMSNormSHImpl::RMSNormSHImpl(int64_t channels) {
+  affine_weight = register_parameter("affine_weight", torch::ones({3, channels}));
+  affine_bias = register_parameter("affine_bias", torch::zeros({channels}));
+}
+
+torch::Tensor RMSNormSHImpl::forward(const torch::Tensor& x) {
+  auto x0 = x.narrow(1, 0, 1);
+  x0 = x0 - x0.mean(2, true);
+  auto rest = x.narrow(1, 1, 8);
+  // mean over l of the per-l mean squares, then mean over channels: [N, 1, 1]
+  auto sq0 = x0.pow(2);
+  auto sq1 = rest.narrow(1, 0, 3).pow(2).sum(1, true) / 3.0;
+  auto sq2 = rest.narrow(1, 3, 5).pow(2).sum(1, true) / 5.0;
+  auto norm = ((sq0 + sq1 + sq2) / 3.0).mean(2, true);
+  auto scale = (norm + 1e-5).pow(-0.5);
+  auto w = affine_weight.index_select(
+      0, torch::tensor({0, 1, 1, 1, 2, 2, 2, 2, 2}, torch::dtype(torch::kLong).device(x.device())));
+  auto out = torch::cat({x0, rest}, 1) * (scale * w.unsqueeze(0));
+  return torch::cat({out.narrow(1, 0, 1) + affine_bias.view({1, 1, -1}), out.narrow(1, 1, 8)}, 1);
+}
+
+torch::Tensor gate_index_l_layout(torch::Device device) {
+  return torch::tensor({0, 0, 0, 1, 1, 1, 1, 1}, torch::dtype(torch::kLong).device(device));
+}
+
+torch::Tensor gate_index_m_layout(torch::Device device) {
+  return torch::tensor({0, 1, 0, 1, 0, 1, 1, 1}, torch::dtype(torch::kLong).device(device));
+}
+
+torch::Tensor gate_activation(const torch::Tensor& gates, const torch::Tensor& x,
+                              const torch::Tensor& l_of_row) {
+  const int64_t rows = x.size(0), channels = x.size(2);
+  auto g = torch::sigmoid(gates).view({rows, 2, channels}).index_select(1, l_of_row);
+  return torch::cat({torch::silu(x.narrow(1, 0, 1)), x.narrow(1, 1, 8) * g}, 1);
+}
+
+SpectralAtomwiseImpl::SpectralAtomwiseImpl(int64_t sphere_channels, int64_t hidden_channels) {
+  scalar_mlp = register_module(
+      "scalar_mlp",
+      torch::nn::Sequential(torch::nn::Linear(sphere_channels, 2 * hidden_channels), torch::nn::SiLU()));
+  so3_linear_1 = register_module("so3_linear_1", SO3Linear(sphere_channels, hidden_channels));
+  so3_linear_2 = register_module("so3_linear_2", SO3Linear(hidden_channels, sphere_channels));
+}
+
+torch::Tensor SpectralAtomwiseImpl::forward(const torch::Tensor& x) {
+  auto gates = scalar_mlp->forward(x.select(1, 0));
+  auto h = so3_linear_1->forward(x);
+  h = gate_activation(gates, h, gate_index_l_layout(x.device()));
+  return so3_linear_2->forward(h);
+}
+
+}  // namespace uma::nn

@@ -1,0 +1,54 @@
+// Node-level layers on L-layout features [N, 9, C] (rows l^2 + l + m).
+#pragma once
+
+#include <torch/torch.h>
+
+namespace uma::nn {
+
+// Per-degree linear map: out[n, i, o] = sum_c x[n, i, c] W[l(i), o, c] (+ bias on l = 0).
+class SO3LinearImpl : public torch::nn::Module {
+ public:
+  SO3LinearImpl(int64_t in, int64_t out);
+  torch::Tensor forward(const torch::Tensor& x);
+
+ private:
+  torch::Tensor weight;  // [3, out, in]
+  torch::Tensor bias;    // [out]
+};
+TORCH_MODULE(SO3Linear);
+
+// Equivariant RMS norm with l = 0 centring and degree-balanced mean squares.
+class RMSNormSHImpl : public torch::nn::Module {
+ public:
+  explicit RMSNormSHImpl(int64_t channels);
+  torch::Tensor forward(const torch::Tensor& x);
+
+ private:
+  torch::Tensor affine_weight;  // [3, C]
+  torch::Tensor affine_bias;    // [C]
+};
+TORCH_MODULE(RMSNormSH);
+
+// Gate activation: SiLU on row 0; rows of degree l > 0 (in the given row
+// order) multiplied by sigmoid(gates[:, l - 1]).  gates: [rows, 2 * C].
+// `l_of_row` lists the degree (1 or 2) of rows 1..8.
+torch::Tensor gate_activation(const torch::Tensor& gates, const torch::Tensor& x,
+                              const torch::Tensor& l_of_row);
+
+// Rows 1..8 degree index (0 for l=1, 1 for l=2) in L-layout and in M-layout.
+torch::Tensor gate_index_l_layout(torch::Device device);
+torch::Tensor gate_index_m_layout(torch::Device device);
+
+// Feed-forward: gated SO3 linear -> SO3 linear, gates from the l = 0 row.
+class SpectralAtomwiseImpl : public torch::nn::Module {
+ public:
+  SpectralAtomwiseImpl(int64_t sphere_channels, int64_t hidden_channels);
+  torch::Tensor forward(const torch::Tensor& x);
+
+ private:
+  torch::nn::Sequential scalar_mlp{nullptr};
+  SO3Linear so3_linear_1{nullptr}, so3_linear_2{nullptr};
+};
+TORCH_MODULE(SpectralAtomwise);
+
+}  // namespace uma::nn

@@ -1,0 +1,91 @@
+// Helpers shared by the test programs.
+#pragma once
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+#include <torch/torch.h>
+
+#include "engine.h"
+#include "model.h"
+
+namespace uma::test {
+
+// A small UMA-S-shaped configuration (same structure, tiny widths).
+inline nlohmann::json small_config(int experts = 4, bool dataset_head = false,
+                                   bool charge_balance = false, int max_neighbors = 300) {
+  nlohmann::json b = {{"max_num_elements", 100}, {"sphere_channels", 8},  {"hidden_channels", 12},
+                      {"lmax", 2},               {"mmax", 2},             {"num_layers", 2},
+                      {"edge_channels", 6},      {"num_distance_basis", 10}, {"cutoff", 5.0},
+                      {"num_experts", experts},  {"max_neighbors", max_neighbors},
+                      {"use_composition_embedding", true}, {"act_type", "gate"}, {"ff_type", "spectral"},
+                      {"norm_type", "rms_norm_sh"}, {"chg_spin_emb_type", "rand_emb"},
+                      {"dataset_mapping", {{"omat", "omat"}, {"omol", "omol"}, {"oc20", "oc20"}}}};
+  if (charge_balance) b["charge_balanced_channels"] = {0, 1, 2};
+  nlohmann::json j = {{"model_id", "test"}, {"backbone", b}};
+  if (dataset_head)
+    j["head"] = {{"kind", "dataset_moe"}, {"datasets", {"oc20", "omat", "omol"}}};
+  else
+    j["head"] = {{"kind", "single"}};
+  j["tasks"] = nlohmann::json::array();
+  for (const char* ds : {"omat", "omol", "oc20"})
+    for (const char* prop : {"energy", "forces", "stress"})
+      j["tasks"].push_back({{"name", std::string(ds) + "_" + prop}, {"property", prop},
+                            {"datasets", {ds}}, {"normalizer", {{"mean", 0.0}, {"rmsd", 1.5}}}});
+  return j;
+}
+
+// Random weights, large enough that every path matters.
+inline UmaModel random_model(const nlohmann::json& config, uint64_t seed = 7) {
+  torch::manual_seed(seed);
+  UmaModel model(parse_model_config(config));
+  torch::NoGradGuard no_grad;
+  for (auto& p : model->named_parameters()) {
+    const auto& t = p.value();
+    const double a = t.dim() >= 2 ? 1.0 / std::sqrt(double(t.size(-1))) : 0.5;
+    t.uniform_(-a, a);
+    if (p.key().find("embedding") != std::string::npos && t.dim() == 2 && t.size(0) >= 100)
+      t.uniform_(-0.5, 0.5);
+  }
+  return model;
+}
+
+inline Atoms atoms_from(const std::vector<int64_t>& z, const std::vector<double>& pos,
+                        const Matrix3& cell, std::array<bool, 3> pbc, const std::string& task,
+                        int64_t charge = 0, int64_t spin = 0) {
+  Atoms a;
+  a.numbers = z;
+  a.positions = torch::tensor(pos, torch::kFloat64).view({-1, 3}).clone();
+  a.cell = cell;
+  a.pbc = pbc;
+  a.task = task;
+  a.charge = charge;
+  a.spin = spin;
+  return a;
+}
+
+// fcc Cu conventional cell (4 atoms), rattled.
+inline Atoms copper_cell(double rattle = 0.07, uint64_t seed = 3) {
+  const double a = 3.61;
+  std::vector<double> pos = {0, 0, 0, 0, a / 2, a / 2, a / 2, 0, a / 2, a / 2, a / 2, 0};
+  torch::manual_seed(seed);
+  auto noise = torch::empty({12}, torch::kFloat64).uniform_(-rattle, rattle);
+  for (int i = 0; i < 12; ++i) pos[i] += noise[i].item<double>();
+  return atoms_from({29, 29, 29, 29}, pos, {{{a, 0, 0}, {0, a, 0}, {0, 0, a}}}, {true, true, true}, "omat");
+}
+
+// Skewed triclinic cell with two elements.
+inline Atoms triclinic_cell() {
+  return atoms_from({13, 8, 8}, {0.1, 0.2, 0.3, 1.9, 0.4, 0.7, 0.9, 1.8, 1.6},
+                    {{{3.1, 0.0, 0.0}, {1.4, 2.9, 0.0}, {0.8, -1.1, 3.3}}}, {true, true, true}, "omat");
+}
+
+// A small molecule without periodicity.
+inline Atoms molecule(int64_t charge = 1, int64_t spin = 2) {
+  return atoms_from({6, 8, 1, 1, 7}, {0, 0, 0, 1.22, 0.05, 0, -0.55, 0.93, 0.1, -0.5, -0.95, -0.1, 0.3, 0.2, 1.4},
+                    {}, {false, false, false}, "omol", charge, spin);
+}
+
+}  // namespace uma::test

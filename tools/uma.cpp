@@ -1,0 +1,143 @@
+// uma: command-line front end of the lammps-uma engine.
+//
+//   uma info MODEL
+//   uma eval MODEL STRUCTURE.extxyz [--task T] [--charge Q] [--spin S]
+//            [--device cpu|cuda] [--precision fp32|fp64] [--json]
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "elements.h"
+#include "engine.h"
+#include "error.h"
+#include "extxyz.h"
+#include "model.h"
+
+namespace {
+
+using nlohmann::json;
+
+int cmd_info(const std::string& path) {
+  auto model = uma::load_model(path);
+  const auto& c = model->config();
+  const auto& b = c.backbone;
+  int64_t params = 0;
+  for (const auto& p : model->parameters()) params += p.numel();
+  std::printf("model file      %s\n", path.c_str());
+  std::printf("model id        %s\n", c.model_id.empty() ? "(none)" : c.model_id.c_str());
+  std::printf("parameters      %lld\n", static_cast<long long>(params));
+  std::printf("layers          %d (lmax %d, mmax %d)\n", b.num_layers, b.lmax, b.mmax);
+  std::printf("channels        sphere %d, hidden %d, edge %d, distance basis %d\n", b.sphere_channels,
+              b.hidden_channels, b.edge_channels, b.num_distance_basis);
+  std::printf("experts         %d%s\n", b.num_experts, b.num_experts ? " (mixture of linear experts)" : "");
+  std::printf("cutoff          %g A, max_neighbors %d\n", b.cutoff, b.max_neighbors);
+  std::printf("elements        Z = 1..%d\n", b.max_num_elements - 1);
+  std::printf("tasks           ");
+  for (const auto& d : c.dataset_names()) std::printf("%s ", d.c_str());
+  std::printf("\n");
+  if (b.charge_channel_end > b.charge_channel_begin)
+    std::printf("charge balance  channels %d..%d\n", b.charge_channel_begin, b.charge_channel_end - 1);
+  if (b.composition_include_self) std::printf("composition     mean includes an extra zero (UMA-S-1.2)\n");
+  return 0;
+}
+
+struct EvalArgs {
+  std::string model, structure, task, device = "cpu", precision = "fp32";
+  std::optional<int64_t> charge, spin;
+  bool json = false, no_merge = false;
+};
+
+int cmd_eval(const EvalArgs& a) {
+  uma::EngineOptions opt;
+  if (a.device == "cuda") {
+    if (!torch::cuda::is_available()) throw uma::Error("--device cuda: no CUDA device is available");
+    opt.device = torch::Device(torch::kCUDA, 0);
+  }
+  opt.dtype = a.precision == "fp64" ? torch::kFloat64 : torch::kFloat32;
+  opt.merge_mole = !a.no_merge;
+  uma::Engine engine(uma::load_model(a.model), opt);
+  const auto frames = uma::read_extxyz(a.structure);
+  json out = json::array();
+  for (size_t i = 0; i < frames.size(); ++i) {
+    const auto& f = frames[i];
+    uma::Atoms atoms;
+    atoms.numbers = f.numbers;
+    atoms.positions = torch::tensor(f.positions, torch::kFloat64).view({-1, 3});
+    atoms.cell = f.cell;
+    atoms.pbc = f.pbc;
+    atoms.task = !a.task.empty() ? a.task : (f.info.count("task") ? f.info.at("task") : "");
+    if (atoms.task.empty()) {
+      std::string known;
+      for (const auto& d : engine.model()->config().dataset_names()) known += " " + d;
+      throw uma::Error("no task given: pass --task (this model has:" + known + ")");
+    }
+    atoms.charge = a.charge ? *a.charge : (f.info.count("charge") ? std::stoll(f.info.at("charge")) : 0);
+    atoms.spin = a.spin ? *a.spin
+                        : (f.info.count("spin") ? std::stoll(f.info.at("spin")) : uma::default_spin(atoms.task));
+    auto r = engine.evaluate_checked({atoms});
+    const int64_t n = static_cast<int64_t>(f.numbers.size());
+    if (a.json) {
+      json fr;
+      fr["energy"] = r.energy[0];
+      fr["forces"] = std::vector<double>(r.forces.data_ptr<double>(), r.forces.data_ptr<double>() + 3 * n);
+      if (r.stress.defined())
+        fr["stress"] = std::vector<double>(r.stress.data_ptr<double>(), r.stress.data_ptr<double>() + 9);
+      fr["edges"] = r.edges[0];
+      out.push_back(fr);
+      continue;
+    }
+    std::printf("frame %zu: %lld atoms, task %s, charge %lld, spin %lld, %lld edges\n", i,
+                static_cast<long long>(n), atoms.task.c_str(), static_cast<long long>(atoms.charge),
+                static_cast<long long>(atoms.spin), static_cast<long long>(r.edges[0]));
+    std::printf("energy  %.10f eV\n", r.energy[0]);
+    std::printf("forces (eV/A)\n");
+    auto F = r.forces.accessor<double, 2>();
+    for (int64_t k = 0; k < n; ++k)
+      std::printf("  %-3s %16.10f %16.10f %16.10f\n", uma::element_symbol(int(f.numbers[k])).c_str(),
+                  F[k][0], F[k][1], F[k][2]);
+    if (r.stress.defined() && (f.pbc[0] || f.pbc[1] || f.pbc[2])) {
+      auto S = r.stress.accessor<double, 3>()[0];
+      std::printf("stress (eV/A^3, +(1/V) dE/d strain)\n");
+      for (int k = 0; k < 3; ++k) std::printf("  %16.10f %16.10f %16.10f\n", S[k][0], S[k][1], S[k][2]);
+    }
+  }
+  if (a.json) std::cout << out.dump(1) << "\n";
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"lammps-uma engine: evaluate and inspect UMA-S model files"};
+  app.require_subcommand(1);
+
+  std::string info_model;
+  auto* info = app.add_subcommand("info", "print a model file's configuration");
+  info->add_option("MODEL", info_model, "model file (.safetensors)")->required();
+
+  EvalArgs ev;
+  auto* eval = app.add_subcommand("eval", "energy, forces and stress of every frame of an extxyz file");
+  eval->add_option("MODEL", ev.model, "model file (.safetensors)")->required();
+  eval->add_option("STRUCTURE", ev.structure, "structure file (extended XYZ)")->required();
+  eval->add_option("--task", ev.task, "dataset head (default: the frame's task= label)");
+  eval->add_option("--charge", ev.charge, "total charge (default: frame label or 0)");
+  eval->add_option("--spin", ev.spin, "spin multiplicity (default: frame label, 1 for omol, else 0)");
+  eval->add_option("--device", ev.device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
+  eval->add_option("--precision", ev.precision, "fp32 or fp64")->check(CLI::IsMember({"fp32", "fp64"}));
+  eval->add_flag("--json", ev.json, "print JSON instead of tables");
+  eval->add_flag("--no-merge", ev.no_merge, "do not merge the experts (evaluate the full mixture)");
+
+  CLI11_PARSE(app, argc, argv);
+  try {
+    if (*info) return cmd_info(info_model);
+    if (*eval) return cmd_eval(ev);
+  } catch (const uma::Error& e) {
+    std::fprintf(stderr, "uma: error: %s\n", e.what());
+    return 1;
+  } catch (const c10::Error& e) {
+    std::fprintf(stderr, "uma: internal error: %s\n", e.what_without_backtrace());
+    return 2;
+  }
+  return 0;
+}
