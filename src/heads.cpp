@@ -38,7 +38,7 @@ torch::Tensor EnergyHeadImpl::forward(const torch::Tensor& node_embedding,
       if (it == config_.datasets.end()) throw Error("the energy head has no dataset '" + datasets[b] + "'");
       onehot[b * D + (it - config_.datasets.begin())] = 1.0f;
     }
-    ctx.coefficients = torch::from_blob(onehot.data(), {B, D}, torch::kFloat32)
+    ctx.coefficients = torch::from_blob(onehot.data(), {B, D}, torch::kFloat32).clone()
                            .to(scalars.options());
     ctx.row_offsets = atom_offsets;
   }

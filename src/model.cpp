@@ -7,12 +7,45 @@
 
 namespace uma {
 
+namespace {
+
+// Normalizers per dataset from the task list (element references are attached
+// by the loader, which has the tensors).
+std::map<std::string, DatasetOutputs> dataset_outputs(const ModelConfig& config) {
+  std::map<std::string, DatasetOutputs> out;
+  for (const auto& ds : config.dataset_names()) {
+    DatasetOutputs o;
+    for (const auto& t : config.tasks) {
+      if (std::find(t.datasets.begin(), t.datasets.end(), ds) == t.datasets.end()) continue;
+      if (t.property == "energy") {
+        o.energy_mean = t.mean;
+        o.energy_rmsd = t.rmsd;
+      } else if (t.property == "forces") {
+        o.forces_mean = t.mean;
+        o.forces_rmsd = t.rmsd;
+      } else if (t.property == "stress") {
+        o.stress_mean = t.mean;
+        o.stress_rmsd = t.rmsd;
+      }
+    }
+    out[ds] = o;
+  }
+  return out;
+}
+
+bool ignorable(const std::string& name) {
+  return name.rfind("tasks.", 0) == 0 || name.rfind("backbone.Jd_", 0) == 0;
+}
+
+}  // namespace
+
 UmaModelImpl::UmaModelImpl(const ModelConfig& config) : config_(config) {
   backbone_ = register_module("backbone", Backbone(config.backbone));
   auto heads = register_module("output_heads", NamedModule());
   auto wrapper = heads->add("energyandforcehead", NamedModule());
   head_ = wrapper->add("head", EnergyHead(config.head, config.backbone.sphere_channels,
                                           config.backbone.hidden_channels));
+  outputs_ = dataset_outputs(config);
 }
 
 torch::Tensor UmaModelImpl::atom_energies(const BatchTensors& in, const EdgeInput& edges,
@@ -32,46 +65,6 @@ const DatasetOutputs& UmaModelImpl::outputs(const std::string& dataset) const {
   return it == outputs_.end() ? identity : it->second;
 }
 
-namespace {
-
-std::map<std::string, DatasetOutputs> dataset_outputs(const ModelConfig& config,
-                                                      const TensorFile& file,
-                                                      const std::string& path) {
-  std::map<std::string, DatasetOutputs> out;
-  for (const auto& ds : config.dataset_names()) {
-    DatasetOutputs o;
-    const TaskConfig* energy = nullptr;
-    for (const auto& t : config.tasks) {
-      if (std::find(t.datasets.begin(), t.datasets.end(), ds) == t.datasets.end()) continue;
-      if (t.property == "energy") {
-        energy = &t;
-        o.energy_mean = t.mean;
-        o.energy_rmsd = t.rmsd;
-      } else if (t.property == "forces") {
-        o.forces_mean = t.mean;
-        o.forces_rmsd = t.rmsd;
-      } else if (t.property == "stress") {
-        o.stress_mean = t.mean;
-        o.stress_rmsd = t.rmsd;
-      }
-    }
-    if (energy && !energy->element_references.empty()) {
-      auto it = file.tensors.find(energy->element_references);
-      if (it == file.tensors.end())
-        throw Error("model file '" + path + "' lacks the element references '" +
-                    energy->element_references + "'");
-      o.element_references = it->second.to(torch::kFloat64);
-    }
-    out[ds] = o;
-  }
-  return out;
-}
-
-bool ignorable(const std::string& name) {
-  return name.rfind("tasks.", 0) == 0 || name.rfind("backbone.Jd_", 0) == 0;
-}
-
-}  // namespace
 
 UmaModel load_model(const std::string& path) {
   TensorFile file = read_safetensors(path);
@@ -95,7 +88,17 @@ UmaModel load_model(const std::string& path) {
   }
   ModelConfig config = parse_model_config(j);
   UmaModel model(config);
-  model->set_outputs(dataset_outputs(config, file, path));
+  for (const auto& t : config.tasks) {
+    if (t.property != "energy" || t.element_references.empty()) continue;
+    auto it = file.tensors.find(t.element_references);
+    if (it == file.tensors.end())
+      throw Error("model file '" + path + "' lacks the element references '" + t.element_references + "'");
+    if (it->second.dim() != 1 || it->second.size(0) < config.backbone.max_num_elements)
+      throw Error("model file '" + path + "': element references '" + t.element_references +
+                  "' must be a vector over atomic numbers 0.." +
+                  std::to_string(config.backbone.max_num_elements - 1));
+    for (const auto& ds : t.datasets) model->set_element_references(ds, it->second.to(torch::kFloat64));
+  }
 
   torch::NoGradGuard no_grad;
   std::set<std::string> used;

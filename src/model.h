@@ -35,7 +35,9 @@ class UmaModelImpl : public torch::nn::Module {
   Backbone backbone() const { return backbone_; }
   const DatasetOutputs& outputs(const std::string& dataset) const;
   bool has_dataset(const std::string& dataset) const;
-  void set_outputs(std::map<std::string, DatasetOutputs> outputs) { outputs_ = std::move(outputs); }
+  void set_element_references(const std::string& dataset, const torch::Tensor& refs) {
+    outputs_[dataset].element_references = refs;
+  }
 
  private:
   ModelConfig config_;

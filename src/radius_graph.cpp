@@ -116,10 +116,10 @@ RadiusGraph RadiusGraphBuilder::build_with(const torch::Tensor& pos_in,
       for (int64_t j = -rep[1]; j <= rep[1]; ++j)
         for (int64_t k = -rep[2]; k <= rep[2]; ++k) img.insert(img.end(), {double(i), double(j), double(k)});
     const int64_t images = static_cast<int64_t>(img.size() / 3);
-    auto img_t = torch::from_blob(img.data(), {images, 3}, torch::kFloat64).to(opts);
+    auto img_t = torch::from_blob(img.data(), {images, 3}, torch::kFloat64).to(opts, /*non_blocking=*/false, /*copy=*/true);
     std::vector<double> cell_flat;
     for (const auto& row : s.cell) cell_flat.insert(cell_flat.end(), row.begin(), row.end());
-    auto cell_t = torch::from_blob(cell_flat.data(), {3, 3}, torch::kFloat64).to(opts);
+    auto cell_t = torch::from_blob(cell_flat.data(), {3, 3}, torch::kFloat64).to(opts, false, true);
     auto shifts = img_t.matmul(cell_t);                                     // [S, 3]
 
     const int64_t n = s.natoms, a0 = s.first_atom;

@@ -3,15 +3,21 @@
 namespace uma::nn {
 
 GaussianBasis::GaussianBasis(double cutoff, int num_basis) {
-  offsets_ = torch::linspace(0.0, cutoff, num_basis, torch::kFloat32);
-  const double spacing = (offsets_[1] - offsets_[0]).item<float>();
-  coeff_ = -0.5 / ((2.0 * spacing) * (2.0 * spacing));
+  auto coeff = [](const torch::Tensor& mu) {
+    const double spacing = (mu[1] - mu[0]).item<double>();
+    return -0.5 / ((2.0 * spacing) * (2.0 * spacing));
+  };
+  offsets32_ = torch::linspace(0.0, cutoff, num_basis, torch::kFloat32);
+  offsets64_ = torch::linspace(0.0, cutoff, num_basis, torch::kFloat64);
+  coeff32_ = coeff(offsets32_);
+  coeff64_ = coeff(offsets64_);
 }
 
 torch::Tensor GaussianBasis::operator()(const torch::Tensor& distance) const {
-  auto mu = offsets_.to(distance.device(), distance.scalar_type());
+  const bool fp64 = distance.scalar_type() == torch::kFloat64;
+  auto mu = (fp64 ? offsets64_ : offsets32_).to(distance.device(), distance.scalar_type());
   auto diff = distance.view({-1, 1}) - mu.view({1, -1});
-  return torch::exp(coeff_ * diff.pow(2));
+  return torch::exp((fp64 ? coeff64_ : coeff32_) * diff.pow(2));
 }
 
 torch::Tensor polynomial_envelope(const torch::Tensor& x) {

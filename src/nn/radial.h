@@ -9,16 +9,16 @@ namespace uma::nn {
 
 // K Gaussians centred on linspace(0, cutoff, K), width 2 * spacing, no
 // prefactor: g_k(d) = exp(coeff * (d - mu_k)^2), coeff = -0.5 / (2 spacing)^2.
-// The centres and the coefficient are computed in float32 and then cast, as
-// fairchem does, so float32 and float64 models see the same basis.
+// Centres and spacing are computed in the working precision, as fairchem
+// builds them in its base dtype.
 class GaussianBasis {
  public:
   GaussianBasis(double cutoff, int num_basis);
   torch::Tensor operator()(const torch::Tensor& distance) const;  // [E] -> [E, K]
 
  private:
-  torch::Tensor offsets_;  // [K] float32
-  double coeff_;
+  torch::Tensor offsets32_, offsets64_;  // [K]
+  double coeff32_, coeff64_;
 };
 
 // 1 - 21 x^5 + 35 x^6 - 15 x^7 for x = d / cutoff < 1, else 0.
