@@ -68,6 +68,7 @@ class Engine {
   const UmaModel& model() const { return model_; }
   const EngineOptions& options() const { return options_; }
   int64_t merge_count() const { return merges_; }
+  const std::vector<int64_t>& edge_capacities() const { return graph_.capacities(); }
 
   // Throws uma::Error describing the first problem with the input.
   void validate(const std::vector<Atoms>& systems) const;

@@ -3,11 +3,13 @@
 //   uma info MODEL
 //   uma eval MODEL STRUCTURE.extxyz [--task T] [--charge Q] [--spin S]
 //            [--device cpu|cuda] [--precision fp32|fp64] [--json]
+//   uma bench MODEL STRUCTURE.extxyz [--repeats N]
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "commands.h"
 #include "elements.h"
 #include "engine.h"
 #include "error.h"
@@ -128,10 +130,22 @@ int main(int argc, char** argv) {
   eval->add_flag("--json", ev.json, "print JSON instead of tables");
   eval->add_flag("--no-merge", ev.no_merge, "do not merge the experts (evaluate the full mixture)");
 
+  uma::tool::BenchArgs bench;
+  auto* bench_cmd = app.add_subcommand("bench", "time repeated evaluations of one structure (prints JSON)");
+  bench_cmd->add_option("MODEL", bench.model, "model file (.safetensors)")->required();
+  bench_cmd->add_option("STRUCTURE", bench.structure, "structure file (first frame is used)")->required();
+  bench_cmd->add_option("--task", bench.task, "dataset head");
+  bench_cmd->add_option("--repeats", bench.repeats, "timed evaluations after one warm-up")->check(CLI::PositiveNumber);
+  bench_cmd->add_option("--precision", bench.precision, "fp32 or fp64")->check(CLI::IsMember({"fp32", "fp64"}));
+  bool bench_no_merge = false;
+  bench_cmd->add_flag("--no-merge", bench_no_merge, "evaluate the full expert mixture");
+
   CLI11_PARSE(app, argc, argv);
+  bench.merge = !bench_no_merge;
   try {
     if (*info) return cmd_info(info_model);
     if (*eval) return cmd_eval(ev);
+    if (*bench_cmd) return uma::tool::bench(bench);
   } catch (const uma::Error& e) {
     std::fprintf(stderr, "uma: error: %s\n", e.what());
     return 1;

@@ -162,6 +162,7 @@ def backbone_config(spec: dict) -> dict:
         "moe_layer_type": "pytorch",
     }
     config.update(copy.deepcopy(spec["backbone_extra"]))
+    config.update(copy.deepcopy(spec.get("sizes", {})))  # e.g. full UMA-S widths for benchmarks
     return config
 
 

@@ -1,0 +1,125 @@
+// `uma bench`: steady-state timing of one structure, model FLOP rate, a plain
+// GEMM rate measured in the same process, and peak memory.
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "commands.h"
+#include "engine.h"
+#include "extxyz.h"
+#include "model.h"
+
+namespace uma::tool {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// Multiply-adds x 2 of the per-edge GEMMs of one forward pass (lmax = mmax = 2),
+// counted from the layer shapes: radial MLP, SO(2) convolutions, and the
+// block-diagonal Wigner rotations (35 non-zeros of 9x9).
+double forward_flops_per_edge(const BackboneConfig& b) {
+  const double C = b.sphere_channels, H = b.hidden_channels, E = b.edge_channels,
+               K = b.num_distance_basis;
+  const double radial = (K + 2 * E) * E + E * E;
+  const double conv1_radial = radial + E * (6 * 2 * C);
+  const double conv1 = 3 * 2 * C * (3 * H + 2 * H) + 2 * (2 * 2 * C) * (2 * 2 * H) + 2 * (2 * C) * (2 * H);
+  const double conv2 = 3 * H * 3 * C + 2 * (2 * H) * (2 * 2 * C) + 2 * H * 2 * C;
+  const double rotations = 35 * 2 * C + 35 * C;
+  const double per_block = conv1_radial + conv1 + conv2 + rotations;
+  const double degree = radial + E * 3 * C + 35 * C;
+  return 2 * (b.num_layers * per_block + degree);
+}
+
+double forward_flops_per_atom(const BackboneConfig& b) {
+  const double C = b.sphere_channels, H = b.hidden_channels;
+  const double atomwise = C * 2 * H + 9 * C * H + 9 * H * C;
+  const double head = C * H + H * H + H;
+  return 2 * (b.num_layers * atomwise + head);
+}
+
+template <typename F>
+std::vector<double> time_repeats(int repeats, F&& f) {
+  std::vector<double> t;
+  for (int i = 0; i < repeats; ++i) {
+    const auto t0 = Clock::now();
+    f();
+    t.push_back(seconds_since(t0));
+  }
+  return t;
+}
+
+nlohmann::json stats(std::vector<double> t) {
+  std::sort(t.begin(), t.end());
+  return {{"min", t.front()}, {"median", t[t.size() / 2]}, {"max", t.back()}, {"all", t}};
+}
+
+}  // namespace
+
+int bench(const BenchArgs& a) {
+  EngineOptions opt;
+  opt.dtype = a.precision == "fp64" ? torch::kFloat64 : torch::kFloat32;
+  opt.merge_mole = a.merge;
+  const auto t_load = Clock::now();
+  Engine engine(load_model(a.model), opt);
+  const double load_s = seconds_since(t_load);
+  const auto frame = read_extxyz(a.structure).at(0);
+  Atoms atoms;
+  atoms.numbers = frame.numbers;
+  atoms.positions = torch::tensor(frame.positions, torch::kFloat64).view({-1, 3});
+  atoms.cell = frame.cell;
+  atoms.pbc = frame.pbc;
+  atoms.task = a.task;
+  atoms.spin = default_spin(a.task);
+
+  const auto t_first = Clock::now();
+  auto first = engine.evaluate_checked({atoms});
+  const double first_s = seconds_since(t_first);
+  const auto times = time_repeats(a.repeats, [&] { engine.evaluate_checked({atoms}); });
+
+  const auto& cfg = engine.model()->config().backbone;
+  const int64_t edges = first.edges[0], slots = engine.edge_capacities().at(0);
+  const int64_t natoms = static_cast<int64_t>(atoms.numbers.size());
+  // forward + input-gradient backward: each GEMM runs once more for dX
+  const double flops = 2.0 * (forward_flops_per_edge(cfg) * edges + forward_flops_per_atom(cfg) * natoms);
+  std::vector<double> sorted = times;
+  std::sort(sorted.begin(), sorted.end());
+  const double median = sorted[sorted.size() / 2];
+
+  // A plain float32 GEMM of similar size: [edges, 512] x [512, 512].
+  auto A = torch::randn({std::max<int64_t>(edges, 512), 512});
+  auto B = torch::randn({512, 512});
+  torch::mm(A, B);
+  const auto gemm_t = time_repeats(5, [&] { torch::mm(A, B); });
+  const double gemm_flops = 2.0 * A.size(0) * 512.0 * 512.0;
+  const double gemm_best = *std::min_element(gemm_t.begin(), gemm_t.end());
+
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  nlohmann::json out = {
+      {"engine", "lammps-uma"},
+      {"atoms", natoms},
+      {"edges", edges},
+      {"edge_slots", slots},
+      {"threads", torch::get_num_threads()},
+      {"load_s", load_s},
+      {"first_call_s", first_s},
+      {"time_s", stats(times)},
+      {"model_gflop", flops / 1e9},
+      {"model_gflops_per_s", flops / median / 1e9},
+      {"gemm_gflops_per_s", gemm_flops / gemm_best / 1e9},
+      {"peak_rss_mb", usage.ru_maxrss / 1024.0},
+      {"energy", first.energy[0]},
+  };
+  std::cout << out.dump() << std::endl;
+  return 0;
+}
+
+}  // namespace uma::tool
