@@ -46,6 +46,8 @@ export UMA_TORCH_CMAKE="$("$UMA_PYTHON" -c 'import torch; print(torch.utils.cmak
 
 # 3. Compiler cache.
 export CCACHE_DIR="$UMA_CACHE/ccache"
+export CCACHE_BASEDIR="$_uma_root"   # hits across clones in other folders
+export CCACHE_NOHASHDIR=1
 export CCACHE_MAXSIZE="${CCACHE_MAXSIZE:-5G}"
 
 # One BLAS/OpenMP thread pool per core; tests and benchmarks are sized for that.

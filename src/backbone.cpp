@@ -1,6 +1,7 @@
 #include "backbone.h"
 
 #include "edge_rotation.h"
+#include "nn/edge_matmul.h"
 #include "error.h"
 
 namespace uma {
@@ -131,7 +132,7 @@ torch::Tensor BackboneImpl::forward(const BatchTensors& in, const EdgeInput& e,
 
   // Edge-degree embedding: m = 0 radial coefficients rotated back to nodes.
   auto radial = edge_degree_rad->forward(frame.x_edge).view({-1, 3, C});
-  auto degree = torch::bmm(frame.wigner_inv_envelope.narrow(2, 0, 3), radial);
+  auto degree = nn::edge_matmul(frame.wigner_inv_envelope.narrow(2, 0, 3), radial);
   x = x.index_add(0, e.tgt, degree / 5.0);
 
   for (auto& block : blocks_) {

@@ -18,7 +18,8 @@ double dot(const std::array<double, 3>& a, const std::array<double, 3>& b) {
 }
 double norm(const std::array<double, 3>& a) { return std::sqrt(dot(a, a)); }
 
-int64_t with_headroom(int64_t count) { return count + count / 5 + 16; }
+// Slots beyond the current count: padding costs compute, an overflow costs a re-run.
+int64_t with_headroom(int64_t count) { return count + count / 20 + 16; }
 
 }  // namespace
 

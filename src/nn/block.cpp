@@ -1,5 +1,7 @@
 #include "nn/block.h"
 
+#include "nn/edge_matmul.h"
+
 namespace uma::nn {
 
 EdgewiseImpl::EdgewiseImpl(int64_t sphere_channels, int64_t hidden_channels,
@@ -16,12 +18,12 @@ torch::Tensor EdgewiseImpl::forward(const torch::Tensor& x, const EdgeFrame& edg
                                     const MoleContext& ctx) {
   // node -> edge frame: [E, 9, 2C], source channels first
   auto pair = torch::cat({x.index_select(0, edges.src), x.index_select(0, edges.tgt)}, 2);
-  auto message = torch::bmm(edges.wigner, pair);
+  auto message = edge_matmul(edges.wigner, pair);
   auto [hidden, gates] = so2_conv_1->forward(message, edges.x_edge, ctx);
   hidden = gate_activation(gates, hidden, gate_index_m_layout(x.device()));
   auto [out, unused] = so2_conv_2->forward(hidden, torch::Tensor(), ctx);
   // edge frame -> node, enveloped, summed into targets
-  auto rotated = torch::bmm(edges.wigner_inv_envelope, out);
+  auto rotated = edge_matmul(edges.wigner_inv_envelope, out);
   return torch::zeros_like(x).index_add(0, edges.tgt, rotated);
 }
 
@@ -44,7 +46,8 @@ BlockImpl::BlockImpl(int64_t sphere_channels, int64_t hidden_channels,
 torch::Tensor BlockImpl::forward(const torch::Tensor& x, const torch::Tensor& system_embedding,
                                  const EdgeFrame& edges, const MoleContext& ctx) {
   auto h = norm_1->forward(x);
-  h = torch::cat({(h.select(1, 0) + system_embedding).unsqueeze(1), h.narrow(1, 1, 8)}, 1);
+  auto parts = h.split_with_sizes({1, 8}, 1);
+  h = torch::cat({parts[0] + system_embedding.unsqueeze(1), parts[1]}, 1);
   auto y = edge_wise->forward(h, edges, ctx) + x;
   return atom_wise->forward(norm_2->forward(y)) + y;
 }

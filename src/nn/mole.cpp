@@ -22,23 +22,61 @@ torch::Tensor MoleLinearImpl::mixed_weights(const torch::Tensor& coefficients) c
 void MoleLinearImpl::set_merged(const torch::Tensor& coefficients_row) {
   torch::NoGradGuard no_grad;
   merged_ = mixed_weights(coefficients_row.view({1, -1}))[0].contiguous();
+  merged_transformed_ = torch::Tensor();
+}
+
+torch::Tensor MoleLinearImpl::forward_transformed(const torch::Tensor& x, const MoleContext& ctx,
+                                                  WeightTransform transform) {
+  TORCH_CHECK(!bias_.defined(), "forward_transformed: layers with a bias are not supported");
+  torch::Tensor w;
+  if (num_experts_ == 0) {
+    w = transform(weights_);
+  } else if (ctx.use_merged) {
+    if (!merged_.defined()) throw Error("internal: MoLE layer used merged before merging");
+    if (!merged_transformed_.defined() || transformed_by_ != transform) {
+      torch::NoGradGuard no_grad;
+      merged_transformed_ = transform(merged_).contiguous();
+      transformed_by_ = transform;
+    }
+    w = merged_transformed_;
+  } else {
+    auto mixed = transform(mixed_weights(ctx.coefficients));
+    if (mixed.size(0) == 1) return folded_linear(x, mixed[0], torch::Tensor());
+    std::vector<int64_t> lengths;
+    for (size_t b = 0; b + 1 < ctx.row_offsets.size(); ++b)
+      lengths.push_back(ctx.row_offsets[b + 1] - ctx.row_offsets[b]);
+    auto rows = x.split_with_sizes(lengths, 0);
+    std::vector<torch::Tensor> parts;
+    for (size_t b = 0; b < rows.size(); ++b) parts.push_back(folded_linear(rows[b], mixed[b], torch::Tensor()));
+    return torch::cat(parts, 0);
+  }
+  return folded_linear(x, w, torch::Tensor());
+}
+
+torch::Tensor folded_linear(const torch::Tensor& x, const torch::Tensor& weight,
+                            const torch::Tensor& bias) {
+  // One 2-D GEMM whatever the leading dims and strides of x (a strided 3-D
+  // input would otherwise become a bmm against a batch-expanded weight).
+  auto sizes = x.sizes().vec();
+  sizes.back() = weight.size(0);
+  return torch::linear(x.reshape({-1, x.size(-1)}), weight, bias).view(sizes);
 }
 
 torch::Tensor MoleLinearImpl::forward(const torch::Tensor& x, const MoleContext& ctx) {
-  if (num_experts_ == 0) return torch::linear(x, weights_, bias_);
+  if (num_experts_ == 0) return folded_linear(x, weights_, bias_);
   if (ctx.use_merged) {
     if (!merged_.defined()) throw Error("internal: MoLE layer used merged before merging");
-    return torch::linear(x, merged_, bias_);
+    return folded_linear(x, merged_, bias_);
   }
   auto w = mixed_weights(ctx.coefficients);
   const int64_t systems = w.size(0);
-  if (systems == 1) return torch::linear(x, w[0], bias_);
+  if (systems == 1) return folded_linear(x, w[0], bias_);
+  std::vector<int64_t> lengths;
+  for (int64_t b = 0; b < systems; ++b) lengths.push_back(ctx.row_offsets[b + 1] - ctx.row_offsets[b]);
+  auto rows = x.split_with_sizes(lengths, 0);
   std::vector<torch::Tensor> parts;
   parts.reserve(systems);
-  for (int64_t b = 0; b < systems; ++b) {
-    const int64_t begin = ctx.row_offsets[b], len = ctx.row_offsets[b + 1] - begin;
-    parts.push_back(torch::linear(x.narrow(0, begin, len), w[b], bias_));
-  }
+  for (int64_t b = 0; b < systems; ++b) parts.push_back(folded_linear(rows[b], w[b], bias_));
   return torch::cat(parts, 0);
 }
 

@@ -15,6 +15,9 @@ struct MoleContext {
   bool use_merged = false;            // use each layer's merged weight
 };
 
+// y = x W^T + b as one 2-D GEMM over all leading dimensions of x.
+torch::Tensor folded_linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias);
+
 class MoleLinearImpl : public torch::nn::Module {
  public:
   // num_experts == 0 gives a plain linear layer (parameter "weight").
@@ -23,10 +26,15 @@ class MoleLinearImpl : public torch::nn::Module {
   // x: [rows, ..., in] -> [rows, ..., out]
   torch::Tensor forward(const torch::Tensor& x, const MoleContext& ctx);
 
+  // The same with the (mixed or merged) weight passed through `transform`
+  // first, e.g. to build a block matrix; merged weights are transformed once.
+  using WeightTransform = torch::Tensor (*)(const torch::Tensor&);
+  torch::Tensor forward_transformed(const torch::Tensor& x, const MoleContext& ctx, WeightTransform transform);
+
   // Mixed weights for every system: [B, out, in].
   torch::Tensor mixed_weights(const torch::Tensor& coefficients) const;
   void set_merged(const torch::Tensor& coefficients_row);  // [X]
-  void clear_merged() { merged_ = torch::Tensor(); }
+  void clear_merged() { merged_ = torch::Tensor(); merged_transformed_ = torch::Tensor(); }
 
   int64_t num_experts() const { return num_experts_; }
 
@@ -35,6 +43,8 @@ class MoleLinearImpl : public torch::nn::Module {
   torch::Tensor weights_;  // [X, out, in] or [out, in] when X == 0
   torch::Tensor bias_;     // [out] or undefined
   torch::Tensor merged_;   // [out, in], no grad
+  torch::Tensor merged_transformed_;
+  WeightTransform transformed_by_ = nullptr;
 };
 TORCH_MODULE(MoleLinear);
 

@@ -9,15 +9,16 @@ SO2mConvImpl::SO2mConvImpl(int64_t m, int64_t in_channels, int64_t out_channels,
       "fc", MoleLinear(num_experts, num_l_ * in_channels, 2 * num_l_ * out_channels, false));
 }
 
-std::pair<torch::Tensor, torch::Tensor> SO2mConvImpl::forward(const torch::Tensor& x,
-                                                              const MoleContext& ctx) {
+torch::Tensor complex_block(const torch::Tensor& w) {
+  // w: [..., 2h, in] = [W_re; W_im] -> [..., 2h, 2in] = [[W_re, -W_im], [W_im, W_re]]
+  auto parts = w.chunk(2, -2);
+  return torch::cat({torch::cat({parts[0], -parts[1]}, -1), torch::cat({parts[1], parts[0]}, -1)}, -2);
+}
+
+torch::Tensor SO2mConvImpl::forward(const torch::Tensor& x, const MoleContext& ctx) {
   const int64_t edges = x.size(0);
-  const int64_t half = num_l_ * out_;
-  // [E, 2, 2*half] -> rows: W_re x_re, W_im x_re, W_re x_im, W_im x_im
-  auto y = fc->forward(x, ctx).reshape({edges, 4, half});
-  auto re = y.select(1, 0) - y.select(1, 3);
-  auto im = y.select(1, 2) + y.select(1, 1);
-  return {re.view({edges, num_l_, out_}), im.view({edges, num_l_, out_})};
+  auto flat = x.reshape({edges, -1});  // [x_re | x_im]
+  return fc->forward_transformed(flat, ctx, complex_block).view({edges, 2 * num_l_, out_});
 }
 
 SO2ConvImpl::SO2ConvImpl(int64_t in_channels, int64_t out_channels, int64_t extra_m0_out,
@@ -41,28 +42,27 @@ std::pair<torch::Tensor, torch::Tensor> SO2ConvImpl::forward(const torch::Tensor
                                                              const torch::Tensor& x_edge,
                                                              const MoleContext& ctx) {
   const int64_t edges = x.size(0);
-  torch::Tensor w0, w1, w2;
+  // split (not narrow): its backward is one concatenation, not a zero-filled
+  // full-size buffer per slice
+  auto by_m = x.split_with_sizes({3, 4, 2}, 1);
+  auto x0 = by_m[0].reshape({edges, 3 * in_});
+  auto x1 = by_m[1].reshape({edges, 2, 2 * in_});
+  auto x2 = by_m[2].reshape({edges, 2, in_});
   if (rad_func) {
-    auto w = rad_func->forward(x_edge);
-    w0 = w.narrow(1, 0, 3 * in_);
-    w1 = w.narrow(1, 3 * in_, 2 * in_);
-    w2 = w.narrow(1, 5 * in_, in_);
+    auto w = rad_func->forward(x_edge).split_with_sizes({3 * in_, 2 * in_, in_}, 1);
+    x0 = x0 * w[0];
+    x1 = x1 * w[1].unsqueeze(1);
+    x2 = x2 * w[2].unsqueeze(1);
   }
-  auto x0 = x.narrow(1, 0, 3).reshape({edges, 3 * in_});
-  if (w0.defined()) x0 = x0 * w0;
   auto y0 = fc_m0->forward(x0, ctx);
   torch::Tensor gating;
   if (extra_ > 0) {
-    gating = y0.narrow(1, 0, extra_);
-    y0 = y0.narrow(1, extra_, 3 * out_);
+    auto parts = y0.split_with_sizes({extra_, 3 * out_}, 1);
+    gating = parts[0];
+    y0 = parts[1];
   }
-  auto x1 = x.narrow(1, 3, 4).reshape({edges, 2, 2 * in_});
-  if (w1.defined()) x1 = x1 * w1.unsqueeze(1);
-  auto x2 = x.narrow(1, 7, 2).reshape({edges, 2, in_});
-  if (w2.defined()) x2 = x2 * w2.unsqueeze(1);
-  auto [re1, im1] = m_convs_[0]->forward(x1, ctx);
-  auto [re2, im2] = m_convs_[1]->forward(x2, ctx);
-  auto out = torch::cat({y0.reshape({edges, 3, out_}), re1, im1, re2, im2}, 1);
+  auto out = torch::cat({y0.reshape({edges, 3, out_}), m_convs_[0]->forward(x1, ctx),
+                         m_convs_[1]->forward(x2, ctx)}, 1);
   return {out, gating};
 }
 

@@ -15,12 +15,15 @@
 
 namespace uma::nn {
 
-// One m > 0 block: parameter "fc" with 2 * num_l * out rows.
+// One m > 0 block: parameter "fc" = [W_re; W_im] with 2 * num_l * out rows.
+// It maps (x_re, x_im) to (W_re x_re - W_im x_im, W_im x_re + W_re x_im) as one
+// GEMM with the real block matrix [[W_re, -W_im], [W_im, W_re]].
 class SO2mConvImpl : public torch::nn::Module {
  public:
   SO2mConvImpl(int64_t m, int64_t in_channels, int64_t out_channels, int64_t num_experts);
-  // x: [E, 2, num_l * in] (row 0 = +m, row 1 = -m) -> (re, im), each [E, num_l, out]
-  std::pair<torch::Tensor, torch::Tensor> forward(const torch::Tensor& x, const MoleContext& ctx);
+  // x: [E, 2, num_l * in] (row 0 = +m, row 1 = -m) -> [E, 2 * num_l, out]
+  // (rows: +m of each l, then -m of each l, as in the M-layout)
+  torch::Tensor forward(const torch::Tensor& x, const MoleContext& ctx);
   MoleLinear fc{nullptr};
 
  private:

@@ -1,5 +1,7 @@
 #include "nn/so3.h"
 
+#include "nn/mole.h"
+
 namespace uma::nn {
 
 SO3LinearImpl::SO3LinearImpl(int64_t in, int64_t out) {
@@ -9,10 +11,10 @@ SO3LinearImpl::SO3LinearImpl(int64_t in, int64_t out) {
 }
 
 torch::Tensor SO3LinearImpl::forward(const torch::Tensor& x) {
-  auto y0 = torch::linear(x.narrow(1, 0, 1), weight[0], bias);
-  auto y1 = torch::matmul(x.narrow(1, 1, 3), weight[1].t());
-  auto y2 = torch::matmul(x.narrow(1, 4, 5), weight[2].t());
-  return torch::cat({y0, y1, y2}, 1);
+  auto by_l = x.split_with_sizes({1, 3, 5}, 1);
+  auto w = weight.unbind(0);
+  return torch::cat({folded_linear(by_l[0], w[0], bias), folded_linear(by_l[1], w[1], torch::Tensor()),
+                     folded_linear(by_l[2], w[2], torch::Tensor())}, 1);
 }
 
 RMSNormSHImpl::RMSNormSHImpl(int64_t channels) {
@@ -21,19 +23,13 @@ RMSNormSHImpl::RMSNormSHImpl(int64_t channels) {
 }
 
 torch::Tensor RMSNormSHImpl::forward(const torch::Tensor& x) {
-  auto x0 = x.narrow(1, 0, 1);
-  x0 = x0 - x0.mean(2, true);
-  auto rest = x.narrow(1, 1, 8);
+  auto by_l = x.split_with_sizes({1, 3, 5}, 1);
+  auto x0 = by_l[0] - by_l[0].mean(2, true);
   // mean over l of the per-l mean squares, then mean over channels: [N, 1, 1]
-  auto sq0 = x0.pow(2);
-  auto sq1 = rest.narrow(1, 0, 3).pow(2).sum(1, true) / 3.0;
-  auto sq2 = rest.narrow(1, 3, 5).pow(2).sum(1, true) / 5.0;
-  auto norm = ((sq0 + sq1 + sq2) / 3.0).mean(2, true);
-  auto scale = (norm + 1e-5).pow(-0.5);
-  auto w = affine_weight.index_select(
-      0, torch::tensor({0, 1, 1, 1, 2, 2, 2, 2, 2}, torch::dtype(torch::kLong).device(x.device())));
-  auto out = torch::cat({x0, rest}, 1) * (scale * w.unsqueeze(0));
-  return torch::cat({out.narrow(1, 0, 1) + affine_bias.view({1, 1, -1}), out.narrow(1, 1, 8)}, 1);
+  auto sq = x0.pow(2) + by_l[1].pow(2).sum(1, true) / 3.0 + by_l[2].pow(2).sum(1, true) / 5.0;
+  auto scale = ((sq / 3.0).mean(2, true) + 1e-5).pow(-0.5);
+  auto w = affine_weight.unbind(0);
+  return torch::cat({x0 * (scale * w[0]) + affine_bias, by_l[1] * (scale * w[1]), by_l[2] * (scale * w[2])}, 1);
 }
 
 torch::Tensor gate_index_l_layout(torch::Device device) {
@@ -48,7 +44,8 @@ torch::Tensor gate_activation(const torch::Tensor& gates, const torch::Tensor& x
                               const torch::Tensor& l_of_row) {
   const int64_t rows = x.size(0), channels = x.size(2);
   auto g = torch::sigmoid(gates).view({rows, 2, channels}).index_select(1, l_of_row);
-  return torch::cat({torch::silu(x.narrow(1, 0, 1)), x.narrow(1, 1, 8) * g}, 1);
+  auto parts = x.split_with_sizes({1, 8}, 1);
+  return torch::cat({torch::silu(parts[0]), parts[1] * g}, 1);
 }
 
 SpectralAtomwiseImpl::SpectralAtomwiseImpl(int64_t sphere_channels, int64_t hidden_channels) {

@@ -1,0 +1,79 @@
+"""Times fairchem-core's ASE calculator on one structure; prints one JSON line.
+
+usage: fairchem_worker.py CHECKPOINT.pt STRUCTURE.extxyz --repeats N [--settings fast|general]
+
+fast: merge_mole=True, activation_checkpointing=False, tf32=False, and the
+      block-GEMM CPU backend (umas_fast_pytorch); torch.compile when --compile.
+general: the reference settings of the parity fixtures (unmerged, general backend).
+"""
+import argparse
+import json
+import resource
+import sys
+import time
+
+import torch
+
+
+def main() -> int:
+    p = argparse.ArgumentParser()
+    p.add_argument("checkpoint")
+    p.add_argument("structure")
+    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--settings", choices=["fast", "general"], default="fast")
+    p.add_argument("--compile", action="store_true")
+    p.add_argument("--task", default="omat")
+    a = p.parse_args()
+
+    from ase.io import read
+    from fairchem.core import FAIRChemCalculator
+    from fairchem.core.units.mlip_unit import load_predict_unit
+    from fairchem.core.units.mlip_unit.api.inference import InferenceSettings
+
+    fast = a.settings == "fast"
+    settings = InferenceSettings(
+        tf32=False,
+        activation_checkpointing=False,
+        merge_mole=fast,
+        compile=a.compile,
+        execution_mode="umas_fast_pytorch" if fast else "general",
+        internal_graph_gen_version=2,
+    )
+    t0 = time.perf_counter()
+    unit = load_predict_unit(a.checkpoint, inference_settings=settings, device="cpu")
+    calc = FAIRChemCalculator(unit, task_name=a.task)
+    load_s = time.perf_counter() - t0
+    atoms = read(a.structure)
+    atoms.calc = calc
+
+    def evaluate():
+        calc.reset()  # no result caching between repeats
+        e = atoms.get_potential_energy()
+        atoms.get_forces()
+        atoms.get_stress()
+        return e
+
+    t0 = time.perf_counter()
+    energy = evaluate()
+    first_s = time.perf_counter() - t0
+    times = []
+    for _ in range(a.repeats):
+        t0 = time.perf_counter()
+        evaluate()
+        times.append(time.perf_counter() - t0)
+    ts = sorted(times)
+    print(json.dumps({
+        "engine": "fairchem-core " + ("fast" if fast else "general") + (" compiled" if a.compile else ""),
+        "atoms": len(atoms),
+        "threads": torch.get_num_threads(),
+        "load_s": load_s,
+        "first_call_s": first_s,
+        "time_s": {"min": ts[0], "median": ts[len(ts) // 2], "max": ts[-1], "all": times},
+        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,
+        "energy": float(energy),
+    }))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
