@@ -1,7 +1,12 @@
 #include "engine.h"
 
+#include <malloc.h>
+
 #include <cmath>
+#include <cstdlib>
+#include <limits>
 #include <sstream>
+#include <string>
 
 #include "error.h"
 #include "host_reads.h"
@@ -42,6 +47,11 @@ Engine::Engine(UmaModel model, EngineOptions options)
     : model_(std::move(model)),
       options_(options),
       graph_(model_->config().backbone.cutoff, model_->config().backbone.max_neighbors) {
+  const char* keep = std::getenv("UMA_KEEP_MEMORY");
+  if (options_.keep_host_memory && !(keep && std::string(keep) == "0")) {
+    mallopt(M_MMAP_MAX, 0);
+    mallopt(M_TRIM_THRESHOLD, std::numeric_limits<int>::max());
+  }
   model_->to(options_.device, options_.dtype);
   model_->eval();
   for (auto& p : model_->parameters()) p.requires_grad_(false);

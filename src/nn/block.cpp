@@ -17,8 +17,7 @@ EdgewiseImpl::EdgewiseImpl(int64_t sphere_channels, int64_t hidden_channels,
 torch::Tensor EdgewiseImpl::forward(const torch::Tensor& x, const EdgeFrame& edges,
                                     const MoleContext& ctx) {
   // node -> edge frame: [E, 9, 2C], source channels first
-  auto pair = torch::cat({x.index_select(0, edges.src), x.index_select(0, edges.tgt)}, 2);
-  auto message = edge_matmul(edges.wigner, pair);
+  auto message = edge_gather_matmul(edges.wigner, x, edges.src, edges.tgt);
   auto [hidden, gates] = so2_conv_1->forward(message, edges.x_edge, ctx);
   hidden = gate_activation(gates, hidden, gate_index_m_layout(x.device()));
   auto [out, unused] = so2_conv_2->forward(hidden, torch::Tensor(), ctx);

@@ -16,6 +16,12 @@ namespace uma::nn {
 // y = A @ x, or A^T @ x when `transpose`.
 torch::Tensor edge_matmul(const torch::Tensor& A, const torch::Tensor& x, bool transpose = false);
 
+// y[e] = A[e] @ cat(x[src[e]], x[tgt[e]], channels): the node -> edge-frame
+// rotation of a source/target feature pair.  Saves x (per node) rather than
+// the [E, R, 2C] pair, which is recomputed in the backward pass.
+torch::Tensor edge_gather_matmul(const torch::Tensor& A, const torch::Tensor& x,
+                                 const torch::Tensor& src, const torch::Tensor& tgt);
+
 // O[e, i, j] = sum_k u[e, i, k] v[e, j, k]   (u: [E, R, K], v: [E, S, K] -> [E, R, S])
 torch::Tensor edge_outer(const torch::Tensor& u, const torch::Tensor& v);
 

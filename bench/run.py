@@ -1,0 +1,115 @@
+"""Side-by-side CPU benchmark: lammps-uma's engine vs fairchem-core's ASE calculator.
+
+Same weights (a full-size UMA-S-1.1-shaped model with seeded random weights,
+bench/make_model.py), same structures, one machine, one run.  Each measurement
+runs in its own process (so peak memory is per case); fairchem and lammps-uma
+alternate.  Writes a JSON file and prints a Markdown table.
+
+usage: run.py [--sizes 64 256 1000] [--molecule] [--repeats 3] [--out results.json]
+"""
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+
+import numpy as np
+from ase import Atoms
+from ase.build import bulk
+from ase.io import write
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+CACHE = os.path.join(os.environ.get("UMA_CACHE", os.path.expanduser("~/.cache/lammps-uma")), "bench")
+# Both engines get the same allocator settings (lammps-uma sets them itself;
+# fairchem gets them through the environment).
+ALLOC_ENV = {"MALLOC_MMAP_MAX_": "0", "MALLOC_TRIM_THRESHOLD_": str(2**36)}
+
+
+def copper(n: int) -> Atoms:
+    reps = {64: (2, 2, 4), 256: (4, 4, 4), 1000: (5, 5, 10), 2048: (8, 8, 8)}[n]
+    atoms = bulk("Cu", "fcc", a=3.61, cubic=True).repeat(reps)
+    atoms.positions += np.random.default_rng(n).uniform(-0.05, 0.05, atoms.positions.shape)
+    return atoms
+
+
+def alkane(carbons: int = 33) -> Atoms:
+    """Zig-zag n-alkane C_nH_(2n+2): C-C 1.54 A, C-H 1.09 A, tetrahedral angles."""
+    half = math.radians(109.5) / 2
+    symbols, pos, backbone = [], [], []
+    for i in range(carbons):
+        c = np.array([i * 1.54 * math.sin(half), (i % 2) * 1.54 * math.cos(half), 0.0])
+        symbols.append("C")
+        pos.append(c)
+        backbone.append(c)
+        up = -1.0 if i % 2 == 0 else 1.0
+        for z in (0.89, -0.89):
+            symbols.append("H")
+            pos.append(c + np.array([0.0, up * 0.63, z]))
+    for c, direction in ((backbone[0], -1.0), (backbone[-1], 1.0)):  # chain-end hydrogens
+        symbols.append("H")
+        pos.append(c + np.array([direction * 1.09, 0.0, 0.0]))
+    atoms = Atoms(symbols, positions=pos)
+    atoms.info.update(charge=0, spin=1)
+    return atoms
+
+
+def run(cmd, env_extra):
+    env = dict(os.environ, **env_extra)
+    out = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    if out.returncode != 0:
+        return {"error": (out.stderr or out.stdout).strip().splitlines()[-1:]}
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main() -> int:
+    p = argparse.ArgumentParser()
+    p.add_argument("--sizes", type=int, nargs="*", default=[64, 256, 1000])
+    p.add_argument("--molecule", action="store_true")
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--out", default=os.path.join(CACHE, "results.json"))
+    p.add_argument("--uma", default=os.path.join(ROOT, "build", "uma"))
+    a = p.parse_args()
+
+    os.makedirs(CACHE, exist_ok=True)
+    subprocess.run([sys.executable, os.path.join(HERE, "make_model.py"), CACHE], check=True,
+                   capture_output=True)
+    pt = os.path.join(CACHE, "uma-s-1p1-random.pt")
+    st = os.path.join(CACHE, "uma-s-1p1-random.safetensors")
+
+    cases = [(f"Cu bulk, {n} atoms", copper(n), "omat") for n in a.sizes]
+    if a.molecule:
+        cases.append(("C33H68 molecule, 101 atoms", alkane(), "omol"))
+    results = []
+    for name, atoms, task in cases:
+        path = os.path.join(CACHE, name.split(",")[0].replace(" ", "_") + f"_{len(atoms)}.extxyz")
+        write(path, atoms, format="extxyz")
+        print(f"[bench] {name}", flush=True)
+        fc = run([sys.executable, os.path.join(HERE, "fairchem_worker.py"), pt, path,
+                  "--repeats", str(a.repeats), "--task", task], ALLOC_ENV)
+        print(f"[bench]   fairchem: {json.dumps(fc.get('time_s', fc))}", flush=True)
+        us = run([a.uma, "bench", st, path, "--repeats", str(a.repeats), "--task", task], {})
+        print(f"[bench]   lammps-uma: {json.dumps(us.get('time_s', us))}", flush=True)
+        results.append({"case": name, "task": task, "fairchem": fc, "lammps_uma": us})
+        with open(a.out, "w") as f:
+            json.dump(results, f, indent=1)
+
+    print("\n| case | edges | fairchem s (min/med/max) | lammps-uma s (min/med/max) | speed-up (median) "
+          "| peak RSS fairchem / ours (GB) | model GFLOP/s | GEMM GFLOP/s | fraction of GEMM |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for r in results:
+        fc, us = r["fairchem"], r["lammps_uma"]
+        if "error" in fc or "error" in us:
+            print(f"| {r['case']} | | {fc.get('error', '')} | {us.get('error', '')} | | | | | |")
+            continue
+        f, u = fc["time_s"], us["time_s"]
+        print(f"| {r['case']} | {us['edges']} | {f['min']:.2f} / {f['median']:.2f} / {f['max']:.2f} | "
+              f"{u['min']:.2f} / {u['median']:.2f} / {u['max']:.2f} | {f['median'] / u['median']:.2f}x | "
+              f"{fc['peak_rss_mb'] / 1024:.1f} / {us['peak_rss_mb'] / 1024:.1f} | {us['model_gflops_per_s']:.0f} | "
+              f"{us['gemm_gflops_per_s']:.0f} | {us['model_gflops_per_s'] / us['gemm_gflops_per_s']:.2f} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
