@@ -1,5 +1,5 @@
-// The per-edge kernels agree with plain ATen (bmm) in value, gradient and
-// second derivative (training differentiates forces once more).
+// The gather-rotate op agrees with plain ATen in value, gradient and second
+// derivative (training differentiates forces once more).
 #include <gtest/gtest.h>
 
 #include "nn/edge_matmul.h"
@@ -28,20 +28,6 @@ std::vector<torch::Tensor> derivatives(const std::function<torch::Tensor(torch::
 void expect_same(const std::vector<torch::Tensor>& a, const std::vector<torch::Tensor>& b) {
   ASSERT_EQ(a.size(), b.size());
   for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(torch::allclose(a[i], b[i], 1e-10, 1e-12)) << "item " << i;
-}
-
-TEST(EdgeOps, MatmulAndTransposeMatchBmm) {
-  auto A = leaf({7, 9, 5}, 1), x = leaf({7, 5, 11}, 2), xt = leaf({7, 9, 11}, 3);
-  expect_same(derivatives([](auto a, auto b) { return edge_matmul(a, b); }, A, x),
-              derivatives([](auto a, auto b) { return torch::bmm(a, b); }, A, x));
-  expect_same(derivatives([](auto a, auto b) { return edge_matmul(a, b, true); }, A, xt),
-              derivatives([](auto a, auto b) { return torch::bmm(a.transpose(1, 2), b); }, A, xt));
-}
-
-TEST(EdgeOps, OuterMatchesBmm) {
-  auto u = leaf({6, 4, 10}, 4), v = leaf({6, 3, 10}, 5);
-  expect_same(derivatives([](auto a, auto b) { return edge_outer(a, b); }, u, v),
-              derivatives([](auto a, auto b) { return torch::bmm(a, b.transpose(1, 2)); }, u, v));
 }
 
 TEST(EdgeOps, GatherMatmulMatchesIndexSelectAndBmm) {
