@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# Builds, once, the LAMMPS environment the plugin is built against, cached
+# under $UMA_CACHE and keyed by this script's contents:
+#   - a Debian sid root (debootstrap) with g++, CMake, Open MPI, LibTorch
+#     (libtorch-dev) and Kokkos >= 5.1 (libkokkos-dev; Debian ships no Kokkos
+#     source and bookworm no Kokkos at all, so LAMMPS is built inside sid);
+#   - LAMMPS 4 Jul 2026 from Debian's source package, with PLUGIN, KOKKOS
+#     (external Kokkos, OpenMP), MOLECULE, MANYBODY, KSPACE, EXTRA-FIX and MPI,
+#     installed to /opt/lammps inside the root.
+# Prints the root's path on stdout.  Run commands inside with scripts/in_sid.sh.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/env.sh >/dev/null 2>&1
+log() { printf '[lammps-env] %s\n' "$*" >&2; }
+
+packages="g++ cmake make ca-certificates libopenmpi-dev openmpi-bin libkokkos-dev libtorch-dev
+  nlohmann-json3-dev libcli11-dev libgtest-dev libgmock-dev python3"
+lammps_flags="-D CMAKE_BUILD_TYPE=Release -D BUILD_SHARED_LIBS=on -D CMAKE_INSTALL_PREFIX=/opt/lammps
+  -D BUILD_MPI=on -D BUILD_OMP=on -D PKG_PLUGIN=on -D PKG_KOKKOS=on -D EXTERNAL_KOKKOS=on
+  -D Kokkos_ENABLE_OPENMP=on -D PKG_MOLECULE=on -D PKG_MANYBODY=on -D PKG_KSPACE=on
+  -D PKG_EXTRA-FIX=on -D FFT=KISS"
+# the root is keyed by its package list, the LAMMPS build by its flags
+root="$UMA_CACHE/sid-root-$(printf 'v1 %s' "$packages" | sha256sum | cut -c1-12)"
+lammps_done="$root/opt/lammps/.built-$(printf '20260704 %s' "$lammps_flags" | sha256sum | cut -c1-12)"
+export UMA_SID_ROOT="$root"
+
+if [ ! -f "$root/.base-complete" ]; then
+  command -v debootstrap >/dev/null || { apt-get update -qq; apt-get install -y -qq debootstrap >/dev/null; }
+  rm -rf "$root"
+  # The mirror the host already uses for Debian.
+  mirror=$(grep -h '^URIs:' /etc/apt/sources.list.d/*.sources 2>/dev/null | awk '{print $2}' | grep -v security | head -1)
+  [ -n "$mirror" ] || mirror=$(awk '/^deb /{print $2; exit}' /etc/apt/sources.list)
+  log "debootstrap sid into $root"
+  debootstrap --variant=minbase sid "$root" "$mirror" >"$UMA_CACHE/debootstrap.log" 2>&1 ||
+    { tail -20 "$UMA_CACHE/debootstrap.log" >&2; exit 1; }
+  sed -n 's/^deb /deb-src /p' "$root/etc/apt/sources.list" >> "$root/etc/apt/sources.list"
+  # The registry serves a dated snapshot of sid whose Release file may be past
+  # its Valid-Until date; signatures are still checked.
+  echo 'Acquire::Check-Valid-Until "false";' > "$root/etc/apt/apt.conf.d/99uma-snapshot"
+  touch "$root/.base-complete"
+fi
+
+if [ ! -f "$root/.packages-complete" ]; then
+  log "installing the toolchain, Open MPI, LibTorch and Kokkos in the sid root"
+  scripts/in_sid.sh "$root" env PACKAGES="$packages" bash -c '
+    set -e
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends $PACKAGES >/dev/null
+    # Kokkos CMake files name two archives the package does not ship.
+    libdir=$(dirname "$(find / -xdev -name libkokkoscore.so -print -quit)")
+    for a in libkokkosalgorithms.a libkokkossimd.a; do [ -e "$libdir/$a" ] || ar rcs "$libdir/$a"; done'
+  touch "$root/.packages-complete"
+fi
+
+if [ ! -f "$lammps_done" ]; then
+  log "fetching the LAMMPS 4 Jul 2026 source package"
+  scripts/in_sid.sh "$root" bash -c '
+    set -e
+    mkdir -p /src && cd /src
+    ls lammps_20260704*.orig.tar.* >/dev/null 2>&1 || apt-get source --download-only lammps >/dev/null 2>&1 || true
+    tarball=$(ls lammps_20260704*.orig.tar.* 2>/dev/null | head -1)
+    [ -n "$tarball" ] || { echo "the LAMMPS 20260704 source archive could not be fetched" >&2; exit 1; }
+    rm -rf lammps && mkdir lammps && tar -xf "$tarball" -C lammps'
+  log "building LAMMPS with KOKKOS and PLUGIN (about 10 minutes on 2 cores)"
+  scripts/in_sid.sh "$root" env FLAGS="$lammps_flags" bash -c '
+    set -e
+    cd /src
+    rm -rf build
+    cmake -S lammps/cmake -B build $FLAGS > /src/cmake.log 2>&1 || { tail -30 /src/cmake.log >&2; exit 1; }
+    cmake --build build -j"$(nproc)" > /src/build.log 2>&1 || { grep -m5 -B2 -A5 "error" /src/build.log >&2; exit 1; }
+    cmake --install build > /dev/null'
+  touch "$lammps_done"
+fi
+# the installed lmp and the plugin find liblammps through the loader cache
+if [ ! -f "$root/etc/ld.so.conf.d/lammps.conf" ]; then
+  echo /opt/lammps/lib > "$root/etc/ld.so.conf.d/lammps.conf"
+  chroot "$root" ldconfig
+fi
+echo "$root"
