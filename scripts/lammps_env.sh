@@ -10,7 +10,7 @@
 # Prints the root's path on stdout.  Run commands inside with scripts/in_sid.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-source scripts/env.sh >/dev/null 2>&1
+source scripts/env.sh >/dev/null   # its progress lines go to stderr
 log() { printf '[lammps-env] %s\n' "$*" >&2; }
 
 packages="g++ cmake make ca-certificates libopenmpi-dev openmpi-bin libkokkos-dev libtorch-dev
