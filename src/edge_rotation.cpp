@@ -2,6 +2,9 @@
 
 #include <cmath>
 #include <limits>
+#include <map>
+#include <mutex>
+#include <string>
 
 namespace uma {
 namespace {
@@ -60,18 +63,33 @@ torch::Tensor l2_basis() {
   return a;
 }
 
+// A constant built once per device and dtype (not once per call).
+template <typename Make>
+torch::Tensor cached(const char* name, const torch::TensorOptions& opts, Make make) {
+  static std::mutex mutex;
+  static std::map<std::string, torch::Tensor> cache;
+  const std::string key = std::string(name) + "/" + opts.device().str() + "/" +
+                          std::string(c10::toString(opts.dtype().toScalarType()));
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = cache.find(key);
+  if (it == cache.end()) it = cache.emplace(key, make().to(opts)).first;
+  return it->second;
+}
+
 // T[(b, c), (a, d), m, k] = A_m[a, b] A_k[c, d], so that
 // D2 = (R (x) R) [E, 81] @ T [81, 25]: one GEMM instead of E x 5 tiny products.
 torch::Tensor l2_coupling(const torch::TensorOptions& opts) {
-  auto A = l2_basis();
-  auto T = torch::einsum("mab,kcd->bcadmk", {A, A}).reshape({81, 25});
-  return T.to(opts);
+  return cached("l2_coupling", opts, [] {
+    auto A = l2_basis();
+    return torch::einsum("mab,kcd->bcadmk", {A, A}).reshape({81, 25});
+  });
 }
 
 }  // namespace
 
 torch::Tensor m_layout_permutation(torch::Device device) {
-  return torch::tensor({0, 2, 6, 3, 7, 1, 5, 8, 4}, torch::dtype(torch::kLong).device(device));
+  return cached("m_layout", torch::dtype(torch::kLong).device(device),
+                [] { return torch::tensor({0, 2, 6, 3, 7, 1, 5, 8, 4}, torch::kLong); });
 }
 
 torch::Tensor edge_wigner(const torch::Tensor& vec) {

@@ -19,7 +19,7 @@ torch::Tensor EdgewiseImpl::forward(const torch::Tensor& x, const EdgeFrame& edg
   // node -> edge frame: [E, 9, 2C], source channels first
   auto message = edge_gather_matmul(edges.wigner, x, edges.src, edges.tgt);
   auto [hidden, gates] = so2_conv_1->forward(message, edges.x_edge, ctx);
-  hidden = gate_activation(gates, hidden, gate_index_m_layout(x.device()));
+  hidden = gate_activation(gates, hidden, Layout::kM);
   auto [out, unused] = so2_conv_2->forward(hidden, torch::Tensor(), ctx);
   // edge frame -> node, enveloped, summed into targets
   auto rotated = edge_matmul(edges.wigner_inv_envelope, out);

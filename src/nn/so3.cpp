@@ -32,20 +32,19 @@ torch::Tensor RMSNormSHImpl::forward(const torch::Tensor& x) {
   return torch::cat({x0 * (scale * w[0]) + affine_bias, by_l[1] * (scale * w[1]), by_l[2] * (scale * w[2])}, 1);
 }
 
-torch::Tensor gate_index_l_layout(torch::Device device) {
-  return torch::tensor({0, 0, 0, 1, 1, 1, 1, 1}, torch::dtype(torch::kLong).device(device));
-}
-
-torch::Tensor gate_index_m_layout(torch::Device device) {
-  return torch::tensor({0, 1, 0, 1, 0, 1, 1, 1}, torch::dtype(torch::kLong).device(device));
-}
-
-torch::Tensor gate_activation(const torch::Tensor& gates, const torch::Tensor& x,
-                              const torch::Tensor& l_of_row) {
+torch::Tensor gate_activation(const torch::Tensor& gates, const torch::Tensor& x, Layout layout) {
   const int64_t rows = x.size(0), channels = x.size(2);
-  auto g = torch::sigmoid(gates).view({rows, 2, channels}).index_select(1, l_of_row);
-  auto parts = x.split_with_sizes({1, 8}, 1);
-  return torch::cat({torch::silu(parts[0]), parts[1] * g}, 1);
+  auto g = torch::sigmoid(gates).view({rows, 2, channels});  // [rows, l - 1, C]
+  auto g1 = g.narrow(1, 0, 1), g2 = g.narrow(1, 1, 1);
+  if (layout == Layout::kL) {
+    // rows: l0 | l1 (3) | l2 (5)
+    auto parts = x.split_with_sizes({1, 3, 5}, 1);
+    return torch::cat({torch::silu(parts[0]), parts[1] * g1, parts[2] * g2}, 1);
+  }
+  // rows: l0m0 | l1m0 l2m0 | l1+1 l2+1 l1-1 l2-1 | l2+2 l2-2: broadcast, no gathered gate copy
+  auto parts = x.split_with_sizes({1, 2, 4, 2}, 1);
+  auto m1 = (parts[2].view({rows, 2, 2, channels}) * g.unsqueeze(1)).view({rows, 4, channels});
+  return torch::cat({torch::silu(parts[0]), parts[1] * g, m1, parts[3] * g2}, 1);
 }
 
 SpectralAtomwiseImpl::SpectralAtomwiseImpl(int64_t sphere_channels, int64_t hidden_channels) {
@@ -59,7 +58,7 @@ SpectralAtomwiseImpl::SpectralAtomwiseImpl(int64_t sphere_channels, int64_t hidd
 torch::Tensor SpectralAtomwiseImpl::forward(const torch::Tensor& x) {
   auto gates = scalar_mlp->forward(x.select(1, 0));
   auto h = so3_linear_1->forward(x);
-  h = gate_activation(gates, h, gate_index_l_layout(x.device()));
+  h = gate_activation(gates, h, Layout::kL);
   return so3_linear_2->forward(h);
 }
 

@@ -29,15 +29,10 @@ class RMSNormSHImpl : public torch::nn::Module {
 };
 TORCH_MODULE(RMSNormSH);
 
-// Gate activation: SiLU on row 0; rows of degree l > 0 (in the given row
-// order) multiplied by sigmoid(gates[:, l - 1]).  gates: [rows, 2 * C].
-// `l_of_row` lists the degree (1 or 2) of rows 1..8.
-torch::Tensor gate_activation(const torch::Tensor& gates, const torch::Tensor& x,
-                              const torch::Tensor& l_of_row);
-
-// Rows 1..8 degree index (0 for l=1, 1 for l=2) in L-layout and in M-layout.
-torch::Tensor gate_index_l_layout(torch::Device device);
-torch::Tensor gate_index_m_layout(torch::Device device);
+// Gate activation: SiLU on the l = 0 row; every row of degree l > 0 times
+// sigmoid(gates[:, (l - 1) * C : l * C]).  gates: [rows, 2 * C], x: [rows, 9, C].
+enum class Layout { kL, kM };  // row orders of uma_architecture.md 2.2
+torch::Tensor gate_activation(const torch::Tensor& gates, const torch::Tensor& x, Layout layout);
 
 // Feed-forward: gated SO3 linear -> SO3 linear, gates from the l = 0 row.
 class SpectralAtomwiseImpl : public torch::nn::Module {
