@@ -1,12 +1,21 @@
 #!/usr/bin/env bash
-# The main job: builds if needed, then evaluates bulk copper with the shipped
-# model (energy, forces, stress).  Extra arguments go to `uma eval`.
+# The main job: NVE molecular dynamics of bulk copper in LAMMPS with the
+# shipped model through pair_style uma (examples/cu_nve/in.cu_nve), with
+# LAMMPS's thermo output on the screen.  The first run sets up the LAMMPS
+# environment and builds umaplugin.so (cached afterwards).  Extra arguments
+# go to lmp, e.g. -var model /src/uma-check/potentials/OTHER.safetensors.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mkdir -p build
-if ! scripts/build.sh > build/build.log 2>&1; then
-  tail -n 40 build/build.log >&2
-  echo "run.sh: the build failed (full log: build/build.log)" >&2
+echo "== LAMMPS environment (built once, then cached)" >&2
+root="$(scripts/lammps_env.sh)"
+echo "== building umaplugin.so in the LAMMPS environment" >&2
+if ! scripts/build_plugin.sh "$root" > build/plugin-build.log 2>&1; then
+  tail -n 40 build/plugin-build.log >&2
+  echo "run.sh: the plugin build failed (full log: build/plugin-build.log)" >&2
   exit 1
 fi
-exec build/uma eval potentials/uma-s-tiny-random.safetensors examples/structures/cu_bulk.extxyz --task omat "$@"
+echo "== lmp -in examples/cu_nve/in.cu_nve" >&2
+exec scripts/in_sid.sh "$root" bash -c 'cd /src/uma-check/examples/cu_nve &&
+  LAMMPS_PLUGIN_PATH=/src/uma-check/build-root OMP_NUM_THREADS="$(nproc)" \
+  /opt/lammps/bin/lmp -in in.cu_nve -log none "$@"' bash "$@"

@@ -86,7 +86,11 @@ torch::Tensor BackboneImpl::balance_channels(const torch::Tensor& x, const Batch
     const int64_t n = end - begin;
     const int64_t B = in.natoms.size(0);
     auto ch = out.select(1, 0).narrow(1, begin, n);                       // [N, n]
-    auto sums = torch::zeros({B, n}, ch.options()).index_add(0, in.batch, ch);
+    const bool all_owned = in.owned < 0;
+    auto owned = all_owned ? ch : ch.narrow(0, 0, in.owned);
+    auto owned_batch = all_owned ? in.batch : in.batch.narrow(0, 0, in.owned);
+    auto sums = torch::zeros({B, n}, ch.options()).index_add(0, owned_batch, owned);
+    if (in.reduce) sums = in.reduce(sums);
     auto corr = (sums - target.to(ch.scalar_type()).unsqueeze(1)) /
                 in.natoms.to(ch.scalar_type()).unsqueeze(1);
     auto row0 = out.select(1, 0);
@@ -104,15 +108,11 @@ torch::Tensor BackboneImpl::balance_channels(const torch::Tensor& x, const Batch
 torch::Tensor BackboneImpl::forward(const BatchTensors& in, const EdgeInput& e,
                                     const torch::Tensor& system_emb, const nn::MoleContext& ctx) {
   const int64_t N = in.numbers.size(0), C = config_.sphere_channels;
-  const auto opts = in.pos.options();
+  const auto opts = e.vec.options();
 
-  // Edge vectors (differentiable in pos and cell); padding slots get a vector
-  // beyond the cutoff, whose envelope is exactly zero.
-  auto cell_e = in.cell.index_select(0, e.edge_system);                        // [E, 3, 3]
-  auto shift = torch::bmm(e.offsets.unsqueeze(1), cell_e).squeeze(1);
-  auto vec = in.pos.index_select(0, e.src) - in.pos.index_select(0, e.tgt) + shift;
+  // Padding slots get a vector beyond the cutoff, whose envelope is exactly zero.
   auto far = torch::full({1, 3}, config_.cutoff + 1.0, opts);
-  vec = torch::where(e.valid.unsqueeze(1), vec, far);
+  auto vec = torch::where(e.valid.unsqueeze(1), e.vec, far);
   auto dist = vec.norm(2, 1);
 
   auto D = edge_wigner(vec);                                                     // [E, 9, 9]

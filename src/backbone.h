@@ -1,6 +1,7 @@
 // The eSCN-MD backbone with Mixture of Linear Experts (UMA-S).
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -16,8 +17,6 @@ namespace uma {
 
 // A batch of systems on the model's device.
 struct BatchTensors {
-  torch::Tensor pos;        // [N, 3] (wrapped; grads flow to the caller's positions)
-  torch::Tensor cell;       // [B, 3, 3] rows are lattice vectors
   torch::Tensor numbers;    // [N] long, atomic numbers
   torch::Tensor batch;      // [N] long, system of each atom
   torch::Tensor natoms;     // [B] long
@@ -25,11 +24,17 @@ struct BatchTensors {
   torch::Tensor spin;       // [B] long
   std::vector<std::string> datasets;   // [B] dataset (task) names
   std::vector<int64_t> atom_offsets;   // [B + 1] host
+  // Spatial decomposition (one process's share of one system): nodes
+  // [0, owned) are owned, the rest are ghosts; natoms counts the whole system
+  // and `reduce` sums a tensor over all processes, differentiably.
+  int64_t owned = -1;                  // -1: every node is owned
+  std::function<torch::Tensor(const torch::Tensor&)> reduce;
 };
 
 // Edge list in the form the backbone consumes.
 struct EdgeInput {
-  torch::Tensor src, tgt, offsets, valid, edge_system;  // see RadiusGraph
+  torch::Tensor src, tgt, valid, edge_system;  // see RadiusGraph
+  torch::Tensor vec;                           // [E, 3] r_src - r_tgt (+ image shift); grads flow to the caller
   std::vector<int64_t> row_offsets;                     // [B + 1] host
 };
 

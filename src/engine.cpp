@@ -91,41 +91,108 @@ void Engine::validate(const std::vector<Atoms>& systems) const {
   }
 }
 
-nn::MoleContext Engine::mole_context(const BatchTensors& in, const torch::Tensor& system_emb,
-                                     const std::vector<Atoms>& systems,
+struct Engine::Prepared {
+  std::vector<GraphSystem> graph;
+  std::vector<double> cells;                // [B * 9] rows are lattice vectors
+  std::vector<std::vector<int64_t>> keys;   // MoLE merge key per system
+  std::vector<double> energy_scale, energy_shift, atom_shift, force_scale, stress_scale,
+      stress_shift, inv_volume;
+};
+
+std::vector<int64_t> Engine::mole_key(const std::vector<int64_t>& counts, int64_t charge,
+                                      int64_t spin, const std::string& task) const {
+  std::vector<int64_t> key(counts);
+  key.resize(model_->config().backbone.max_num_elements, 0);
+  const auto names = model_->config().dataset_names();
+  key.push_back(charge);
+  key.push_back(spin);
+  key.push_back(std::find(names.begin(), names.end(), task) - names.begin());
+  return key;
+}
+
+nn::MoleContext Engine::mole_context(const BatchTensors& composition, const torch::Tensor& system_emb,
+                                     const std::vector<std::vector<int64_t>>& keys,
                                      const std::vector<int64_t>& edge_rows) {
   nn::MoleContext ctx;
   auto backbone = model_->backbone();
   if (backbone->config().num_experts == 0) return ctx;
   ctx.row_offsets = edge_rows;
-
-  // Key: element counts, charge, spin and task of every system.
-  auto key_of = [&](const Atoms& a) {
-    std::vector<int64_t> key(backbone->config().max_num_elements + 3, 0);
-    for (int64_t z : a.numbers) ++key[z];
-    key[key.size() - 3] = a.charge;
-    key[key.size() - 2] = a.spin;
-    const auto names = model_->config().dataset_names();
-    key[key.size() - 1] = std::find(names.begin(), names.end(), a.task) - names.begin();
-    return key;
-  };
-  const auto key = key_of(systems[0]);
   bool uniform = options_.merge_mole;
-  for (size_t b = 1; b < systems.size() && uniform; ++b) uniform = key_of(systems[b]) == key;
+  for (size_t b = 1; b < keys.size() && uniform; ++b) uniform = keys[b] == keys[0];
   if (!uniform) {
-    ctx.coefficients = backbone->expert_coefficients(in, system_emb);
+    ctx.coefficients = backbone->expert_coefficients(composition, system_emb);
     return ctx;
   }
-  if (!merged_ || key != merged_key_) {
+  if (!merged_ || keys[0] != merged_key_) {
     torch::NoGradGuard no_grad;
-    auto coeff = backbone->expert_coefficients(in, system_emb)[0];
+    auto coeff = backbone->expert_coefficients(composition, system_emb)[0];
     for (auto& layer : backbone->mole_layers()) layer->set_merged(coeff);
-    merged_key_ = key;
+    merged_key_ = keys[0];
     merged_ = true;
     ++merges_;
   }
   ctx.use_merged = true;
   return ctx;
+}
+
+Evaluation Engine::run(BatchTensors& in, const torch::Tensor& pos, const Prepared& prep,
+                       const BatchTensors& composition) {
+  const auto dopts = torch::TensorOptions().dtype(torch::kFloat64).device(options_.device);
+  const auto fopts = torch::TensorOptions().dtype(options_.dtype).device(options_.device);
+  const int64_t B = static_cast<int64_t>(prep.graph.size());
+  const int64_t N = pos.size(0);
+
+  RadiusGraph graph = graph_.build(pos, prep.graph);
+  // The edge vectors are the leaves the energy is differentiated by: forces
+  // and virials both follow from dE/dr_edge.
+  torch::Tensor vec;
+  {
+    torch::NoGradGuard no_grad;
+    auto cell = host_doubles(prep.cells, dopts).to(options_.dtype).view({B, 3, 3});
+    auto shift = torch::bmm(graph.offsets.unsqueeze(1), cell.index_select(0, graph.edge_system)).squeeze(1);
+    vec = pos.index_select(0, graph.src) - pos.index_select(0, graph.tgt) + shift;
+  }
+  vec.requires_grad_(true);
+  EdgeInput edges{graph.src, graph.tgt, graph.valid, graph.edge_system, vec, graph.row_offsets};
+
+  auto backbone = model_->backbone();
+  auto system_emb = backbone->system_embedding(in);
+  auto ctx = mole_context(composition, system_emb, prep.keys, graph.row_offsets);
+  auto raw_atom = model_->atom_energies(in, edges, system_emb, ctx).to(torch::kFloat64);  // [N]
+  if (in.owned >= 0)   // ghosts carry no energy of their own
+    raw_atom = torch::cat({raw_atom.narrow(0, 0, in.owned),
+                           torch::zeros({N - in.owned}, dopts)});
+  auto raw_energy = torch::zeros({B}, dopts).index_add(0, in.batch, raw_atom);
+  auto g = torch::autograd::grad({raw_energy.sum()}, {vec})[0];   // [E, 3] dE/dr_edge
+
+  Evaluation ev;
+  auto escale = host_doubles(prep.energy_scale, dopts);
+  ev.energy = raw_energy * escale + host_doubles(prep.energy_shift, dopts);
+  ev.atom_energy = raw_atom * escale.index_select(0, in.batch) + host_doubles(prep.atom_shift, dopts);
+  auto fscale = host_doubles(prep.force_scale, dopts);
+  auto pair_force = g * fscale.to(options_.dtype).index_select(0, graph.edge_system).unsqueeze(1);
+  ev.forces = torch::zeros({N, 3}, fopts).index_add(0, graph.tgt, pair_force)
+                  .index_add(0, graph.src, -pair_force);
+  if (options_.stress || options_.atom_virial) {
+    // dE/d strain = sum_edges r (x) dE/dr; the virial W = -dE/d strain.
+    auto r_g = vec.detach().to(torch::kFloat64).unsqueeze(2) * g.to(torch::kFloat64).unsqueeze(1);
+    auto de_dstrain = torch::zeros({B, 3, 3}, dopts).index_add(0, graph.edge_system, r_g);
+    de_dstrain = (de_dstrain + de_dstrain.transpose(1, 2)) / 2;
+    ev.virial = -de_dstrain * fscale.view({B, 1, 1});
+    if (options_.stress && in.owned < 0)
+      ev.stress = de_dstrain * (host_doubles(prep.inv_volume, dopts) *
+                                host_doubles(prep.stress_scale, dopts)).view({B, 1, 1}) +
+                  host_doubles(prep.stress_shift, dopts).view({B, 1, 1});
+    if (options_.atom_virial) {
+      auto w = r_g * (fscale.index_select(0, graph.edge_system) * -0.5).view({-1, 1, 1});
+      w = (w + w.transpose(1, 2)) / 2;
+      ev.atom_virial = torch::zeros({N, 3, 3}, dopts).index_add(0, graph.src, w).index_add(0, graph.tgt, w);
+    }
+  }
+  ev.edge_counts = graph.counts;
+  ev.coincident = graph.coincident;
+  ev.capacities = graph_.capacities();
+  return ev;
 }
 
 Evaluation Engine::evaluate(const std::vector<Atoms>& systems) {
@@ -134,13 +201,12 @@ Evaluation Engine::evaluate(const std::vector<Atoms>& systems) {
   const auto lopts = torch::TensorOptions().dtype(torch::kLong).device(options_.device);
   const auto dopts = torch::TensorOptions().dtype(torch::kFloat64).device(options_.device);
   const int64_t B = static_cast<int64_t>(systems.size());
+  const int64_t Z = model_->config().backbone.max_num_elements;
 
+  Prepared prep;
   BatchTensors in;
   std::vector<torch::Tensor> pos_parts;
   std::vector<int64_t> numbers, batch, natoms, charge, spin;
-  std::vector<double> cells, energy_scale, energy_shift, force_scale, stress_scale,
-      stress_shift, atom_shift, inv_volume;
-  std::vector<GraphSystem> gsys;
   in.atom_offsets.push_back(0);
   for (int64_t b = 0; b < B; ++b) {
     const Atoms& a = systems[b];
@@ -154,107 +220,166 @@ Evaluation Engine::evaluate(const std::vector<Atoms>& systems) {
     spin.push_back(a.spin);
     in.datasets.push_back(a.task);
     in.atom_offsets.push_back(in.atom_offsets.back() + n);
-    for (const auto& row : a.cell) cells.insert(cells.end(), row.begin(), row.end());
+    for (const auto& row : a.cell) prep.cells.insert(prep.cells.end(), row.begin(), row.end());
+    std::vector<int64_t> counts(Z, 0);
     double refs = 0;
     for (int64_t z : a.numbers) {
       const double r = out.element_references.defined()
                            ? out.element_references.data_ptr<double>()[z] : 0.0;
       refs += r;
-      atom_shift.push_back(r + out.energy_mean / n);
+      ++counts[z];
+      prep.atom_shift.push_back(r + out.energy_mean / n);
     }
-    energy_scale.push_back(out.energy_rmsd);
-    energy_shift.push_back(out.energy_mean + refs);
-    force_scale.push_back(out.forces_rmsd);
-    stress_scale.push_back(out.stress_rmsd);
-    stress_shift.push_back(out.stress_mean);
+    prep.keys.push_back(mole_key(counts, a.charge, a.spin, a.task));
+    prep.energy_scale.push_back(out.energy_rmsd);
+    prep.energy_shift.push_back(out.energy_mean + refs);
+    prep.force_scale.push_back(out.forces_rmsd);
+    prep.stress_scale.push_back(out.stress_rmsd);
+    prep.stress_shift.push_back(out.stress_mean);
     const double v = volume(a.cell);
-    inv_volume.push_back(v > 1e-6 ? 1.0 / v : std::nan(""));
-    gsys.push_back({in.atom_offsets[b], n, graph_cell(a.cell, a.pbc), a.pbc});
+    prep.inv_volume.push_back(v > 1e-6 ? 1.0 / v : std::nan(""));
+    prep.graph.push_back({in.atom_offsets[b], n, graph_cell(a.cell, a.pbc), a.pbc});
   }
-
-  auto pos = torch::cat(pos_parts, 0).requires_grad_(true);
-  in.cell = host_doubles(cells, dopts).to(fopts).view({B, 3, 3}).requires_grad_(options_.stress);
   in.numbers = torch::tensor(numbers, torch::kLong).to(lopts);
   in.batch = torch::tensor(batch, torch::kLong).to(lopts);
   in.natoms = torch::tensor(natoms, torch::kLong).to(lopts);
   in.charge = torch::tensor(charge, torch::kLong).to(lopts);
   in.spin = torch::tensor(spin, torch::kLong).to(lopts);
 
-  // Wrap into the cell along periodic directions (integer shifts carry no gradient).
-  std::vector<double> inverse_cells, periodic;
-  for (const auto& g : gsys) {
+  // Wrap into the cell along periodic directions.
+  std::vector<double> inverse_cells, periodic, graph_cells;
+  for (const auto& g : prep.graph) {
     const Matrix3 inv = inverse(g.cell);
     for (const auto& row : inv) inverse_cells.insert(inverse_cells.end(), row.begin(), row.end());
     for (int k = 0; k < 3; ++k) periodic.push_back(g.pbc[k] ? 1.0 : 0.0);
   }
-  torch::Tensor image;
+  torch::Tensor pos;
   {
     torch::NoGradGuard no_grad;
+    pos = torch::cat(pos_parts, 0);
+    auto cell = host_doubles(prep.cells, dopts).view({B, 3, 3}).index_select(0, in.batch);
     auto inv = host_doubles(inverse_cells, dopts).view({B, 3, 3}).index_select(0, in.batch);
-    auto frac = torch::bmm(pos.detach().to(torch::kFloat64).unsqueeze(1), inv).squeeze(1);
-    image = (torch::floor(frac) * host_doubles(periodic, dopts).view({B, 3}).index_select(0, in.batch))
-                .to(options_.dtype);
+    auto frac = torch::bmm(pos.to(torch::kFloat64).unsqueeze(1), inv).squeeze(1);
+    auto image = (torch::floor(frac) * host_doubles(periodic, dopts).view({B, 3}).index_select(0, in.batch))
+                     .to(options_.dtype);
+    pos = pos - torch::bmm(image.unsqueeze(1), cell.to(options_.dtype)).squeeze(1);
   }
-  in.pos = pos - torch::bmm(image.unsqueeze(1), in.cell.index_select(0, in.batch)).squeeze(1);
+  return run(in, pos, prep, in);
+}
 
-  RadiusGraph graph = graph_.build(in.pos, gsys);
-  EdgeInput edges{graph.src, graph.tgt, graph.offsets, graph.valid, graph.edge_system, graph.row_offsets};
+Evaluation Engine::evaluate_local(const LocalAtoms& piece) {
+  const auto& cfg = model_->config();
+  const int64_t Z = cfg.backbone.max_num_elements;
+  const auto fopts = torch::TensorOptions().dtype(options_.dtype).device(options_.device);
+  const auto lopts = torch::TensorOptions().dtype(torch::kLong).device(options_.device);
 
-  auto backbone = model_->backbone();
-  auto system_emb = backbone->system_embedding(in);
-  auto ctx = mole_context(in, system_emb, systems, graph.row_offsets);
-  auto raw_atom = model_->atom_energies(in, edges, system_emb, ctx);              // [N]
-  auto raw_energy = torch::zeros({B}, dopts).index_add(0, in.batch, raw_atom.to(torch::kFloat64));
+  int64_t N = static_cast<int64_t>(piece.numbers.size());
+  if (piece.n_owned < 0 || piece.n_owned > N) throw Error("n_owned must be within 0..number of atoms");
+  if (!piece.positions.defined() || piece.positions.dim() != 2 || piece.positions.size(0) != N ||
+      piece.positions.size(1) != 3)
+    throw Error("positions must have shape [" + std::to_string(N) + ", 3]");
+  int64_t total = 0;
+  for (int64_t c : piece.composition) total += c;
+  if (total == 0 || static_cast<int64_t>(piece.composition.size()) > Z)
+    throw Error("the composition must count at least one atom and only atomic numbers the model covers");
+  Atoms check;   // charge, spin, task and atomic numbers are validated like a whole system
+  check.numbers = piece.numbers.empty() ? std::vector<int64_t>{1} : piece.numbers;
+  check.positions = torch::zeros({static_cast<int64_t>(check.numbers.size()), 3});
+  check.charge = piece.charge;
+  check.spin = piece.spin;
+  check.task = piece.task;
+  validate({check});
 
-  std::vector<torch::Tensor> wrt{pos};
-  if (options_.stress) wrt.push_back(in.cell);
-  auto grads = torch::autograd::grad({raw_energy.sum()}, wrt, {}, false, false, true);
-
-  Evaluation ev;
-  auto escale = host_doubles(energy_scale, dopts);
-  ev.energy = raw_energy * escale + host_doubles(energy_shift, dopts);
-  ev.atom_energy = raw_atom.to(torch::kFloat64) * escale.index_select(0, in.batch) +
-                   host_doubles(atom_shift, dopts);
-  auto fscale = host_doubles(force_scale, dopts).to(options_.dtype).index_select(0, in.batch);
-  ev.forces = -grads[0] * fscale.unsqueeze(1);
-  if (options_.stress) {
-    // virial = sym(sum_i g_i (x) r_i + cell^T g_cell); stress = virial / V
-    auto per_atom = (grads[0].unsqueeze(2) * pos.detach().unsqueeze(1)).to(torch::kFloat64);
-    auto pos_virial = torch::zeros({B, 3, 3}, dopts).index_add(0, in.batch, per_atom);
-    auto cell_virial = torch::bmm(in.cell.detach().transpose(1, 2), grads[1]).to(torch::kFloat64);
-    auto virial = (pos_virial + pos_virial.transpose(1, 2) + cell_virial + cell_virial.transpose(1, 2)) / 2;
-    ev.stress = virial * (host_doubles(inv_volume, dopts) * host_doubles(stress_scale, dopts)).view({B, 1, 1}) +
-                host_doubles(stress_shift, dopts).view({B, 1, 1});
+  // A process without atoms still takes part in every reduction the model
+  // makes: it runs on one placeholder ghost that has no neighbours.
+  std::vector<int64_t> numbers = piece.numbers;
+  auto positions = piece.positions.to(fopts).detach();
+  if (N == 0) {
+    numbers = {1};
+    positions = torch::zeros({1, 3}, fopts);
+    N = 1;
   }
-  ev.edge_counts = graph.counts;
-  ev.coincident = graph.coincident;
-  ev.capacities = graph_.capacities();
+  const auto& out = model_->outputs(piece.task);
+  Prepared prep;
+  prep.graph.push_back({0, N, graph_cell(Matrix3{}, {false, false, false}), {false, false, false}});
+  prep.cells.assign(9, 0.0);
+  prep.keys.push_back(mole_key(piece.composition, piece.charge, piece.spin, piece.task));
+  double refs = 0;
+  for (int64_t i = 0; i < N; ++i) {
+    const bool owned = i < piece.n_owned;
+    const double r = out.element_references.defined() && owned
+                         ? out.element_references.data_ptr<double>()[numbers[i]] : 0.0;
+    refs += r;
+    prep.atom_shift.push_back(owned ? r + out.energy_mean / total : 0.0);
+  }
+  prep.energy_scale.push_back(out.energy_rmsd);
+  prep.energy_shift.push_back(out.energy_mean * piece.n_owned / total + refs);
+  prep.force_scale.push_back(out.forces_rmsd);
+  prep.stress_scale.push_back(out.stress_rmsd);
+  prep.stress_shift.push_back(out.stress_mean);
+  prep.inv_volume.push_back(std::nan(""));
+
+  BatchTensors in;
+  in.numbers = torch::tensor(numbers, torch::kLong).to(lopts);
+  in.batch = torch::zeros({N}, lopts);
+  in.natoms = torch::full({1}, total, lopts);
+  in.charge = torch::full({1}, piece.charge, lopts);
+  in.spin = torch::full({1}, piece.spin, lopts);
+  in.datasets = {piece.task};
+  in.atom_offsets = {0, N};
+  in.owned = piece.n_owned;
+  in.reduce = piece.sum_over_processes;
+
+  // The whole system's composition, for the expert routing.
+  BatchTensors composition;
+  auto counts = torch::tensor(piece.composition, torch::kLong).to(lopts);
+  composition.numbers = torch::repeat_interleave(counts);
+  composition.batch = torch::zeros({total}, lopts);
+  composition.natoms = in.natoms;
+
+  Evaluation ev = run(in, positions, prep, composition);
+  if (piece.numbers.empty()) {   // drop the placeholder
+    ev.atom_energy = ev.atom_energy.narrow(0, 0, 0);
+    ev.forces = ev.forces.narrow(0, 0, 0);
+    if (ev.atom_virial.defined()) ev.atom_virial = ev.atom_virial.narrow(0, 0, 0);
+  }
   return ev;
 }
 
-HostEvaluation Engine::evaluate_checked(const std::vector<Atoms>& systems) {
-  for (int attempt = 0;; ++attempt) {
-    Evaluation ev = evaluate(systems);
-    auto counts = to_host(ev.edge_counts);
-    std::vector<int64_t> c(counts.data_ptr<int64_t>(), counts.data_ptr<int64_t>() + counts.numel());
-    bool overflow = false;
-    for (size_t b = 0; b < c.size(); ++b) overflow |= c[b] > ev.capacities[b];
-    if (overflow) {
-      if (attempt > 2) throw Error("internal: edge capacity did not converge");
-      graph_.grow(c);
-      continue;
-    }
-    if (read_int(ev.coincident) > 0)
-      throw Error("two or more atoms sit at the same position (distance 0)");
-    HostEvaluation out;
-    auto e = to_host(ev.energy);
-    out.energy.assign(e.data_ptr<double>(), e.data_ptr<double>() + e.numel());
-    out.atom_energy = to_host(ev.atom_energy);
-    out.forces = to_host(ev.forces).to(torch::kFloat64);
-    if (ev.stress.defined()) out.stress = to_host(ev.stress);
-    out.edges = c;
-    return out;
+bool Engine::accept(const Evaluation& ev) {
+  auto counts = to_host(ev.edge_counts);
+  std::vector<int64_t> c(counts.data_ptr<int64_t>(), counts.data_ptr<int64_t>() + counts.numel());
+  bool overflow = false;
+  for (size_t b = 0; b < c.size(); ++b) overflow |= c[b] > ev.capacities[b];
+  if (overflow) {
+    graph_.grow(c);
+    return false;
   }
+  if (read_int(ev.coincident) > 0)
+    throw Error("two or more atoms sit at the same position (distance 0)");
+  return true;
+}
+
+HostEvaluation Engine::read(const Evaluation& ev) {
+  HostEvaluation out;
+  auto e = to_host(ev.energy);
+  out.energy.assign(e.data_ptr<double>(), e.data_ptr<double>() + e.numel());
+  out.atom_energy = to_host(ev.atom_energy);
+  out.forces = to_host(ev.forces).to(torch::kFloat64);
+  if (ev.stress.defined()) out.stress = to_host(ev.stress);
+  if (ev.virial.defined()) out.virial = to_host(ev.virial);
+  if (ev.atom_virial.defined()) out.atom_virial = to_host(ev.atom_virial);
+  auto counts = to_host(ev.edge_counts);
+  out.edges.assign(counts.data_ptr<int64_t>(), counts.data_ptr<int64_t>() + counts.numel());
+  return out;
+}
+
+HostEvaluation Engine::evaluate_checked(const std::vector<Atoms>& systems) {
+  for (int attempt = 0; attempt < 4; ++attempt) {
+    Evaluation ev = evaluate(systems);
+    if (accept(ev)) return read(ev);
+  }
+  throw Error("internal: edge capacity did not converge");
 }
 
 }  // namespace uma

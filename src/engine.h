@@ -9,6 +9,7 @@
 #pragma once
 
 #include <array>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -36,6 +37,7 @@ struct EngineOptions {
   torch::ScalarType dtype = torch::kFloat32;
   bool merge_mole = true;   // merge experts once per composition/charge/spin/task
   bool stress = true;
+  bool atom_virial = false;  // per-atom virials (each edge's r (x) f split half/half)
   // Ask glibc to keep freed memory for reuse (mallopt: no mmap'd blocks, no
   // trimming).  Large per-step tensors are then recycled instead of being
   // mapped, page-faulted and unmapped every evaluation, which on CPUs halves
@@ -44,13 +46,34 @@ struct EngineOptions {
   bool keep_host_memory = true;
 };
 
+// One process's share of one system decomposed in space, as LAMMPS holds it:
+// owned atoms first, then ghost atoms (real-space images of every atom within
+// layers x cutoff of an owned one), no periodicity.  The energy is the sum
+// over the owned atoms; summing energy, forces (ghost rows folded onto their
+// owners) and virials over all processes gives the whole system's.
+struct LocalAtoms {
+  std::vector<int64_t> numbers;      // [n_owned + n_ghost] atomic numbers
+  torch::Tensor positions;           // [n_owned + n_ghost, 3] Angstrom
+  int64_t n_owned = 0;
+  std::vector<int64_t> composition;  // atoms of each atomic number in the whole system
+  int64_t charge = 0;
+  int64_t spin = 0;
+  std::string task;
+  // Differentiable sum over all processes of a small tensor; needed by models
+  // that balance charge/spin channels.  Unset: this process holds everything.
+  std::function<torch::Tensor(const torch::Tensor&)> sum_over_processes;
+};
+
 // Device tensors; energies in eV (float64), forces eV/A, stress eV/A^3
-// (+ (1/V) dE/d strain; NaN for systems with a zero-volume cell).
+// (+ (1/V) dE/d strain; NaN for systems with a zero-volume cell), virials in
+// eV with LAMMPS's sign (W = sum r (x) f = -V stress).
 struct Evaluation {
   torch::Tensor energy;        // [B] float64
-  torch::Tensor atom_energy;   // [N] float64, sums to energy
+  torch::Tensor atom_energy;   // [N] float64, sums to energy (ghosts: 0)
   torch::Tensor forces;        // [N, 3]
-  torch::Tensor stress;        // [B, 3, 3] or undefined
+  torch::Tensor stress;        // [B, 3, 3] or undefined (local evaluations: undefined)
+  torch::Tensor virial;        // [B, 3, 3] float64, or undefined
+  torch::Tensor atom_virial;   // [N, 3, 3] float64 if options.atom_virial
   torch::Tensor edge_counts;   // [B] edges found (the graph holds min(count, capacity))
   torch::Tensor coincident;    // [] pairs of atoms at distance zero
   std::vector<int64_t> capacities;
@@ -61,6 +84,8 @@ struct HostEvaluation {
   torch::Tensor atom_energy;   // [N] float64, CPU
   torch::Tensor forces;        // [N, 3] float64, CPU
   torch::Tensor stress;        // [B, 3, 3] float64, CPU, or undefined
+  torch::Tensor virial;        // [B, 3, 3] float64, CPU, or undefined
+  torch::Tensor atom_virial;   // [N, 3, 3] float64, CPU, or undefined
   std::vector<int64_t> edges;  // per system
 };
 
@@ -70,9 +95,19 @@ class Engine {
 
   Evaluation evaluate(const std::vector<Atoms>& systems);
   HostEvaluation evaluate_checked(const std::vector<Atoms>& systems);
+  // One process's share of a decomposed system (B = 1 in the results).
+  Evaluation evaluate_local(const LocalAtoms& piece);
+
+  // Reads an evaluation's graph status (counted host reads).  Returns false,
+  // after growing the edge capacities, if a system overflowed them: the step
+  // must then be repeated.  Throws on coincident atoms.
+  bool accept(const Evaluation& ev);
+  // Copies an accepted evaluation to the host.
+  static HostEvaluation read(const Evaluation& ev);
 
   const UmaModel& model() const { return model_; }
   const EngineOptions& options() const { return options_; }
+  void request_atom_virial(bool on) { options_.atom_virial = on; }
   int64_t merge_count() const { return merges_; }
   const std::vector<int64_t>& edge_capacities() const { return graph_.capacities(); }
 
@@ -80,9 +115,16 @@ class Engine {
   void validate(const std::vector<Atoms>& systems) const;
 
  private:
-  nn::MoleContext mole_context(const BatchTensors& in, const torch::Tensor& system_emb,
-                               const std::vector<Atoms>& systems,
+  // Per-system normalisation and geometry gathered on the host.
+  struct Prepared;
+  nn::MoleContext mole_context(const BatchTensors& composition, const torch::Tensor& system_emb,
+                               const std::vector<std::vector<int64_t>>& keys,
                                const std::vector<int64_t>& edge_rows);
+  std::vector<int64_t> mole_key(const std::vector<int64_t>& counts, int64_t charge, int64_t spin,
+                                const std::string& task) const;
+  // Graph, model and gradients with respect to the edge vectors.
+  Evaluation run(BatchTensors& in, const torch::Tensor& pos, const Prepared& prep,
+                 const BatchTensors& composition);
 
   UmaModel model_;
   EngineOptions options_;

@@ -80,13 +80,12 @@ UmaModel load_model(const std::string& path) {
                 "; this build reads version " + std::to_string(kModelFormatVersion));
   auto cfg = file.metadata.find("config");
   if (cfg == file.metadata.end()) throw Error("model file '" + path + "' has no config");
-  nlohmann::json j;
+  ModelConfig config;
   try {
-    j = nlohmann::json::parse(cfg->second);
-  } catch (const nlohmann::json::exception&) {
-    throw Error("model file '" + path + "' has a config that is not JSON");
+    config = parse_model_config(cfg->second);
+  } catch (const Error& e) {
+    throw Error("model file '" + path + "': " + e.what());
   }
-  ModelConfig config = parse_model_config(j);
   UmaModel model(config);
   for (const auto& t : config.tasks) {
     if (t.property != "energy" || t.element_references.empty()) continue;
@@ -132,7 +131,7 @@ void save_model(const UmaModel& model, const std::string& path) {
           file.tensors[t.element_references] = model->outputs(ds).element_references;
   file.metadata["format"] = kModelFormat;
   file.metadata["format_version"] = std::to_string(kModelFormatVersion);
-  file.metadata["config"] = model->config().raw.dump();
+  file.metadata["config"] = model->config().raw;
   write_safetensors(path, file);
 }
 

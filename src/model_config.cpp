@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include <nlohmann/json.hpp>
+
 #include "error.h"
 
 namespace uma {
@@ -52,9 +54,15 @@ const TaskConfig* ModelConfig::energy_task(const std::string& dataset) const {
   return nullptr;
 }
 
-ModelConfig parse_model_config(const json& j) {
+ModelConfig parse_model_config(const std::string& json_text) {
+  json j;
+  try {
+    j = json::parse(json_text);
+  } catch (const json::exception&) {
+    throw Error("the model config is not JSON");
+  }
   ModelConfig c;
-  c.raw = j;
+  c.raw = json_text;
   if (!j.is_object() || !j.contains("backbone"))
     throw Error("model config: no 'backbone' section");
   c.model_id = get_or<std::string>(j, "model_id", "");

@@ -6,8 +6,6 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 namespace uma {
 
 constexpr const char* kModelFormat = "lammps-uma-model";
@@ -55,7 +53,7 @@ struct ModelConfig {
   BackboneConfig backbone;
   HeadConfig head;
   std::vector<TaskConfig> tasks;
-  nlohmann::json raw;  // the whole metadata JSON, kept for writing back
+  std::string raw;  // the whole config JSON text, kept for writing back
 
   // Dataset names a user may ask for (the keys of dataset_mapping, sorted).
   std::vector<std::string> dataset_names() const;
@@ -64,6 +62,7 @@ struct ModelConfig {
 };
 
 // Parses and validates; throws uma::Error naming the offending key.
-ModelConfig parse_model_config(const nlohmann::json& j);
+// Throws uma::Error when the text is not JSON or lacks a required field.
+ModelConfig parse_model_config(const std::string& json_text);
 
 }  // namespace uma

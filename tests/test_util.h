@@ -40,7 +40,7 @@ inline nlohmann::json small_config(int experts = 4, bool dataset_head = false,
 // Random weights, large enough that every path matters.
 inline UmaModel random_model(const nlohmann::json& config, uint64_t seed = 7) {
   torch::manual_seed(seed);
-  UmaModel model(parse_model_config(config));
+  UmaModel model(parse_model_config(config.dump()));
   torch::NoGradGuard no_grad;
   for (auto& p : model->named_parameters()) {
     const auto& t = p.value();

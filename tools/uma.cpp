@@ -58,6 +58,7 @@ int cmd_eval(const EvalArgs& a) {
   }
   opt.dtype = a.precision == "fp64" ? torch::kFloat64 : torch::kFloat32;
   opt.merge_mole = !a.no_merge;
+  opt.atom_virial = a.json;
   uma::Engine engine(uma::load_model(a.model), opt);
   const auto frames = uma::read_extxyz(a.structure);
   json out = json::array();
@@ -85,6 +86,14 @@ int cmd_eval(const EvalArgs& a) {
       fr["forces"] = std::vector<double>(r.forces.data_ptr<double>(), r.forces.data_ptr<double>() + 3 * n);
       if (r.stress.defined())
         fr["stress"] = std::vector<double>(r.stress.data_ptr<double>(), r.stress.data_ptr<double>() + 9);
+      fr["atom_energies"] = std::vector<double>(r.atom_energy.data_ptr<double>(),
+                                                r.atom_energy.data_ptr<double>() + n);
+      // LAMMPS's order and sign: W = sum r (x) f, components xx yy zz xy xz yz (eV)
+      auto voigt = [](const double* w) { return std::vector<double>{w[0], w[4], w[8], w[1], w[2], w[5]}; };
+      fr["virial"] = voigt(r.virial.data_ptr<double>());
+      json atom_virial = json::array();
+      for (int64_t k = 0; k < n; ++k) atom_virial.push_back(voigt(r.atom_virial.data_ptr<double>() + 9 * k));
+      fr["atom_virials"] = atom_virial;
       fr["edges"] = r.edges[0];
       out.push_back(fr);
       continue;

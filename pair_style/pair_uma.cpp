@@ -1,0 +1,426 @@
+#include "pair_uma.h"
+
+#include <mpi.h>
+
+#include <cmath>
+#include <cstring>
+#include <exception>
+
+#include <torch/torch.h>
+
+#include "atom.h"
+#include "comm.h"
+#include "domain.h"
+#include "error.h"
+#include "force.h"
+#include "memory.h"
+#include "neighbor.h"
+#include "update.h"
+#include "utils.h"
+
+#include "elements.h"
+#include "engine.h"
+#include "model.h"
+
+using namespace LAMMPS_NS;
+
+namespace {
+
+// Differentiable sum of a small tensor over the ranks of a communicator:
+// the backward of an all-reduce is the all-reduce of the incoming gradient.
+class SumOverRanks : public torch::autograd::Function<SumOverRanks> {
+ public:
+  static torch::Tensor reduce(const torch::Tensor& x, MPI_Fint comm) {
+    auto host = x.detach().to(torch::kCPU).contiguous().clone();
+    const MPI_Datatype type = host.scalar_type() == torch::kFloat64 ? MPI_DOUBLE : MPI_FLOAT;
+    MPI_Allreduce(MPI_IN_PLACE, host.data_ptr(), static_cast<int>(host.numel()), type, MPI_SUM,
+                  MPI_Comm_f2c(comm));
+    return host.to(x.device());
+  }
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, torch::Tensor x, int64_t comm) {
+    ctx->saved_data["comm"] = comm;
+    return reduce(x, static_cast<MPI_Fint>(comm));
+  }
+  static torch::autograd::tensor_list backward(torch::autograd::AutogradContext* ctx,
+                                               torch::autograd::tensor_list grad) {
+    const auto comm = static_cast<MPI_Fint>(ctx->saved_data["comm"].toInt());
+    return {reduce(grad[0], comm), torch::Tensor()};
+  }
+};
+
+bool task_has_charge_spin(const std::string& task) { return task == "omol"; }
+
+}  // namespace
+
+PairUMA::PairUMA(LAMMPS* lmp) : Pair(lmp) {
+  single_enable = 0;
+  restartinfo = 0;
+  one_coeff = 1;
+  manybody_flag = 1;
+  no_virial_fdotr_compute = 1;
+  centroidstressflag = CENTROID_NOTAVAIL;
+  comm_reverse = 9;
+}
+
+PairUMA::~PairUMA() {
+  if (copymode) return;
+  if (allocated) {
+    memory->destroy(setflag);
+    memory->destroy(cutsq);
+  }
+  memory->destroy(fold_);
+}
+
+void PairUMA::allocate() {
+  allocated = 1;
+  const int n = atom->ntypes + 1;
+  memory->create(setflag, n, n, "pair:setflag");
+  memory->create(cutsq, n, n, "pair:cutsq");
+  for (int i = 0; i < n; ++i)
+    for (int j = 0; j < n; ++j) setflag[i][j] = 0;
+}
+
+/* pair_style uma [task NAME] [charge Q] [spin S] [precision fp32|fp64] [device auto|cpu|cuda] */
+
+void PairUMA::settings(int narg, char** arg) {
+  task_.clear();
+  charge_ = 0;
+  spin_ = -1;
+  charge_set_ = spin_set_ = false;
+  precision_ = "fp32";
+  device_ = "auto";
+  int iarg = 0;
+  while (iarg < narg) {
+    const std::string key = arg[iarg];
+    if (iarg + 1 >= narg) error->all(FLERR, "Pair style uma: keyword '{}' needs a value", key);
+    const std::string value = arg[iarg + 1];
+    if (key == "task") {
+      task_ = value;
+    } else if (key == "charge") {
+      charge_ = utils::inumeric(FLERR, value, false, lmp);
+      charge_set_ = true;
+    } else if (key == "spin") {
+      spin_ = utils::inumeric(FLERR, value, false, lmp);
+      if (spin_ < 0) error->all(FLERR, "Pair style uma: spin is a multiplicity (2S+1 >= 1), got {}", spin_);
+      spin_set_ = true;
+    } else if (key == "precision") {
+      if (value != "fp32" && value != "fp64")
+        error->all(FLERR, "Pair style uma: precision must be fp32 or fp64, got '{}'", value);
+      precision_ = value;
+    } else if (key == "device") {
+      if (value != "auto" && value != "cpu" && value != "cuda")
+        error->all(FLERR, "Pair style uma: device must be auto, cpu or cuda, got '{}'", value);
+      device_ = value;
+    } else {
+      error->all(FLERR, "Pair style uma: unknown keyword '{}' (expected task, charge, spin, precision "
+                        "or device)", key);
+    }
+    iarg += 2;
+  }
+  engine_.reset();   // rebuilt with the new settings at the next init
+}
+
+/* pair_coeff * * MODEL ELEM|NULL ... (one entry per atom type) */
+
+void PairUMA::coeff(int narg, char** arg) {
+  if (!allocated) allocate();
+  const int ntypes = atom->ntypes;
+  if (narg != 3 + ntypes)
+    error->all(FLERR, "Pair coeff for uma: expected '* * MODEL' and {} element symbols or NULL (one "
+                      "per atom type), got {} after the model file", ntypes, narg - 3);
+  if (strcmp(arg[0], "*") != 0 || strcmp(arg[1], "*") != 0)
+    error->all(FLERR, "Pair coeff for uma must start with '* *' (one call maps all types)");
+  model_path_ = arg[2];
+  engine_.reset();
+  uma::UmaModel model{nullptr};
+  try {
+    model = uma::load_model(model_path_);
+  } catch (const std::exception& e) {
+    error->all(FLERR, "Pair coeff for uma: cannot load model file '{}': {}", model_path_, e.what());
+  }
+  const int zmax = static_cast<int>(model->config().backbone.max_num_elements) - 1;
+  type_z_.assign(ntypes + 1, 0);
+  int mapped = 0;
+  for (int t = 1; t <= ntypes; ++t) {
+    const std::string sym = arg[2 + t];
+    if (sym == "NULL") continue;
+    const int z = uma::atomic_number(sym);
+    if (z == 0) error->all(FLERR, "Pair coeff for uma: '{}' (type {}) is not an element symbol", sym, t);
+    if (z > zmax)
+      error->all(FLERR, "Pair coeff for uma: element {} (type {}) is not in the model (it covers Z = 1..{})",
+                 sym, t, zmax);
+    type_z_[t] = z;
+    ++mapped;
+  }
+  if (mapped == 0) error->all(FLERR, "Pair coeff for uma: every type is NULL");
+  for (int i = 1; i <= ntypes; ++i)
+    for (int j = i; j <= ntypes; ++j) setflag[i][j] = (type_z_[i] > 0 && type_z_[j] > 0) ? 1 : 0;
+  cutoff_ = model->config().backbone.cutoff;
+  layers_ = model->config().backbone.num_layers;
+}
+
+std::string PairUMA::device_name() const {
+  if (device_ == "cpu") return "cpu";
+  if (device_ == "auto" && !torch::cuda::is_available()) return "cpu";
+  if (!torch::cuda::is_available())
+    error->all(FLERR, "Pair style uma: device cuda requested but LibTorch sees no CUDA device");
+  // one GPU per rank: the node-local rank picks the device
+  MPI_Comm node;
+  int local = 0;
+  MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, comm->me, MPI_INFO_NULL, &node);
+  MPI_Comm_rank(node, &local);
+  MPI_Comm_free(&node);
+  return "cuda:" + std::to_string(local % static_cast<int>(torch::cuda::device_count()));
+}
+
+void PairUMA::create_engine() {
+  uma::UmaModel model{nullptr};
+  try {
+    model = uma::load_model(model_path_);
+  } catch (const std::exception& e) {
+    error->all(FLERR, "Pair style uma: cannot load model file '{}': {}", model_path_, e.what());
+  }
+  const auto& cfg = model->config();
+  const auto tasks = cfg.dataset_names();
+  std::string known;
+  for (const auto& t : tasks) known += (known.empty() ? "" : ", ") + t;
+  if (task_.empty()) {
+    if (tasks.size() != 1)
+      error->all(FLERR, "Pair style uma: this model has several tasks ({}); choose one with "
+                        "'pair_style uma task NAME'", known);
+    task_ = tasks[0];
+  }
+  if (!model->has_dataset(task_))
+    error->all(FLERR, "Pair style uma: unknown task '{}'; the model has: {}", task_, known);
+  if ((charge_set_ || spin_set_) && !task_has_charge_spin(task_))
+    error->all(FLERR, "Pair style uma: task '{}' takes no charge or spin input (only omol does); "
+                      "remove the charge/spin keywords", task_);
+  if (spin_ < 0) spin_ = static_cast<int>(uma::default_spin(task_));
+  if (charge_ < -100 || charge_ > 100) error->all(FLERR, "Pair style uma: charge {} is outside -100..100", charge_);
+  if (spin_ > 100) error->all(FLERR, "Pair style uma: spin {} is outside 0..100", spin_);
+  const auto& out = model->outputs(task_);
+  if (out.energy_rmsd != out.forces_rmsd || out.stress_mean != 0.0)
+    error->all(FLERR, "Pair style uma: task '{}' has force/energy normalisers that differ ({} vs {}), "
+                      "so its forces are not -dE/dx of its energy; MD with it cannot conserve energy",
+               task_, out.forces_rmsd, out.energy_rmsd);
+
+  uma::EngineOptions opts;
+  opts.dtype = precision_ == "fp64" ? torch::kFloat64 : torch::kFloat32;
+  opts.device = torch::Device(device_name());
+  opts.stress = true;
+  engine_ = std::make_unique<uma::Engine>(model, opts);
+  merges_logged_ = 0;
+  if (comm->me == 0)
+    utils::logmesg(lmp, "pair uma: model {} ({}, {} layers, cutoff {} A), task {}, charge {}, spin {}, "
+                        "{} on {}\n", model_path_, cfg.model_id, cfg.backbone.num_layers,
+                   cfg.backbone.cutoff, task_, charge_, spin_, precision_, opts.device.str());
+}
+
+void PairUMA::init_style() {
+  if (strcmp(update->unit_style, "metal") != 0)
+    error->all(FLERR, "Pair style uma requires 'units metal' (the model works in eV and Angstrom), "
+                      "not units {}", update->unit_style);
+  if (model_path_.empty()) error->all(FLERR, "Pair style uma: pair_coeff * * MODEL ... is missing");
+  if (!engine_) create_engine();
+  // An owned atom's energy depends on everything within (layers + 1) x cutoff:
+  // the edge-degree embedding is one message-passing hop before the layers.
+  // The ghosts must cover that between reneighborings.
+  if (comm->nprocs > 1) {
+    const double needed = (layers_ + 1) * cutoff_ + neighbor->skin;
+    if (comm->cutghostuser < needed) {
+      comm->cutghostuser = needed;
+      if (comm->me == 0)
+        utils::logmesg(lmp, "pair uma: ghost cutoff set to {} A ((1 + {} layers) x {} A + skin) for {} ranks\n",
+                       needed, layers_, cutoff_, comm->nprocs);
+    }
+  }
+}
+
+double PairUMA::init_one(int, int) { return cutoff_; }
+
+void PairUMA::compute(int eflag, int vflag) {
+  ev_init(eflag, vflag);
+  engine_->request_atom_virial(vflag_atom != 0);
+  try {
+    if (comm->nprocs == 1)
+      compute_whole(eflag, vflag);
+    else
+      compute_local(eflag, vflag);
+  } catch (const std::exception& e) {   // uma::Error: bad input the engine refused
+    error->one(FLERR, "Pair style uma: {}", e.what());
+  }
+  const long long merges = engine_->merge_count();
+  if (merges > merges_logged_ && merges_logged_ > 0 && comm->me == 0)
+    utils::logmesg(lmp, "pair uma: composition changed at step {}; experts merged again\n",
+                   update->ntimestep);
+  merges_logged_ = merges;
+}
+
+// One rank: the owned atoms are the whole system, periodic as the box is.
+void PairUMA::compute_whole(int, int) {
+  double** x = atom->x;
+  double** f = atom->f;
+  const int* type = atom->type;
+  const int nlocal = atom->nlocal;
+
+  std::vector<int> index;
+  uma::Atoms a;
+  std::vector<double> pos;
+  for (int i = 0; i < nlocal; ++i) {
+    if (type_z_[type[i]] == 0) continue;
+    index.push_back(i);
+    a.numbers.push_back(type_z_[type[i]]);
+    for (int k = 0; k < 3; ++k) pos.push_back(x[i][k] - domain->boxlo[k]);
+  }
+  const int n = static_cast<int>(index.size());
+  if (n == 0) return;
+  a.positions = torch::from_blob(pos.data(), {n, 3}, torch::kFloat64).clone();
+  a.cell = {{{domain->xprd, 0.0, 0.0}, {domain->xy, domain->yprd, 0.0}, {domain->xz, domain->yz, domain->zprd}}};
+  a.pbc = {domain->xperiodic != 0, domain->yperiodic != 0, domain->zperiodic != 0};
+  a.charge = charge_;
+  a.spin = spin_;
+  a.task = task_;
+
+  uma::Evaluation ev;
+  for (int attempt = 0;; ++attempt) {
+    ev = engine_->evaluate({a});
+    if (engine_->accept(ev)) break;
+    if (attempt == 3) error->one(FLERR, "Pair style uma: internal: edge capacity did not converge");
+  }
+  const auto r = uma::Engine::read(ev);
+  const auto F = r.forces.accessor<double, 2>();
+  const auto Ea = r.atom_energy.accessor<double, 1>();
+  for (int k = 0; k < n; ++k)
+    for (int d = 0; d < 3; ++d) f[index[k]][d] += F[k][d];
+  if (eflag_global) eng_vdwl += r.energy[0];
+  if (eflag_atom)
+    for (int k = 0; k < n; ++k) eatom[index[k]] += Ea[k];
+  if (vflag_global) {
+    const auto W = r.virial.accessor<double, 3>();
+    virial[0] += W[0][0][0]; virial[1] += W[0][1][1]; virial[2] += W[0][2][2];
+    virial[3] += W[0][0][1]; virial[4] += W[0][0][2]; virial[5] += W[0][1][2];
+  }
+  if (vflag_atom) {
+    const auto V = r.atom_virial.accessor<double, 3>();
+    for (int k = 0; k < n; ++k) {
+      double* v = vatom[index[k]];
+      v[0] += V[k][0][0]; v[1] += V[k][1][1]; v[2] += V[k][2][2];
+      v[3] += V[k][0][1]; v[4] += V[k][0][2]; v[5] += V[k][1][2];
+    }
+  }
+}
+
+std::vector<long long> PairUMA::global_composition(int nowned, const int* z) const {
+  std::vector<long long> counts(engine_->model()->config().backbone.max_num_elements, 0);
+  for (int k = 0; k < nowned; ++k) ++counts[z[k]];
+  MPI_Allreduce(MPI_IN_PLACE, counts.data(), static_cast<int>(counts.size()), MPI_LONG_LONG, MPI_SUM, world);
+  return counts;
+}
+
+// Several ranks: owned atoms plus a ghost shell of layers x cutoff.
+void PairUMA::compute_local(int, int) {
+  double** x = atom->x;
+  double** f = atom->f;
+  const int* type = atom->type;
+  const int nlocal = atom->nlocal, nall = atom->nlocal + atom->nghost;
+
+  std::vector<int> index;
+  std::vector<int> z;
+  for (int i = 0; i < nall; ++i)
+    if (type_z_[type[i]] > 0) {
+      index.push_back(i);
+      z.push_back(type_z_[type[i]]);
+    }
+  int n_owned = 0;
+  while (n_owned < static_cast<int>(index.size()) && index[n_owned] < nlocal) ++n_owned;
+  const int n = static_cast<int>(index.size());
+
+  uma::LocalAtoms piece;
+  piece.numbers.assign(z.begin(), z.end());
+  piece.n_owned = n_owned;
+  // float32 keeps 7 digits: coordinates relative to an atom of this rank
+  std::vector<double> pos;
+  const double* origin = n > 0 ? x[index[0]] : domain->boxlo;
+  const double o[3] = {origin[0], origin[1], origin[2]};
+  for (int k = 0; k < n; ++k)
+    for (int d = 0; d < 3; ++d) pos.push_back(x[index[k]][d] - o[d]);
+  piece.positions = torch::from_blob(pos.data(), {n, 3}, torch::kFloat64).clone();
+  const auto counts = global_composition(n_owned, z.data());
+  piece.composition.assign(counts.begin(), counts.end());
+  piece.charge = charge_;
+  piece.spin = spin_;
+  piece.task = task_;
+  const auto& bb = engine_->model()->config().backbone;
+  if (bb.charge_channel_end > bb.charge_channel_begin || bb.spin_channel_end > bb.spin_channel_begin) {
+    const auto handle = static_cast<int64_t>(MPI_Comm_c2f(world));
+    piece.sum_over_processes = [handle](const torch::Tensor& t) { return SumOverRanks::apply(t, handle); };
+  }
+
+  // Every rank repeats the step if any rank's edge capacity overflowed, so
+  // that the collectives inside the model stay matched.
+  uma::Evaluation ev;
+  for (int attempt = 0;; ++attempt) {
+    ev = engine_->evaluate_local(piece);
+    int ok = engine_->accept(ev) ? 1 : 0, all_ok = 0;
+    MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, world);
+    if (all_ok) break;
+    if (attempt == 3) error->one(FLERR, "Pair style uma: internal: edge capacity did not converge");
+  }
+  const auto r = uma::Engine::read(ev);
+
+  if (atom->nmax > nmax_fold_) {
+    memory->destroy(fold_);
+    nmax_fold_ = atom->nmax;
+    memory->create(fold_, nmax_fold_, 9, "pair:uma:fold");
+  }
+  for (int i = 0; i < nall; ++i)
+    for (int d = 0; d < 9; ++d) fold_[i][d] = 0.0;
+  fold_virial_ = vflag_atom != 0;
+  const auto F = r.forces.accessor<double, 2>();
+  for (int k = 0; k < n; ++k)
+    for (int d = 0; d < 3; ++d) fold_[index[k]][d] = F[k][d];
+  if (vflag_atom) {
+    const auto V = r.atom_virial.accessor<double, 3>();
+    for (int k = 0; k < n; ++k) {
+      double* v = fold_[index[k]] + 3;
+      v[0] = V[k][0][0]; v[1] = V[k][1][1]; v[2] = V[k][2][2];
+      v[3] = V[k][0][1]; v[4] = V[k][0][2]; v[5] = V[k][1][2];
+    }
+  }
+  // Ghost rows go home whatever newton_pair says; the ghosts keep nothing.
+  comm->reverse_comm(this, fold_virial_ ? 9 : 3);
+  for (int i = 0; i < nlocal; ++i) {
+    for (int d = 0; d < 3; ++d) f[i][d] += fold_[i][d];
+    if (vflag_atom)
+      for (int d = 0; d < 6; ++d) vatom[i][d] += fold_[i][3 + d];
+  }
+  if (eflag_global) eng_vdwl += r.energy[0];
+  if (eflag_atom) {
+    const auto Ea = r.atom_energy.accessor<double, 1>();
+    for (int k = 0; k < n_owned; ++k) eatom[index[k]] += Ea[k];
+  }
+  if (vflag_global) {
+    const auto W = r.virial.accessor<double, 3>();
+    virial[0] += W[0][0][0]; virial[1] += W[0][1][1]; virial[2] += W[0][2][2];
+    virial[3] += W[0][0][1]; virial[4] += W[0][0][2]; virial[5] += W[0][1][2];
+  }
+}
+
+int PairUMA::pack_reverse_comm(int n, int first, double* buf) {
+  const int width = fold_virial_ ? 9 : 3;
+  int m = 0;
+  for (int i = first; i < first + n; ++i)
+    for (int d = 0; d < width; ++d) buf[m++] = fold_[i][d];
+  return m;
+}
+
+void PairUMA::unpack_reverse_comm(int n, int* list, double* buf) {
+  const int width = fold_virial_ ? 9 : 3;
+  int m = 0;
+  for (int i = 0; i < n; ++i)
+    for (int d = 0; d < width; ++d) fold_[list[i]][d] += buf[m++];
+}
+
+double PairUMA::memory_usage() {
+  return Pair::memory_usage() + static_cast<double>(nmax_fold_) * 9 * sizeof(double);
+}

@@ -1,0 +1,68 @@
+// pair_style uma: fairchem's UMA-S universal potential through the lammps-uma
+// engine.  Energies, conserving forces, global and per-atom virials.
+//
+// One MPI rank evaluates its owned atoms as one periodic system.  Several
+// ranks each evaluate their owned atoms plus a ghost shell of
+// (layers + 1) x cutoff (+ skin): the owned atoms' energies are then exact, and the
+// forces and virials that land on ghost atoms are folded back onto their
+// owners by this style's own reverse communication (so newton on and off
+// give the same numbers).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "pair.h"
+
+namespace uma {
+class Engine;
+}
+
+namespace LAMMPS_NS {
+
+class PairUMA : public Pair {
+ public:
+  PairUMA(class LAMMPS *);
+  ~PairUMA() override;
+
+  void compute(int, int) override;
+  void settings(int, char **) override;
+  void coeff(int, char **) override;
+  void init_style() override;
+  double init_one(int, int) override;
+  double memory_usage() override;
+
+  int pack_reverse_comm(int, int, double *) override;
+  void unpack_reverse_comm(int, int *, double *) override;
+
+ protected:
+  // settings
+  std::string task_;
+  int charge_ = 0, spin_ = -1;        // spin -1: the task's default
+  bool charge_set_ = false, spin_set_ = false;
+  std::string precision_ = "fp32";
+  std::string device_ = "auto";
+
+  // coefficients
+  std::string model_path_;
+  std::vector<int> type_z_;           // atomic number per type (index 1..ntypes), 0 for NULL
+  std::unique_ptr<uma::Engine> engine_;
+  double cutoff_ = 0.0;
+  int layers_ = 0;
+  long long merges_logged_ = 0;
+
+  // ghost contributions being folded onto owners: fx fy fz + 6 virial
+  double **fold_ = nullptr;
+  int nmax_fold_ = 0;
+  bool fold_virial_ = false;
+
+  void allocate();
+  void create_engine();
+  std::string device_name() const;
+  void compute_whole(int eflag, int vflag);
+  void compute_local(int eflag, int vflag);
+  std::vector<long long> global_composition(int nowned_mapped, const int *mapped_z) const;
+};
+
+}  // namespace LAMMPS_NS

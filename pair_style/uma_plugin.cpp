@@ -1,0 +1,52 @@
+// Entry point of umaplugin.so: checks that the LAMMPS it is loaded into is
+// the one it was built against, then registers the styles.
+#include <cstring>
+
+#include "error.h"
+#include "lammps.h"
+#include "lammpsplugin.h"
+#include "library.h"
+#include "lmptype.h"
+#include "version.h"
+
+#include "pair_uma.h"
+
+using namespace LAMMPS_NS;
+
+namespace {
+
+void* create_pair_uma(LAMMPS* lmp) { return new PairUMA(lmp); }
+
+void check_abi(LAMMPS* lmp) {
+  // LAMMPS only logs a version mismatch and loads anyway; class layouts can
+  // differ between versions, so refuse instead.
+  if (strcmp(lmp->version, LAMMPS_VERSION) != 0)
+    lmp->error->all(FLERR, "umaplugin.so was built for LAMMPS '{}' but this is LAMMPS '{}'; rebuild "
+                           "the plugin against this LAMMPS", LAMMPS_VERSION, lmp->version);
+  const struct { const char* name; int size; } sizes[] = {
+      {"tagint", sizeof(tagint)}, {"bigint", sizeof(bigint)}, {"imageint", sizeof(imageint)}};
+  for (const auto& s : sizes) {
+    const int running = lammps_extract_setting(lmp, s.name);
+    if (running != s.size)
+      lmp->error->all(FLERR, "umaplugin.so was built with {}-byte {} but this LAMMPS uses {} bytes "
+                             "(-DLAMMPS_SIZES differs); rebuild the plugin with the same setting",
+                      s.size, s.name, running);
+  }
+}
+
+}  // namespace
+
+extern "C" void lammpsplugin_init(void* lmp_ptr, void* handle, void* regfunc) {
+  auto* lmp = static_cast<LAMMPS*>(lmp_ptr);
+  check_abi(lmp);
+  auto register_style = reinterpret_cast<lammpsplugin_regfunc>(regfunc);
+  lammpsplugin_t plugin;
+  plugin.version = LAMMPS_VERSION;
+  plugin.style = "pair";
+  plugin.name = "uma";
+  plugin.info = "UMA-S universal potential (fairchem eSCN-MD + MoLE) via lammps-uma";
+  plugin.author = "lammps-uma developers";
+  plugin.creator.v1 = reinterpret_cast<lammpsplugin_factory1*>(&create_pair_uma);
+  plugin.handle = handle;
+  register_style(&plugin, lmp);
+}

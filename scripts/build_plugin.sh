@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Builds the engine, the uma tool, the engine tests and umaplugin.so inside the
+# LAMMPS root (g++ 16, LibTorch 2.14, against /opt/lammps) from a copy of this
+# tree in ROOT/src/uma-check; the build folder there persists between runs.
+# usage: build_plugin.sh ROOT
+set -euo pipefail
+root="$1"
+src="$(cd "$(dirname "$0")/.." && pwd)"
+dest="$root/src/uma-check"
+mkdir -p "$dest"
+# the sources (not build trees), with their own timestamps: unchanged files
+# are not rebuilt
+tar -C "$src" --exclude=./build --exclude='./build-*' --exclude=.git -cf - . | tar -C "$dest" -xf -
+"$src/scripts/in_sid.sh" "$root" bash -c '
+  set -e
+  cd /src/uma-check
+  cmake -S . -B build-root -DCMAKE_BUILD_TYPE=Release -DUMA_BUILD_PLUGIN=ON \
+    -DCMAKE_PREFIX_PATH=/opt/lammps -DUMA_LAMMPS_SOURCE_DIR=/src/lammps/src > build-root.log 2>&1 ||
+    { tail -20 build-root.log; exit 1; }
+  cmake --build build-root -j"$(nproc)" >> build-root.log 2>&1 || { grep -m5 -A5 error build-root.log; exit 1; }'
+echo "built /src/uma-check/build-root/umaplugin.so in $root"

@@ -1,0 +1,498 @@
+#!/usr/bin/env python3
+"""pair_style uma through real LAMMPS (4 Jul 2026, in the project's sid root).
+
+Each case writes LAMMPS inputs, runs the `lmp` executable (1, 2 or 4 MPI
+ranks) with umaplugin.so, and checks what LAMMPS reports -- energies, forces,
+compute pe/atom, compute pressure, compute stress/atom -- against the engine
+evaluating the whole system (`uma eval --json`, built with the same toolchain).
+
+usage: pair_uma_tests.py ROOT CASE      (ROOT: the sid root; CASE: see CASES)
+"""
+import json
+import math
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+IN_SID = os.path.join(HERE, "..", "..", "scripts", "in_sid.sh")
+SRC = "/src/uma-check"                       # the project inside the root
+PLUGIN = SRC + "/build-root/umaplugin.so"
+UMA = SRC + "/build-root/uma"
+MODEL = SRC + "/potentials/uma-s-tiny-random.safetensors"
+BALANCED_MODEL = SRC + "/tests/fixtures/s1p2.safetensors"   # UMA-S-1.2 layout: charge-balanced channels
+NKTV2P = 1.6021765e6                         # metal units: eV/A^3 -> bar
+
+ROOT = None
+
+
+class Failure(Exception):
+    pass
+
+
+def check(cond, msg):
+    if not cond:
+        raise Failure(msg)
+
+
+def workdir(case):
+    d = os.path.join(ROOT, "tmp", "uma-pair", case)
+    shutil.rmtree(d, ignore_errors=True)
+    os.makedirs(d)
+    return d, "/tmp/uma-pair/" + case
+
+
+def in_root(cmd):
+    return subprocess.run([IN_SID, ROOT, "bash", "-c", cmd], capture_output=True, text=True)
+
+
+def lammps(host_dir, root_dir, name, text, np_=1, env="", fail=False):
+    """Runs `lmp -in name` on np_ ranks; returns the log text."""
+    with open(os.path.join(host_dir, name), "w") as f:
+        f.write(text)
+    log = "log." + name
+    cmd = (f"cd {root_dir} && {env} OMP_NUM_THREADS=1 mpirun --oversubscribe -np {np_} "
+           f"/opt/lammps/bin/lmp -in {name} -log {log} -screen none")
+    p = in_root(cmd)
+    path = os.path.join(host_dir, log)
+    out = open(path).read() if os.path.exists(path) else ""
+    if fail:
+        check(p.returncode != 0 or "ERROR" in out, f"{name}: expected LAMMPS to fail, it did not")
+        return out + p.stdout + p.stderr
+    if p.returncode != 0:
+        raise Failure(f"{name} on {np_} ranks failed (rc {p.returncode}):\n{out[-3000:]}\n{p.stderr[-2000:]}")
+    return out
+
+
+def read_dump(path):
+    """Last snapshot of a custom dump, rows sorted by id: (box, columns dict)."""
+    lines = open(path).read().splitlines()
+    starts = [i for i, l in enumerate(lines) if l.startswith("ITEM: TIMESTEP")]
+    lines = lines[starts[-1]:]
+    n = int(lines[3])
+    bounds = lines[4].split()[3:]
+    box = np.array([[float(v) for v in lines[5 + k].split()] for k in range(3)])
+    cols = lines[8].split()[2:]
+    data = np.array([[float(v) for v in l.split()] for l in lines[9:9 + n]])
+    data = data[np.argsort(data[:, cols.index("id")])]
+    return box, bounds, {c: data[:, k] for k, c in enumerate(cols)}
+
+
+def cell_from_dump(box, bounds):
+    """Lattice vectors from a (possibly triclinic) dump header."""
+    if "xy" in bounds:
+        (xlob, xhib, xy), (ylob, yhib, xz), (zlo, zhi, yz) = box
+        xlo = xlob - min(0.0, xy, xz, xy + xz)
+        xhi = xhib - max(0.0, xy, xz, xy + xz)
+        ylo, yhi = ylob - min(0.0, yz), yhib - max(0.0, yz)
+        return np.array([[xhi - xlo, 0, 0], [xy, yhi - ylo, 0], [xz, yz, zhi - zlo]])
+    return np.diag(box[:, 1] - box[:, 0])
+
+
+def reference(host_dir, root_dir, symbols, pos, cell, pbc, args, model=MODEL):
+    """The engine on the whole system: energy, forces, atom energies, virials."""
+    with open(os.path.join(host_dir, "ref.extxyz"), "w") as f:
+        f.write(f"{len(symbols)}\n")
+        lat = " ".join(f"{v:.17g}" for v in np.asarray(cell).reshape(-1))
+        pb = " ".join("T" if p else "F" for p in pbc)
+        f.write(f'Lattice="{lat}" Properties=species:S:1:pos:R:3 pbc="{pb}"\n')
+        for s, p in zip(symbols, pos):
+            f.write(f"{s} {p[0]:.17g} {p[1]:.17g} {p[2]:.17g}\n")
+    p = in_root(f"OMP_NUM_THREADS=2 {UMA} eval {model} {root_dir}/ref.extxyz --json {args}")
+    if p.returncode != 0:
+        raise Failure("uma eval failed: " + p.stderr[-2000:])
+    return json.loads(p.stdout)[0]
+
+
+def thermo(log):
+    """Last thermo row of the last run as {column: value}."""
+    lines = log.splitlines()
+    heads = [i for i, l in enumerate(lines) if l.split()[:1] == ["Step"]]
+    check(heads, "no thermo output in the log")
+    h = heads[-1]
+    cols = lines[h].split()
+    rows = []
+    for l in lines[h + 1:]:
+        parts = l.split()
+        if len(parts) != len(cols) or not re.match(r"^-?\d", parts[0]):
+            break
+        rows.append([float(v) for v in parts])
+    return {c: rows[-1][k] for k, c in enumerate(cols)}, [dict(zip(cols, r)) for r in rows]
+
+
+def close(a, b, tol, what):
+    a, b = np.asarray(a, float), np.asarray(b, float)
+    err = np.max(np.abs(a - b)) if a.size else 0.0
+    check(err <= tol, f"{what}: max deviation {err:.3e} > {tol:.1e}")
+    return err
+
+
+PRE = """plugin load {plugin}
+units metal
+atom_style atomic
+"""
+CU_BOX = """boundary p p p
+lattice fcc 3.615
+region box block 0 3 0 3 0 3
+create_box {ntypes} box
+create_atoms 1 box
+mass * 63.546
+displace_atoms all random 0.12 0.12 0.12 4242 units box
+"""
+OUTPUT = """compute pe all pe/atom
+compute sa all stress/atom NULL
+compute sumsa all reduce sum c_sa[1] c_sa[2] c_sa[3] c_sa[4] c_sa[5] c_sa[6]
+compute sumpe all reduce sum c_pe
+thermo_style custom step pe press pxx pyy pzz pxy pxz pyz vol c_sumpe c_sumsa[*]
+thermo_modify format float %.15g
+dump d all custom 1 dump.{tag} id type x y z fx fy fz c_pe c_sa[*]
+dump_modify d format float %.15g sort id
+run 0
+"""
+
+
+def compare_to_reference(host_dir, tag, log, ref, tol_f, tol_e, symbols_ok=True):
+    """LAMMPS outputs of one `run 0` against the engine on the same structure."""
+    t, _ = thermo(log)
+    box, bounds, d = read_dump(os.path.join(host_dir, "dump." + tag))
+    n = len(d["id"])
+    forces = np.stack([d["fx"], d["fy"], d["fz"]], 1)
+    e_ref = ref["energy"]
+    close(t["PotEng"], e_ref, tol_e * max(1.0, abs(e_ref)), f"[{tag}] energy")
+    close(forces, np.array(ref["forces"]).reshape(n, 3), tol_f, f"[{tag}] forces")
+    close(d["c_pe"], ref["atom_energies"], tol_e * max(1.0, abs(e_ref)), f"[{tag}] pe/atom")
+    close(t["c_sumpe"], t["PotEng"], 1e-9 * max(1.0, abs(e_ref)), f"[{tag}] sum of pe/atom vs pe")
+    # pressure = W / V (no kinetic part: atoms at rest), in bar
+    w = np.array(ref["virial"])
+    press = np.array([t[k] for k in ("Pxx", "Pyy", "Pzz", "Pxy", "Pxz", "Pyz")])
+    vol = t["Volume"]
+    close(press * vol / NKTV2P, w, tol_f * 10, f"[{tag}] pressure tensor x V vs engine virial")
+    close(t["Press"], np.mean(press[:3]), 1e-6 * max(1.0, abs(t["Press"])), f"[{tag}] scalar pressure")
+    # stress/atom is -(per-atom virial) in bar A^3; its sum is -P V
+    sa = np.stack([d[f"c_sa[{k}]"] for k in range(1, 7)], 1)
+    close(-sa / NKTV2P, np.array(ref["atom_virials"]), tol_f * 10, f"[{tag}] stress/atom vs engine per-atom virial")
+    close(np.array([t[f"c_sumsa[{k}]"] for k in range(1, 7)]), -press * vol,
+          1e-6 * NKTV2P * max(1.0, np.abs(w).max()), f"[{tag}] sum of stress/atom vs -P V")
+    return d
+
+
+def dump_structure(host_dir, tag, symbols_of_type):
+    box, bounds, d = read_dump(os.path.join(host_dir, "dump." + tag))
+    pos = np.stack([d["x"], d["y"], d["z"]], 1)
+    syms = [symbols_of_type[int(t)] for t in d["type"]]
+    return syms, pos, cell_from_dump(box, bounds), d
+
+
+# ---------------------------------------------------------------- cases
+
+def case_ranks(h, r):
+    """Orthogonal periodic Cu, fp64: 1, 2, 4 ranks and newton off equal the engine."""
+    base = PRE.format(plugin=PLUGIN) + CU_BOX.format(ntypes=1) + \
+        f"pair_style uma task omat precision fp64\npair_coeff * * {MODEL} Cu\n"
+    ref = None
+    for np_, newton in ((1, "on"), (2, "on"), (4, "on"), (2, "off")):
+        tag = f"np{np_}_{newton}"
+        log = lammps(h, r, f"in.{tag}", f"newton {newton}\n" + base + OUTPUT.format(tag=tag), np_=np_)
+        if ref is None:
+            syms, pos, cell, _ = dump_structure(h, tag, {1: "Cu"})
+            ref = reference(h, r, syms, pos, cell, (True,) * 3, "--task omat --precision fp64")
+        compare_to_reference(h, tag, log, ref, 1e-9, 1e-10)
+        if np_ > 1:
+            check("ghost cutoff set to" in log, "the multi-rank run did not report its ghost cutoff")
+        print(f"  {tag}: matches the engine")
+
+
+def case_triclinic(h, r):
+    """Skewed triclinic cell, fp64, 1 and 2 ranks."""
+    box = """boundary p p p
+lattice fcc 3.615
+region box prism 0 3 0 3 0 3 1.1 -0.7 0.5
+create_box 1 box
+create_atoms 1 box
+mass 1 63.546
+displace_atoms all random 0.1 0.1 0.1 777 units box
+"""
+    base = PRE.format(plugin=PLUGIN) + box + f"pair_style uma task omat precision fp64\npair_coeff * * {MODEL} Cu\n"
+    ref = None
+    for np_ in (1, 2):
+        tag = f"np{np_}"
+        log = lammps(h, r, f"in.{tag}", base + OUTPUT.format(tag=tag), np_=np_)
+        if ref is None:
+            syms, pos, cell, _ = dump_structure(h, tag, {1: "Cu"})
+            ref = reference(h, r, syms, pos, cell, (True,) * 3, "--task omat --precision fp64")
+        compare_to_reference(h, tag, log, ref, 1e-9, 1e-10)
+        print(f"  triclinic {tag}: matches the engine")
+
+
+def write_molecule_data(path, symbols, pos, charge_types):
+    types = {s: k + 1 for k, s in enumerate(charge_types)}
+    lo, hi = pos.min(0) - 5.0, pos.max(0) + 5.0
+    with open(path, "w") as f:
+        f.write(f"molecule\n\n{len(symbols)} atoms\n{len(types)} atom types\n\n")
+        for k, (a, b) in enumerate(zip(lo, hi)):
+            f.write(f"{a:.10f} {b:.10f} {'xyz'[k]}lo {'xyz'[k]}hi\n")
+        f.write("\nMasses\n\n")
+        masses = {"H": 1.008, "C": 12.011, "O": 15.999, "Cu": 63.546, "N": 14.007}
+        for s, t in types.items():
+            f.write(f"{t} {masses[s]}\n")
+        f.write("\nAtoms # atomic\n\n")
+        for k, (s, p) in enumerate(zip(symbols, pos)):
+            f.write(f"{k + 1} {types[s]} {p[0]:.12f} {p[1]:.12f} {p[2]:.12f}\n")
+
+
+def read_xyz(path):
+    lines = open(path).read().splitlines()
+    n = int(lines[0])
+    rows = [l.split() for l in lines[2:2 + n]]
+    return [r[0] for r in rows], np.array([[float(v) for v in r[1:4]] for r in rows])
+
+
+def case_molecule(h, r):
+    """Shrink-wrapped (non-periodic) omol cation with charge 1 and spin 2, fp64, 1 and 2 ranks."""
+    syms, pos = read_xyz(os.path.join(HERE, "..", "..", "examples", "structures", "ethanol_cation.extxyz"))
+    order = ["C", "O", "H"]
+    write_molecule_data(os.path.join(h, "mol.data"), syms, pos, order)
+    base = PRE.format(plugin=PLUGIN) + "boundary s s s\nread_data mol.data\n" + \
+        f"pair_style uma task omol charge 1 spin 2 precision fp64\npair_coeff * * {MODEL} C O H\n"
+    ref = reference(h, r, syms, pos, np.zeros((3, 3)), (False,) * 3,
+                    "--task omol --charge 1 --spin 2 --precision fp64")
+    for np_ in (1, 2):
+        tag = f"np{np_}"
+        log = lammps(h, r, f"in.{tag}", base + OUTPUT.format(tag=tag), np_=np_)
+        t, _ = thermo(log)
+        _, _, d = read_dump(os.path.join(h, "dump." + tag))
+        forces = np.stack([d["fx"], d["fy"], d["fz"]], 1)
+        close(t["PotEng"], ref["energy"], 1e-10 * abs(ref["energy"]), f"[{tag}] energy")
+        close(forces, np.array(ref["forces"]).reshape(-1, 3), 1e-9, f"[{tag}] forces")
+        close(d["c_pe"], ref["atom_energies"], 1e-9, f"[{tag}] pe/atom")
+        print(f"  molecule {tag}: matches the engine")
+    # the charge and spin keywords reach the model
+    log = lammps(h, r, "in.neutral", base.replace("charge 1 spin 2", "charge 0 spin 1") + "run 0\n")
+    t, _ = thermo(log)
+    check(abs(t["PotEng"] - ref["energy"]) > 1e-6, "charge/spin keywords had no effect on the energy")
+
+
+def case_balanced_model(h, r):
+    """A UMA-S-1.2-layout model (charge-balanced channels: a whole-system sum in every layer), 1 and 2 ranks."""
+    base = PRE.format(plugin=PLUGIN) + CU_BOX.format(ntypes=1) + \
+        f"pair_style uma task omat precision fp64\npair_coeff * * {BALANCED_MODEL} Cu\n"
+    ref = None
+    for np_ in (1, 2):
+        tag = f"np{np_}"
+        log = lammps(h, r, f"in.{tag}", base + OUTPUT.format(tag=tag), np_=np_)
+        if ref is None:
+            syms, pos, cell, _ = dump_structure(h, tag, {1: "Cu"})
+            ref = reference(h, r, syms, pos, cell, (True,) * 3, "--task omat --precision fp64", BALANCED_MODEL)
+        compare_to_reference(h, tag, log, ref, 1e-9, 1e-10)
+        print(f"  balanced model {tag}: matches the engine")
+
+
+def case_composition(h, r):
+    """set type, delete_atoms and create_atoms during a run: the experts are merged again."""
+    text = PRE.format(plugin=PLUGIN) + CU_BOX.format(ntypes=2) + f"""pair_style uma task omat precision fp64
+pair_coeff * * {MODEL} Cu Ni
+""" + OUTPUT.format(tag="a") + """set type 1 type/fraction 2 0.3 99
+run 0
+undump d
+dump d all custom 1 dump.b id type x y z fx fy fz c_pe c_sa[*]
+dump_modify d format float %.15g sort id
+run 0
+undump d
+delete_atoms random count 7 no all NULL 1234
+create_atoms 2 single 1.8075 0 0 units box
+dump d all custom 1 dump.c id type x y z fx fy fz c_pe c_sa[*]
+dump_modify d format float %.15g sort id
+run 0
+"""
+    for np_ in (1, 2):
+        log = lammps(h, r, f"in.np{np_}", text, np_=np_)
+        check(log.count("experts merged again") >= 2,
+              f"expected two re-merges to be reported on {np_} ranks")
+        runs = log.split("Loop time")
+        for tag, part in (("b", "\n".join(runs[:3])), ("c", log)):
+            syms, pos, cell, _ = dump_structure(h, tag, {1: "Cu", 2: "Ni"})
+            ref = reference(h, r, syms, pos, cell, (True,) * 3, "--task omat --precision fp64")
+            compare_to_reference(h, tag, part, ref, 1e-9, 1e-10)
+        print(f"  composition changes on {np_} ranks: re-merged, match the engine")
+
+
+MD_BASE = """boundary p p p
+lattice fcc 3.615
+region box block 0 3 0 3 0 3
+create_box 1 box
+create_atoms 1 box
+mass 1 63.546
+pair_style uma task omat
+pair_coeff * * {model} Cu
+velocity all create 300 4928 loop geom
+timestep 0.001
+thermo 10
+thermo_style custom step temp pe ke etotal press vol
+thermo_modify format float %.10g
+"""
+
+
+def case_md(h, r):
+    """NVE drift, several runs, NPT, minimize; on 1 and 2 ranks."""
+    for np_ in (1, 2):
+        log = lammps(h, r, f"in.nve{np_}", PRE.format(plugin=PLUGIN) + MD_BASE.format(model=MODEL) +
+                     "fix 1 all nve\nrun 100\nrun 100\n", np_=np_)
+        _, rows = thermo(log)
+        first = thermo(log.split("Loop time")[0])[1][0]
+        drift = abs(rows[-1]["TotEng"] - first["TotEng"]) / 108
+        spread = max(abs(x["TotEng"] - first["TotEng"]) for x in rows) / 108
+        check(abs(rows[-1]["Temp"] - 300) < 300, "NVE temperature ran away")
+        check(spread < 2e-4, f"NVE energy not conserved on {np_} ranks: {spread:.2e} eV/atom")
+        print(f"  NVE 200 steps (two runs) on {np_} ranks: |dE| {drift:.2e} eV/atom, max {spread:.2e}")
+
+        log = lammps(h, r, f"in.npt{np_}", PRE.format(plugin=PLUGIN) + MD_BASE.format(model=MODEL) +
+                     "fix 1 all npt temp 300 300 0.1 iso 10000 10000 0.5\nrun 60\n", np_=np_)
+        _, rows = thermo(log)
+        vols = [x["Volume"] for x in rows]
+        check(all(math.isfinite(v) for v in vols) and abs(vols[-1] - vols[0]) > 1e-3,
+              "NPT: the volume did not respond to the pressure")
+        print(f"  NPT on {np_} ranks: volume {vols[0]:.2f} -> {vols[-1]:.2f} A^3")
+
+        log = lammps(h, r, f"in.min{np_}", PRE.format(plugin=PLUGIN) + MD_BASE.format(model=MODEL) +
+                     "displace_atoms all random 0.1 0.1 0.1 9 units box\nminimize 0 1e-4 200 2000\n", np_=np_)
+        m = re.search(r"Energy initial, next-to-last, final =\s*\n\s*(\S+)\s+(\S+)\s+(\S+)", log)
+        check(m is not None, "minimize printed no energies")
+        e0, e1 = float(m.group(1)), float(m.group(3))
+        check(e1 < e0, f"minimize did not lower the energy ({e0} -> {e1})")
+        print(f"  minimize on {np_} ranks: {e0:.6f} -> {e1:.6f} eV")
+
+
+def case_restart_data(h, r):
+    """write_restart/read_restart and write_data/read_data give the same energy and forces."""
+    first = PRE.format(plugin=PLUGIN) + CU_BOX.format(ntypes=1) + f"""pair_style uma task omat precision fp64
+pair_coeff * * {MODEL} Cu
+thermo_style custom step pe press
+thermo_modify format float %.15g
+run 0
+write_restart state.restart
+write_data state.data
+"""
+    restart = PRE.format(plugin=PLUGIN) + f"""read_restart state.restart
+pair_style uma task omat precision fp64
+pair_coeff * * {MODEL} Cu
+thermo_style custom step pe press
+thermo_modify format float %.15g
+run 0
+"""
+    data = PRE.format(plugin=PLUGIN) + f"""boundary p p p
+read_data state.data
+pair_style uma task omat precision fp64
+pair_coeff * * {MODEL} Cu
+thermo_style custom step pe press
+thermo_modify format float %.15g
+run 0
+"""
+    t0, _ = thermo(lammps(h, r, "in.first", first))
+    for name, text in (("restart", restart), ("data", data)):
+        t, _ = thermo(lammps(h, r, "in." + name, text))
+        close(t["PotEng"], t0["PotEng"], 1e-9 * abs(t0["PotEng"]), f"{name}: energy")
+        close(t["Press"], t0["Press"], 1e-6 * max(1, abs(t0["Press"])), f"{name}: pressure")
+        print(f"  read_{name}: same energy and pressure")
+
+
+def case_plugin_path(h, r):
+    """Loaded through LAMMPS_PLUGIN_PATH (no plugin command), and inside hybrid/overlay with a NULL type."""
+    text = """units metal
+atom_style atomic
+boundary p p p
+lattice fcc 3.615
+region box block 0 3 0 3 0 3
+create_box 2 box
+create_atoms 1 box
+mass * 63.546
+set type 1 type/fraction 2 0.25 5
+displace_atoms all random 0.1 0.1 0.1 4242 units box
+pair_style hybrid/overlay uma task omat precision fp64 lj/cut 4.0
+pair_coeff * * uma {model} Cu NULL
+pair_coeff * 2 lj/cut 0.01 2.3
+compute pu all pair uma
+compute pl all pair lj/cut
+thermo_style custom step pe c_pu c_pl
+thermo_modify format float %.15g
+dump d all custom 1 dump.h id type x y z
+dump_modify d format float %.15g sort id
+run 0
+""".format(model=MODEL)
+    log = lammps(h, r, "in.hybrid", text, env=f"LAMMPS_PLUGIN_PATH={SRC}/build-root")
+    t, _ = thermo(log)
+    syms, pos, cell, d = dump_structure(h, "h", {1: "Cu", 2: "X"})
+    keep = d["type"] == 1
+    ref = reference(h, r, [s for s, k in zip(syms, keep) if k], pos[keep], cell, (True,) * 3,
+                    "--task omat --precision fp64")
+    close(t["c_pu"], ref["energy"], 1e-10 * abs(ref["energy"]), "uma part of hybrid/overlay (NULL type skipped)")
+    close(t["PotEng"], t["c_pu"] + t["c_pl"], 1e-9 * abs(t["PotEng"]), "hybrid energy = uma + lj/cut")
+    print("  LAMMPS_PLUGIN_PATH load; hybrid/overlay with NULL type matches the engine on the mapped atoms")
+
+
+def case_errors(h, r):
+    """Bad input: each gives a clear LAMMPS error."""
+    open(os.path.join(h, "corrupt.safetensors"), "wb").write(b"\x10\x00\x00\x00\x00\x00\x00\x00{not json")
+    box = CU_BOX.format(ntypes=1)
+    cases = [
+        ("units", PRE.replace("units metal", "units real").format(plugin=PLUGIN) + box +
+         f"pair_style uma task omat\npair_coeff * * {MODEL} Cu\nrun 0\n", "requires 'units metal'"),
+        ("missing", PRE.format(plugin=PLUGIN) + box + "pair_style uma task omat\npair_coeff * * /no/such.safetensors Cu\n",
+         "cannot load model file '/no/such.safetensors'"),
+        ("corrupt", PRE.format(plugin=PLUGIN) + box + "pair_style uma task omat\npair_coeff * * corrupt.safetensors Cu\n",
+         "cannot load model file 'corrupt.safetensors'"),
+        ("symbol", PRE.format(plugin=PLUGIN) + box + f"pair_style uma task omat\npair_coeff * * {MODEL} Qq\n",
+         "'Qq' (type 1) is not an element symbol"),
+        ("element", PRE.format(plugin=PLUGIN) + box + f"pair_style uma task omat\npair_coeff * * {MODEL} Og\n",
+         "element Og (type 1) is not in the model"),
+        ("count", PRE.format(plugin=PLUGIN) + box + f"pair_style uma task omat\npair_coeff * * {MODEL} Cu Ni\n",
+         "expected '* * MODEL' and 1 element symbols or NULL"),
+        ("task", PRE.format(plugin=PLUGIN) + box + f"pair_style uma task omatt\npair_coeff * * {MODEL} Cu\nrun 0\n",
+         "unknown task 'omatt'; the model has: "),
+        ("notask", PRE.format(plugin=PLUGIN) + box + f"pair_style uma\npair_coeff * * {MODEL} Cu\nrun 0\n",
+         "choose one with 'pair_style uma task NAME'"),
+        ("charge", PRE.format(plugin=PLUGIN) + box + f"pair_style uma task omat charge 1\npair_coeff * * {MODEL} Cu\nrun 0\n",
+         "task 'omat' takes no charge or spin input"),
+        ("spin", PRE.format(plugin=PLUGIN) + box + f"pair_style uma task oc20 spin 2\npair_coeff * * {MODEL} Cu\nrun 0\n",
+         "task 'oc20' takes no charge or spin input"),
+        ("keyword", PRE.format(plugin=PLUGIN) + box + "pair_style uma task omat cutoff 5\n",
+         "unknown keyword 'cutoff'"),
+        ("precision", PRE.format(plugin=PLUGIN) + box + "pair_style uma precision fp16\n",
+         "precision must be fp32 or fp64"),
+        ("wildcard", PRE.format(plugin=PLUGIN) + box + f"pair_style uma task omat\npair_coeff 1 1 {MODEL} Cu\n",
+         "must start with * *"),
+    ]
+    for name, text, msg in cases:
+        out = lammps(h, r, "in." + name, text, fail=True)
+        check(msg in out, f"{name}: expected the error to say \"{msg}\"; got:\n{out[-1500:]}")
+        print(f"  {name}: refused with \"{msg}\"")
+
+
+CASES = {
+    "ranks": case_ranks, "triclinic": case_triclinic, "molecule": case_molecule,
+    "balanced_model": case_balanced_model, "composition": case_composition, "md": case_md,
+    "restart_data": case_restart_data, "plugin_path": case_plugin_path, "errors": case_errors,
+}
+
+
+def main():
+    global ROOT
+    if len(sys.argv) != 3 or sys.argv[2] not in CASES:
+        sys.exit(__doc__ + "cases: " + " ".join(CASES))
+    ROOT = sys.argv[1]
+    case = sys.argv[2]
+    check(os.path.exists(ROOT + PLUGIN), f"{PLUGIN} is not built in the root (lammps.engine_in_root builds it)")
+    h, r = workdir(case)
+    try:
+        CASES[case](h, r)
+    except Failure as e:
+        print(f"FAIL {case}: {e}")
+        sys.exit(1)
+    print(f"PASS {case}")
+
+
+if __name__ == "__main__":
+    main()
