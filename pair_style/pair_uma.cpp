@@ -2,6 +2,7 @@
 
 #include <mpi.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <exception>
@@ -60,6 +61,7 @@ PairUMA::PairUMA(LAMMPS* lmp) : Pair(lmp) {
   no_virial_fdotr_compute = 1;
   centroidstressflag = CENTROID_NOTAVAIL;
   comm_reverse = 9;
+  comm_reverse_off = 9;   // ghost rows are sent home with newton off too
 }
 
 PairUMA::~PairUMA() {
@@ -324,20 +326,43 @@ void PairUMA::compute_local(int, int) {
   const int* type = atom->type;
   const int nlocal = atom->nlocal, nall = atom->nlocal + atom->nghost;
 
-  std::vector<int> index;
-  std::vector<int> z;
-  for (int i = 0; i < nall; ++i)
+  // Owned atoms first, then ghosts that receive messages (within layers x
+  // cutoff of the owned atoms' bounding box), then ghosts that only send
+  // (within one more cutoff).  Farther ghosts cannot reach an owned atom.
+  std::vector<int> index, receivers, senders;
+  double lo[3] = {INFINITY, INFINITY, INFINITY}, hi[3] = {-INFINITY, -INFINITY, -INFINITY};
+  for (int i = 0; i < nlocal; ++i)
     if (type_z_[type[i]] > 0) {
       index.push_back(i);
-      z.push_back(type_z_[type[i]]);
+      for (int d = 0; d < 3; ++d) {
+        lo[d] = std::min(lo[d], x[i][d]);
+        hi[d] = std::max(hi[d], x[i][d]);
+      }
     }
-  int n_owned = 0;
-  while (n_owned < static_cast<int>(index.size()) && index[n_owned] < nlocal) ++n_owned;
+  const int n_owned = static_cast<int>(index.size());
+  const double reach_receive = layers_ * cutoff_, reach_send = (layers_ + 1) * cutoff_;
+  for (int i = nlocal; i < nall && n_owned > 0; ++i) {
+    if (type_z_[type[i]] == 0) continue;
+    double d2 = 0.0;
+    for (int d = 0; d < 3; ++d) {
+      const double out = std::max({lo[d] - x[i][d], 0.0, x[i][d] - hi[d]});
+      d2 += out * out;
+    }
+    if (d2 <= reach_receive * reach_receive)
+      receivers.push_back(i);
+    else if (d2 <= reach_send * reach_send)
+      senders.push_back(i);
+  }
+  index.insert(index.end(), receivers.begin(), receivers.end());
+  index.insert(index.end(), senders.begin(), senders.end());
   const int n = static_cast<int>(index.size());
+  std::vector<int> z(n);
+  for (int k = 0; k < n; ++k) z[k] = type_z_[type[index[k]]];
 
   uma::LocalAtoms piece;
   piece.numbers.assign(z.begin(), z.end());
   piece.n_owned = n_owned;
+  piece.n_targets = n_owned + static_cast<int>(receivers.size());
   // float32 keeps 7 digits: coordinates relative to an atom of this rank
   std::vector<double> pos;
   const double* origin = n > 0 ? x[index[0]] : domain->boxlo;

@@ -301,7 +301,9 @@ Evaluation Engine::evaluate_local(const LocalAtoms& piece) {
   }
   const auto& out = model_->outputs(piece.task);
   Prepared prep;
-  prep.graph.push_back({0, N, graph_cell(Matrix3{}, {false, false, false}), {false, false, false}});
+  const int64_t targets = piece.numbers.empty() ? 1 : piece.n_targets;
+  if (targets >= 0 && targets < piece.n_owned) throw Error("n_targets must include every owned atom");
+  prep.graph.push_back({0, N, graph_cell(Matrix3{}, {false, false, false}), {false, false, false}, targets});
   prep.cells.assign(9, 0.0);
   prep.keys.push_back(mole_key(piece.composition, piece.charge, piece.spin, piece.task));
   double refs = 0;

@@ -55,6 +55,9 @@ struct LocalAtoms {
   std::vector<int64_t> numbers;      // [n_owned + n_ghost] atomic numbers
   torch::Tensor positions;           // [n_owned + n_ghost, 3] Angstrom
   int64_t n_owned = 0;
+  // Atoms [0, n_targets) receive messages; the rest (ghosts farther than
+  // layers x cutoff from every owned atom) only send them.  -1: all receive.
+  int64_t n_targets = -1;
   std::vector<int64_t> composition;  // atoms of each atomic number in the whole system
   int64_t charge = 0;
   int64_t spin = 0;

@@ -79,7 +79,12 @@ RadiusGraph RadiusGraphBuilder::build(const torch::Tensor& pos,
                                       const std::vector<GraphSystem>& systems) {
   std::vector<int64_t> layout;
   for (const auto& s : systems) layout.push_back(s.natoms);
-  if (layout != layout_) {
+  // Sizes that drift a little (ghost atoms in MD) keep their capacities, which
+  // then grow only on overflow; a really new layout is counted first.
+  bool similar = layout.size() == layout_.size();
+  for (size_t b = 0; b < layout.size() && similar; ++b)
+    similar = 5 * std::abs(layout[b] - layout_[b]) <= layout_[b];
+  if (!similar) {
     // New layout: count with empty blocks, then size the blocks.
     auto probe = build_with(pos, systems, std::vector<int64_t>(systems.size(), 0));
     auto counts = to_host(probe.counts);
@@ -124,6 +129,7 @@ RadiusGraph RadiusGraphBuilder::build_with(const torch::Tensor& pos_in,
     auto shifts = img_t.matmul(cell_t);                                     // [S, 3]
 
     const int64_t n = s.natoms, a0 = s.first_atom;
+    const int64_t targets = s.ntargets < 0 ? n : std::min(s.ntargets, n);
     const int64_t candidates = n * images;
     auto P = pos.narrow(0, a0, n);
     auto source_pos = (P.unsqueeze(1) + shifts.unsqueeze(0)).reshape({candidates, 3});
@@ -137,8 +143,8 @@ RadiusGraph RadiusGraphBuilder::build_with(const torch::Tensor& pos_in,
     auto found = torch::zeros({}, lopts);
 
     const int64_t chunk = std::max<int64_t>(1, kPairsPerChunk / std::max<int64_t>(candidates, 1));
-    for (int64_t t0 = 0; t0 < n; t0 += chunk) {
-      const int64_t rows = std::min(chunk, n - t0);
+    for (int64_t t0 = 0; t0 < targets; t0 += chunk) {
+      const int64_t rows = std::min(chunk, targets - t0);
       auto diff = P.narrow(0, t0, rows).unsqueeze(1) - source_pos.unsqueeze(0);
       auto d2 = (diff * diff).sum(-1);                                      // [rows, M]
       auto mask = (d2 <= cutoff2) & (d2 != 0);

@@ -23,6 +23,7 @@ struct GraphSystem {
   int64_t natoms = 0;
   Matrix3 cell{};
   std::array<bool, 3> pbc{};
+  int64_t ntargets = -1;   // atoms [0, ntargets) receive edges, the rest only send; -1: all
 };
 
 struct RadiusGraph {
