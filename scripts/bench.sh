@@ -1,8 +1,19 @@
 #!/usr/bin/env bash
-# CPU benchmark, lammps-uma vs fairchem-core, side by side (see doc/benchmarks.md).
-# Not a test: takes tens of minutes and ~20 GB of memory at 1000 atoms.
+# Benchmarks (not tests; see doc/benchmarks.md), side by side with fairchem-core.
+#   scripts/bench.sh [bench/run.py options]       engine vs fairchem's calculator (single points)
+#   scripts/bench.sh --lammps [--steps N]         LAMMPS pair_style uma: MD vs fairchem ASE MD,
+#                                                 the in.eam-style Cu problem, peak memory
+# Takes tens of minutes and up to ~20 GB of memory.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/build.sh >/dev/null
 source scripts/env.sh
+if [ "${1:-}" = "--lammps" ]; then
+  shift
+  root="$(scripts/lammps_env.sh)"
+  scripts/build_plugin.sh "$root" >/dev/null
+  cache="$HOME/.cache/lammps-uma/bench"
+  [ -f "$cache/uma-s-1p1-random.safetensors" ] || "$UMA_PYTHON" bench/make_model.py "$cache"
+  exec "$UMA_PYTHON" bench/lammps_md.py "$root" "$@"
+fi
 exec "$UMA_PYTHON" bench/run.py "$@"

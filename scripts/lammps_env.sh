@@ -72,6 +72,20 @@ if [ ! -f "$lammps_done" ]; then
     cmake --install build > /dev/null'
   touch "$lammps_done"
 fi
+# Runtime libraries that change nothing that is built, keyed separately: an
+# optimised BLAS behind libblas.so.3, where Debian's LibTorch does its CPU
+# GEMMs (the reference BLAS the root starts with is about 9x slower).
+runtime_packages="libopenblas0-openmp"
+runtime_done="$root/.runtime-$(printf '%s' "$runtime_packages" | sha256sum | cut -c1-12)"
+if [ ! -f "$runtime_done" ]; then
+  log "installing $runtime_packages in the sid root"
+  scripts/in_sid.sh "$root" env PACKAGES="$runtime_packages" bash -c '
+    set -e
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get install -y -qq --no-install-recommends $PACKAGES >/dev/null 2>&1 ||
+      { apt-get update -qq && apt-get install -y -qq --no-install-recommends $PACKAGES >/dev/null; }'
+  touch "$runtime_done"
+fi
 # the installed lmp and the plugin find liblammps through the loader cache
 if [ ! -f "$root/etc/ld.so.conf.d/lammps.conf" ]; then
   echo /opt/lammps/lib > "$root/etc/ld.so.conf.d/lammps.conf"

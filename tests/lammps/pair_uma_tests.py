@@ -273,9 +273,35 @@ def case_molecule(h, r):
         close(d["c_pe"], ref["atom_energies"], 1e-9, f"[{tag}] pe/atom")
         print(f"  molecule {tag}: matches the engine")
     # the charge and spin keywords reach the model
-    log = lammps(h, r, "in.neutral", base.replace("charge 1 spin 2", "charge 0 spin 1") + "run 0\n")
+    log = lammps(h, r, "in.neutral", base.replace("charge 1 spin 2", "charge 0 spin 1") +
+                 "thermo_style custom step pe\nrun 0\n")
     t, _ = thermo(log)
     check(abs(t["PotEng"] - ref["energy"]) > 1e-6, "charge/spin keywords had no effect on the energy")
+
+
+def case_empty_ranks(h, r):
+    """A molecule in a large periodic box on 4 slab subdomains: three ranks own no atom.
+    Both model kinds, including one with a whole-system sum in every layer (collectives)."""
+    syms, pos = read_xyz(os.path.join(HERE, "..", "..", "examples", "structures", "ethanol_cation.extxyz"))
+    pos = pos - pos.min(0) + 2.0
+    write_molecule_data(os.path.join(h, "mol.data"), syms, pos, ["C", "O", "H"])
+    text = open(os.path.join(h, "mol.data")).read()
+    # a 40 A periodic box instead of the molecule's bounding box
+    text = re.sub(r"\S+ \S+ xlo xhi", "0 40 xlo xhi", text)
+    text = re.sub(r"\S+ \S+ ylo yhi", "0 16 ylo yhi", text)
+    text = re.sub(r"\S+ \S+ zlo zhi", "0 16 zlo zhi", text)
+    open(os.path.join(h, "mol.data"), "w").write(text)
+    cell = np.diag([40.0, 16.0, 16.0])
+    for model, task, label in ((MODEL, "omat", "tiny"), (BALANCED_MODEL, "omat", "balanced")):
+        base = PRE.format(plugin=PLUGIN) + "boundary p p p\nprocessors 4 1 1\nread_data mol.data\n" + \
+            f"pair_style uma task {task} precision fp64\npair_coeff * * {model} C O H\n"
+        ref = reference(h, r, syms, pos, cell, (True,) * 3, f"--task {task} --precision fp64", model)
+        tag = label
+        log = lammps(h, r, f"in.{tag}", base + OUTPUT.format(tag=tag), np_=4)
+        check(re.search(r"Nlocal:\s+\S+ ave\s+9 max\s+0 min", log) is not None,
+              "expected ranks without atoms (Nlocal min 0)")
+        compare_to_reference(h, tag, log, ref, 1e-9, 1e-10)
+        print(f"  {label} model on 4 ranks, three of them empty: matches the engine")
 
 
 def case_balanced_model(h, r):
@@ -331,40 +357,45 @@ pair_style uma task omat
 pair_coeff * * {model} Cu
 velocity all create 300 4928 loop geom
 timestep 0.001
-thermo 10
+thermo 5
 thermo_style custom step temp pe ke etotal press vol
 thermo_modify format float %.10g
 """
 
 
 def case_md(h, r):
-    """NVE drift, several runs, NPT, minimize; on 1 and 2 ranks."""
-    for np_ in (1, 2):
-        log = lammps(h, r, f"in.nve{np_}", PRE.format(plugin=PLUGIN) + MD_BASE.format(model=MODEL) +
-                     "fix 1 all nve\nrun 100\nrun 100\n", np_=np_)
-        _, rows = thermo(log)
-        first = thermo(log.split("Loop time")[0])[1][0]
-        drift = abs(rows[-1]["TotEng"] - first["TotEng"]) / 108
-        spread = max(abs(x["TotEng"] - first["TotEng"]) for x in rows) / 108
-        check(abs(rows[-1]["Temp"] - 300) < 300, "NVE temperature ran away")
-        check(spread < 2e-4, f"NVE energy not conserved on {np_} ranks: {spread:.2e} eV/atom")
-        print(f"  NVE 200 steps (two runs) on {np_} ranks: |dE| {drift:.2e} eV/atom, max {spread:.2e}")
+    """NVE drift over two runs, the same trajectory on 2 ranks, NPT, minimize."""
+    nve = PRE.format(plugin=PLUGIN) + MD_BASE.format(model=MODEL) + "fix 1 all nve\nrun {n}\nrun {n}\n"
+    log = lammps(h, r, "in.nve1", nve.format(n=50))
+    _, rows = thermo(log)
+    first = thermo(log.split("Loop time")[0])[1][0]
+    drift = abs(rows[-1]["TotEng"] - first["TotEng"]) / 108
+    spread = max(abs(x["TotEng"] - first["TotEng"]) for x in rows) / 108
+    check(spread < 1e-4, f"NVE energy not conserved: {spread:.2e} eV/atom")
+    print(f"  NVE 100 steps (two runs) on 1 rank: |dE| {drift:.2e} eV/atom, max {spread:.2e}")
+    log2 = lammps(h, r, "in.nve2", nve.format(n=10), np_=2)
+    rows1 = {int(x["Step"]): x for x in thermo(log.split("Loop time")[0])[1]}
+    for x in thermo(log2)[1]:
+        for col in ("PotEng", "TotEng", "Press"):
+            ref = rows1[int(x["Step"])][col]
+            close(x[col], ref, 2e-5 * max(1.0, abs(ref)), f"2-rank MD step {int(x['Step'])} {col}")
+    print("  NVE on 2 ranks follows the 1-rank trajectory (20 steps, two runs)")
 
-        log = lammps(h, r, f"in.npt{np_}", PRE.format(plugin=PLUGIN) + MD_BASE.format(model=MODEL) +
-                     "fix 1 all npt temp 300 300 0.1 iso 10000 10000 0.5\nrun 60\n", np_=np_)
-        _, rows = thermo(log)
-        vols = [x["Volume"] for x in rows]
-        check(all(math.isfinite(v) for v in vols) and abs(vols[-1] - vols[0]) > 1e-3,
-              "NPT: the volume did not respond to the pressure")
-        print(f"  NPT on {np_} ranks: volume {vols[0]:.2f} -> {vols[-1]:.2f} A^3")
+    log = lammps(h, r, "in.npt", PRE.format(plugin=PLUGIN) + MD_BASE.format(model=MODEL) +
+                 "fix 1 all npt temp 300 300 0.1 iso 10000 10000 0.5\nrun 40\n")
+    _, rows = thermo(log)
+    vols = [x["Volume"] for x in rows]
+    check(all(math.isfinite(v) for v in vols) and abs(vols[-1] - vols[0]) > 1e-3,
+          "NPT: the volume did not respond to the pressure")
+    print(f"  NPT: volume {vols[0]:.2f} -> {vols[-1]:.2f} A^3 in 40 steps")
 
-        log = lammps(h, r, f"in.min{np_}", PRE.format(plugin=PLUGIN) + MD_BASE.format(model=MODEL) +
-                     "displace_atoms all random 0.1 0.1 0.1 9 units box\nminimize 0 1e-4 200 2000\n", np_=np_)
-        m = re.search(r"Energy initial, next-to-last, final =\s*\n\s*(\S+)\s+(\S+)\s+(\S+)", log)
-        check(m is not None, "minimize printed no energies")
-        e0, e1 = float(m.group(1)), float(m.group(3))
-        check(e1 < e0, f"minimize did not lower the energy ({e0} -> {e1})")
-        print(f"  minimize on {np_} ranks: {e0:.6f} -> {e1:.6f} eV")
+    log = lammps(h, r, "in.min", PRE.format(plugin=PLUGIN) + MD_BASE.format(model=MODEL) +
+                 "displace_atoms all random 0.1 0.1 0.1 9 units box\nminimize 0 1e-4 40 400\n")
+    m = re.search(r"Energy initial, next-to-last, final =\s*\n\s*(\S+)\s+(\S+)\s+(\S+)", log)
+    check(m is not None, "minimize printed no energies")
+    e0, e1 = float(m.group(1)), float(m.group(3))
+    check(e1 < e0, f"minimize did not lower the energy ({e0} -> {e1})")
+    print(f"  minimize: {e0:.6f} -> {e1:.6f} eV")
 
 
 def case_restart_data(h, r):
@@ -472,10 +503,25 @@ def case_errors(h, r):
         print(f"  {name}: refused with \"{msg}\"")
 
 
+def case_examples(h, r):
+    """Every input in examples/ runs as shipped (plugin from LAMMPS_PLUGIN_PATH), with finite thermo."""
+    for sub, name, np_ in (("cu_nve", "in.cu_nve", 1), ("cu_npt", "in.cu_npt", 1),
+                           ("omol_molecule", "in.ethanol_cation", 1), ("oc20_slab", "in.pt_slab_o", 2)):
+        d = f"{SRC}/examples/{sub}"
+        p = in_root(f"cd {d} && LAMMPS_PLUGIN_PATH={SRC}/build-root OMP_NUM_THREADS=1 mpirun --oversubscribe "
+                    f"-np {np_} /opt/lammps/bin/lmp -in {name} -log /tmp/uma-pair/examples/log.{sub} -screen none")
+        log = open(os.path.join(h, "log." + sub)).read()
+        check(p.returncode == 0 and "Total wall time" in log, f"example {sub} failed:\n{log[-2000:]}")
+        _, rows = thermo(log)
+        check(all(math.isfinite(v) for x in rows for v in x.values()), f"example {sub}: non-finite thermo")
+        print(f"  examples/{sub}/{name} on {np_} rank(s): {len(rows)} thermo rows, last PotEng "
+              f"{rows[-1]['PotEng']:.4f} eV")
+
+
 CASES = {
     "ranks": case_ranks, "triclinic": case_triclinic, "molecule": case_molecule,
-    "balanced_model": case_balanced_model, "composition": case_composition, "md": case_md,
-    "restart_data": case_restart_data, "plugin_path": case_plugin_path, "errors": case_errors,
+    "balanced_model": case_balanced_model, "empty_ranks": case_empty_ranks, "composition": case_composition, "md": case_md,
+    "restart_data": case_restart_data, "examples": case_examples, "plugin_path": case_plugin_path, "errors": case_errors,
 }
 
 
