@@ -326,10 +326,12 @@ void PairUMA::compute_local(int, int) {
   const int* type = atom->type;
   const int nlocal = atom->nlocal, nall = atom->nlocal + atom->nghost;
 
-  // Owned atoms first, then ghosts that receive messages (within layers x
-  // cutoff of the owned atoms' bounding box), then ghosts that only send
-  // (within one more cutoff).  Farther ghosts cannot reach an owned atom.
-  std::vector<int> index, receivers, senders;
+  // Owned atoms first, then ghosts ordered by how many message-passing hops
+  // (cutoffs from the owned atoms' bounding box) separate them from an owned
+  // atom: hop h <= layers receives messages (block k only for h <= layers - 1 - k),
+  // hop layers + 1 only sends.  Farther ghosts cannot reach an owned atom.
+  std::vector<int> index;
+  std::vector<std::vector<int>> by_hop(layers_ + 2);
   double lo[3] = {INFINITY, INFINITY, INFINITY}, hi[3] = {-INFINITY, -INFINITY, -INFINITY};
   for (int i = 0; i < nlocal; ++i)
     if (type_z_[type[i]] > 0) {
@@ -340,7 +342,6 @@ void PairUMA::compute_local(int, int) {
       }
     }
   const int n_owned = static_cast<int>(index.size());
-  const double reach_receive = layers_ * cutoff_, reach_send = (layers_ + 1) * cutoff_;
   for (int i = nlocal; i < nall && n_owned > 0; ++i) {
     if (type_z_[type[i]] == 0) continue;
     double d2 = 0.0;
@@ -348,13 +349,14 @@ void PairUMA::compute_local(int, int) {
       const double out = std::max({lo[d] - x[i][d], 0.0, x[i][d] - hi[d]});
       d2 += out * out;
     }
-    if (d2 <= reach_receive * reach_receive)
-      receivers.push_back(i);
-    else if (d2 <= reach_send * reach_send)
-      senders.push_back(i);
+    const int hop = std::max(1, static_cast<int>(std::ceil(std::sqrt(d2) / cutoff_)));
+    if (hop <= layers_ + 1) by_hop[hop].push_back(i);
   }
-  index.insert(index.end(), receivers.begin(), receivers.end());
-  index.insert(index.end(), senders.begin(), senders.end());
+  std::vector<int64_t> within(layers_ + 2, n_owned);   // atoms within h hops
+  for (int h = 1; h <= layers_ + 1; ++h) {
+    index.insert(index.end(), by_hop[h].begin(), by_hop[h].end());
+    within[h] = static_cast<int64_t>(index.size());
+  }
   const int n = static_cast<int>(index.size());
   std::vector<int> z(n);
   for (int k = 0; k < n; ++k) z[k] = type_z_[type[index[k]]];
@@ -362,7 +364,8 @@ void PairUMA::compute_local(int, int) {
   uma::LocalAtoms piece;
   piece.numbers.assign(z.begin(), z.end());
   piece.n_owned = n_owned;
-  piece.n_targets = n_owned + static_cast<int>(receivers.size());
+  piece.n_targets = within[layers_];
+  for (int k = 0; k < layers_; ++k) piece.layer_targets.push_back(within[layers_ - 1 - k]);
   // float32 keeps 7 digits: coordinates relative to an atom of this rank
   std::vector<double> pos;
   const double* origin = n > 0 ? x[index[0]] : domain->boxlo;

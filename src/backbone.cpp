@@ -135,8 +135,18 @@ torch::Tensor BackboneImpl::forward(const BatchTensors& in, const EdgeInput& e,
   auto degree = nn::edge_matmul(frame.wigner_inv_envelope.narrow(2, 0, 3), radial);
   x = x.index_add(0, e.tgt, degree / 5.0);
 
-  for (auto& block : blocks_) {
-    x = block->forward(x, sys_node, frame, ctx);
+  for (size_t i = 0; i < blocks_.size(); ++i) {
+    if (i < e.layer_edges.size()) {
+      const int64_t n = e.layer_edges[i];
+      nn::EdgeFrame part{frame.src.narrow(0, 0, n), frame.tgt.narrow(0, 0, n),
+                         frame.wigner.narrow(0, 0, n), frame.wigner_inv_envelope.narrow(0, 0, n),
+                         frame.x_edge.narrow(0, 0, n)};
+      nn::MoleContext part_ctx = ctx;
+      part_ctx.row_offsets = {0, n};
+      x = blocks_[i]->forward(x, sys_node, part, part_ctx);
+    } else {
+      x = blocks_[i]->forward(x, sys_node, frame, ctx);
+    }
     x = balance_channels(x, in);
   }
   return norm->forward(x);

@@ -36,6 +36,10 @@ struct EdgeInput {
   torch::Tensor src, tgt, valid, edge_system;  // see RadiusGraph
   torch::Tensor vec;                           // [E, 3] r_src - r_tgt (+ image shift); grads flow to the caller
   std::vector<int64_t> row_offsets;                     // [B + 1] host
+  // Block i uses only the first layer_edges[i] edges (those into the nodes
+  // whose features still matter after it; edges are ordered by target).
+  // Empty: every block uses every edge.
+  std::vector<int64_t> layer_edges;
 };
 
 // Holder for nested parameter names such as charge_embedding.rand_emb.

@@ -97,6 +97,7 @@ struct Engine::Prepared {
   std::vector<std::vector<int64_t>> keys;   // MoLE merge key per system
   std::vector<double> energy_scale, energy_shift, atom_shift, force_scale, stress_scale,
       stress_shift, inv_volume;
+  std::vector<int64_t> layer_targets;       // local evaluation: see LocalAtoms
 };
 
 std::vector<int64_t> Engine::mole_key(const std::vector<int64_t>& counts, int64_t charge,
@@ -154,6 +155,17 @@ Evaluation Engine::run(BatchTensors& in, const torch::Tensor& pos, const Prepare
   }
   vec.requires_grad_(true);
   EdgeInput edges{graph.src, graph.tgt, graph.valid, graph.edge_system, vec, graph.row_offsets};
+  if (!prep.layer_targets.empty()) {
+    // Edges are ordered by target: those into atoms [0, t) are a prefix.
+    // One counted read of L numbers sizes the per-block edge sets.
+    std::vector<torch::Tensor> counts;
+    for (int64_t t : prep.layer_targets) counts.push_back((graph.valid & (graph.tgt < t)).sum());
+    auto host = to_host(torch::stack(counts));
+    edges.layer_edges.assign(host.data_ptr<int64_t>(), host.data_ptr<int64_t>() + host.numel());
+    // Never an empty edge set: an extra edge into an atom past the prefix
+    // only changes features nothing reads afterwards.
+    for (auto& n : edges.layer_edges) n = std::max<int64_t>(n, 1);
+  }
 
   auto backbone = model_->backbone();
   auto system_emb = backbone->system_embedding(in);
@@ -320,6 +332,12 @@ Evaluation Engine::evaluate_local(const LocalAtoms& piece) {
   prep.stress_scale.push_back(out.stress_rmsd);
   prep.stress_shift.push_back(out.stress_mean);
   prep.inv_volume.push_back(std::nan(""));
+  if (!piece.layer_targets.empty()) {
+    if (static_cast<int64_t>(piece.layer_targets.size()) != cfg.backbone.num_layers)
+      throw Error("layer_targets needs one entry per block (" + std::to_string(cfg.backbone.num_layers) + ")");
+    prep.layer_targets = piece.layer_targets;
+    if (piece.numbers.empty()) prep.layer_targets.assign(cfg.backbone.num_layers, 1);
+  }
 
   BatchTensors in;
   in.numbers = torch::tensor(numbers, torch::kLong).to(lopts);

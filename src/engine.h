@@ -58,6 +58,10 @@ struct LocalAtoms {
   // Atoms [0, n_targets) receive messages; the rest (ghosts farther than
   // layers x cutoff from every owned atom) only send them.  -1: all receive.
   int64_t n_targets = -1;
+  // Block k (0-based) sends messages only into atoms [0, layer_targets[k]),
+  // those whose features still reach an owned atom (ordered by hops from the
+  // owned atoms).  Empty: into all n_targets.
+  std::vector<int64_t> layer_targets;
   std::vector<int64_t> composition;  // atoms of each atomic number in the whole system
   int64_t charge = 0;
   int64_t spin = 0;
