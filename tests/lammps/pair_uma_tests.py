@@ -469,34 +469,30 @@ def case_errors(h, r):
     """Bad input: each gives a clear LAMMPS error."""
     open(os.path.join(h, "corrupt.safetensors"), "wb").write(b"\x10\x00\x00\x00\x00\x00\x00\x00{not json")
     box = CU_BOX.format(ntypes=1)
+    head = PRE.format(plugin=PLUGIN) + box
+    # (name, pair commands after the Cu box, what the error must say)
     cases = [
-        ("units", PRE.replace("units metal", "units real").format(plugin=PLUGIN) + box +
-         f"pair_style uma task omat\npair_coeff * * {MODEL} Cu\nrun 0\n", "requires 'units metal'"),
-        ("missing", PRE.format(plugin=PLUGIN) + box + "pair_style uma task omat\npair_coeff * * /no/such.safetensors Cu\n",
+        ("missing", "pair_style uma task omat\npair_coeff * * /no/such.safetensors Cu",
          "cannot load model file '/no/such.safetensors'"),
-        ("corrupt", PRE.format(plugin=PLUGIN) + box + "pair_style uma task omat\npair_coeff * * corrupt.safetensors Cu\n",
+        ("corrupt", "pair_style uma task omat\npair_coeff * * corrupt.safetensors Cu",
          "cannot load model file 'corrupt.safetensors'"),
-        ("symbol", PRE.format(plugin=PLUGIN) + box + f"pair_style uma task omat\npair_coeff * * {MODEL} Qq\n",
-         "'Qq' (type 1) is not an element symbol"),
-        ("element", PRE.format(plugin=PLUGIN) + box + f"pair_style uma task omat\npair_coeff * * {MODEL} Og\n",
-         "element Og (type 1) is not in the model"),
-        ("count", PRE.format(plugin=PLUGIN) + box + f"pair_style uma task omat\npair_coeff * * {MODEL} Cu Ni\n",
+        ("symbol", f"pair_style uma task omat\npair_coeff * * {MODEL} Qq", "'Qq' (type 1) is not an element symbol"),
+        ("element", f"pair_style uma task omat\npair_coeff * * {MODEL} Og", "element Og (type 1) is not in the model"),
+        ("count", f"pair_style uma task omat\npair_coeff * * {MODEL} Cu Ni",
          "expected '* * MODEL' and 1 element symbols or NULL"),
-        ("task", PRE.format(plugin=PLUGIN) + box + f"pair_style uma task omatt\npair_coeff * * {MODEL} Cu\nrun 0\n",
-         "unknown task 'omatt'; the model has: "),
-        ("notask", PRE.format(plugin=PLUGIN) + box + f"pair_style uma\npair_coeff * * {MODEL} Cu\nrun 0\n",
-         "choose one with 'pair_style uma task NAME'"),
-        ("charge", PRE.format(plugin=PLUGIN) + box + f"pair_style uma task omat charge 1\npair_coeff * * {MODEL} Cu\nrun 0\n",
+        ("task", f"pair_style uma task omatt\npair_coeff * * {MODEL} Cu\nrun 0", "unknown task 'omatt'; the model has: "),
+        ("notask", f"pair_style uma\npair_coeff * * {MODEL} Cu\nrun 0", "choose one with 'pair_style uma task NAME'"),
+        ("charge", f"pair_style uma task omat charge 1\npair_coeff * * {MODEL} Cu\nrun 0",
          "task 'omat' takes no charge or spin input"),
-        ("spin", PRE.format(plugin=PLUGIN) + box + f"pair_style uma task oc20 spin 2\npair_coeff * * {MODEL} Cu\nrun 0\n",
+        ("spin", f"pair_style uma task oc20 spin 2\npair_coeff * * {MODEL} Cu\nrun 0",
          "task 'oc20' takes no charge or spin input"),
-        ("keyword", PRE.format(plugin=PLUGIN) + box + "pair_style uma task omat cutoff 5\n",
-         "unknown keyword 'cutoff'"),
-        ("precision", PRE.format(plugin=PLUGIN) + box + "pair_style uma precision fp16\n",
-         "precision must be fp32 or fp64"),
-        ("wildcard", PRE.format(plugin=PLUGIN) + box + f"pair_style uma task omat\npair_coeff 1 1 {MODEL} Cu\n",
-         "must start with * *"),
+        ("keyword", "pair_style uma task omat cutoff 5", "unknown keyword 'cutoff'"),
+        ("precision", "pair_style uma precision fp16", "precision must be fp32 or fp64"),
+        ("wildcard", f"pair_style uma task omat\npair_coeff 1 1 {MODEL} Cu", "must start with * *"),
     ]
+    cases = [(name, head + cmds + "\n", msg) for name, cmds, msg in cases]
+    cases.append(("units", PRE.replace("units metal", "units real").format(plugin=PLUGIN) + box +
+                  f"pair_style uma task omat\npair_coeff * * {MODEL} Cu\nrun 0\n", "requires 'units metal'"))
     for name, text, msg in cases:
         out = lammps(h, r, "in." + name, text, fail=True)
         check(msg in out, f"{name}: expected the error to say \"{msg}\"; got:\n{out[-1500:]}")
