@@ -154,7 +154,7 @@ Evaluation Engine::run(BatchTensors& in, const torch::Tensor& pos, const Prepare
     vec = pos.index_select(0, graph.src) - pos.index_select(0, graph.tgt) + shift;
   }
   vec.requires_grad_(true);
-  EdgeInput edges{graph.src, graph.tgt, graph.valid, graph.edge_system, vec, graph.row_offsets};
+  EdgeInput edges{graph.src, graph.tgt, graph.valid, graph.edge_system, vec, graph.row_offsets, {}};
   if (!prep.layer_targets.empty()) {
     // Edges are ordered by target: those into atoms [0, t) are a prefix.
     // One counted read of L numbers sizes the per-block edge sets.

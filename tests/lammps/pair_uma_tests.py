@@ -373,13 +373,17 @@ def case_md(h, r):
     spread = max(abs(x["TotEng"] - first["TotEng"]) for x in rows) / 108
     check(spread < 1e-4, f"NVE energy not conserved: {spread:.2e} eV/atom")
     print(f"  NVE 100 steps (two runs) on 1 rank: |dE| {drift:.2e} eV/atom, max {spread:.2e}")
-    log2 = lammps(h, r, "in.nve2", nve.format(n=10), np_=2)
+    # on 2 ranks, reneighbor every step: atoms migrate, ghost sets change
+    log2 = lammps(h, r, "in.nve2", nve.replace("fix 1 all nve", "neigh_modify every 1 delay 0 check no\nfix 1 all nve")
+                  .format(n=10), np_=2)
     rows1 = {int(x["Step"]): x for x in thermo(log.split("Loop time")[0])[1]}
     for x in thermo(log2)[1]:
         for col in ("PotEng", "TotEng", "Press"):
             ref = rows1[int(x["Step"])][col]
             close(x[col], ref, 2e-5 * max(1.0, abs(ref)), f"2-rank MD step {int(x['Step'])} {col}")
-    print("  NVE on 2 ranks follows the 1-rank trajectory (20 steps, two runs)")
+    builds = re.findall(r"Neighbor list builds = (\d+)", log2)
+    check(builds and int(builds[-1]) >= 10, "the 2-rank run did not reneighbor every step")
+    print("  NVE on 2 ranks, reneighboring every step, follows the 1-rank trajectory (20 steps, two runs)")
 
     log = lammps(h, r, "in.npt", PRE.format(plugin=PLUGIN) + MD_BASE.format(model=MODEL) +
                  "fix 1 all npt temp 300 300 0.1 iso 10000 10000 0.5\nrun 40\n")

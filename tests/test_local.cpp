@@ -1,0 +1,155 @@
+// Spatial decomposition without LAMMPS: a cluster split into two pieces, each
+// evaluated as owned atoms plus every other atom as a ghost, must add up to
+// the whole cluster (energy, folded forces, virial, per-atom energies).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "engine.h"
+#include "test_util.h"
+
+namespace uma {
+namespace {
+
+using test::random_model;
+using test::small_config;
+
+struct Cluster {
+  std::vector<int64_t> z;
+  std::vector<std::array<double, 3>> x;
+};
+
+Cluster random_cluster(int n, uint64_t seed) {
+  torch::manual_seed(seed);
+  Cluster c;
+  auto pos = torch::rand({4 * n, 3}, torch::kFloat64) * 9.0;
+  for (int64_t i = 0; i < pos.size(0) && static_cast<int>(c.x.size()) < n; ++i) {
+    std::array<double, 3> p{pos[i][0].item<double>(), pos[i][1].item<double>(), pos[i][2].item<double>()};
+    bool clear = true;
+    for (const auto& q : c.x)
+      clear &= std::hypot(p[0] - q[0], p[1] - q[1], p[2] - q[2]) > 1.6;
+    if (!clear) continue;
+    c.x.push_back(p);
+    c.z.push_back(c.x.size() % 3 == 0 ? 8 : 29);
+  }
+  return c;
+}
+
+double distance(const std::array<double, 3>& a, const std::array<double, 3>& b) {
+  return std::hypot(a[0] - b[0], a[1] - b[1], a[2] - b[2]);
+}
+
+// Owned = atoms of `piece`; ghosts = the others, ordered by hops (cutoffs)
+// from the nearest owned atom when `prune` (as pair_style uma orders them).
+LocalAtoms make_piece(const Cluster& c, const std::vector<int>& owned, double cutoff, int layers,
+                      bool prune, std::vector<int>* order) {
+  std::vector<std::pair<int, int>> ghosts;   // (hops, atom)
+  for (int i = 0; i < static_cast<int>(c.x.size()); ++i) {
+    if (std::find(owned.begin(), owned.end(), i) != owned.end()) continue;
+    double d = 1e9;
+    for (int o : owned) d = std::min(d, distance(c.x[i], c.x[o]));
+    ghosts.push_back({std::max(1, static_cast<int>(std::ceil(d / cutoff))), i});
+  }
+  std::stable_sort(ghosts.begin(), ghosts.end());
+  *order = owned;
+  for (const auto& g : ghosts) order->push_back(g.second);
+  LocalAtoms p;
+  std::vector<double> pos;
+  for (int i : *order) {
+    p.numbers.push_back(c.z[i]);
+    pos.insert(pos.end(), c.x[i].begin(), c.x[i].end());
+  }
+  p.positions = torch::tensor(pos, torch::kFloat64).view({-1, 3});
+  p.n_owned = static_cast<int64_t>(owned.size());
+  p.composition.assign(100, 0);
+  for (int64_t zz : c.z) ++p.composition[zz];
+  p.task = "omat";
+  if (prune) {
+    auto within = [&](int hops) {
+      int64_t n = p.n_owned;
+      for (const auto& g : ghosts) n += g.first <= hops;
+      return n;
+    };
+    p.n_targets = within(layers);
+    for (int k = 0; k < layers; ++k) p.layer_targets.push_back(within(layers - 1 - k));
+  }
+  return p;
+}
+
+class LocalEvaluation : public ::testing::TestWithParam<bool> {};
+
+TEST_P(LocalEvaluation, TwoPiecesAddUpToTheWhole) {
+  const bool prune = GetParam();
+  auto cfg = small_config(4, false);
+  EngineOptions opts;
+  opts.dtype = torch::kFloat64;
+  opts.atom_virial = true;
+  Engine whole_engine(random_model(cfg), opts), local_engine(random_model(cfg), opts);
+  const double cutoff = whole_engine.model()->config().backbone.cutoff;
+  const int layers = whole_engine.model()->config().backbone.num_layers;
+
+  const Cluster c = random_cluster(40, 3);
+  const int n = static_cast<int>(c.x.size());
+  Atoms a;
+  a.numbers = c.z;
+  std::vector<double> flat;
+  for (const auto& p : c.x) flat.insert(flat.end(), p.begin(), p.end());
+  a.positions = torch::tensor(flat, torch::kFloat64).view({-1, 3});
+  a.task = "omat";
+  const auto ref = whole_engine.evaluate_checked({a});
+
+  std::vector<int> left, right;
+  for (int i = 0; i < n; ++i) (c.x[i][0] < 4.5 ? left : right).push_back(i);
+  ASSERT_FALSE(left.empty());
+  ASSERT_FALSE(right.empty());
+
+  double energy = 0.0;
+  auto forces = torch::zeros({n, 3}, torch::kFloat64);
+  auto atom_energy = torch::zeros({n}, torch::kFloat64);
+  auto virial = torch::zeros({3, 3}, torch::kFloat64);
+  auto atom_virial = torch::zeros({n, 3, 3}, torch::kFloat64);
+  for (const auto* owned : {&left, &right}) {
+    std::vector<int> order;
+    const auto piece = make_piece(c, *owned, cutoff, layers, prune, &order);
+    Evaluation ev;
+    do ev = local_engine.evaluate_local(piece);
+    while (!local_engine.accept(ev));
+    const auto r = Engine::read(ev);
+    energy += r.energy[0];
+    virial += r.virial[0];
+    auto index = torch::tensor(std::vector<int64_t>(order.begin(), order.end()), torch::kLong);
+    forces.index_add_(0, index, r.forces);
+    atom_energy.index_add_(0, index, r.atom_energy);
+    atom_virial.index_add_(0, index, r.atom_virial);
+  }
+  EXPECT_NEAR(energy, ref.energy[0], 1e-10 * std::max(1.0, std::abs(ref.energy[0])));
+  EXPECT_LT((forces - ref.forces).abs().max().item<double>(), 1e-10);
+  EXPECT_LT((atom_energy - ref.atom_energy).abs().max().item<double>(), 1e-10);
+  EXPECT_LT((virial - ref.virial[0]).abs().max().item<double>(), 1e-9);
+  EXPECT_LT((atom_virial - ref.atom_virial).abs().max().item<double>(), 1e-10);
+}
+
+INSTANTIATE_TEST_SUITE_P(AllOrPrunedEdges, LocalEvaluation, ::testing::Values(false, true),
+                         [](const auto& info) { return info.param ? "pruned" : "all_edges"; });
+
+TEST(LocalEvaluation, ProcessWithoutAtomsRunsAPlaceholder) {
+  EngineOptions opts;
+  opts.dtype = torch::kFloat64;
+  Engine engine(random_model(small_config()), opts);
+  LocalAtoms empty;
+  empty.positions = torch::zeros({0, 3}, torch::kFloat64);
+  empty.composition.assign(30, 0);
+  empty.composition[29] = 4;
+  empty.task = "omat";
+  empty.layer_targets = {0, 0};
+  Evaluation ev;
+  do ev = engine.evaluate_local(empty);
+  while (!engine.accept(ev));
+  const auto r = Engine::read(ev);
+  EXPECT_EQ(r.energy[0], 0.0);
+  EXPECT_EQ(r.forces.size(0), 0);
+}
+
+}  // namespace
+}  // namespace uma
