@@ -14,7 +14,12 @@ tar -C "$src" --exclude=./build --exclude='./build-*' --exclude=.git -cf - . | t
 "$src/scripts/in_sid.sh" "$root" bash -c '
   set -e
   cd /src/uma-check
-  cmake -S . -B build-root -DCMAKE_BUILD_TYPE=Release -DUMA_BUILD_PLUGIN=ON \
+  launcher=""
+  if command -v ccache >/dev/null; then
+    export CCACHE_DIR=/var/cache/uma-ccache CCACHE_BASEDIR=/src/uma-check
+    launcher="-DCMAKE_CXX_COMPILER_LAUNCHER=ccache"
+  fi
+  cmake -S . -B build-root -DCMAKE_BUILD_TYPE=Release -DUMA_BUILD_PLUGIN=ON $launcher \
     -DCMAKE_PREFIX_PATH=/opt/lammps -DUMA_LAMMPS_SOURCE_DIR=/src/lammps/src > build-root.log 2>&1 ||
     { tail -20 build-root.log; exit 1; }
   cmake --build build-root -j"$(nproc)" >> build-root.log 2>&1 || { grep -m5 -A5 error build-root.log; exit 1; }'

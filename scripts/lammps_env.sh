@@ -72,10 +72,11 @@ if [ ! -f "$lammps_done" ]; then
     cmake --install build > /dev/null'
   touch "$lammps_done"
 fi
-# Runtime libraries that change nothing that is built, keyed separately: an
-# optimised BLAS behind libblas.so.3, where Debian's LibTorch does its CPU
-# GEMMs (the reference BLAS the root starts with is about 9x slower).
-runtime_packages="libopenblas0-openmp"
+# Packages that change nothing that is built, keyed separately: an optimised
+# BLAS behind libblas.so.3, where Debian's LibTorch does its CPU GEMMs (the
+# reference BLAS the root starts with is about 9x slower), and ccache for the
+# plugin builds (scripts/build_plugin.sh).
+runtime_packages="libopenblas0-openmp ccache"
 runtime_done="$root/.runtime-$(printf '%s' "$runtime_packages" | sha256sum | cut -c1-12)"
 if [ ! -f "$runtime_done" ]; then
   log "installing $runtime_packages in the sid root"
