@@ -493,6 +493,9 @@ def case_errors(h, r):
         ("keyword", "pair_style uma task omat cutoff 5", "unknown keyword 'cutoff'"),
         ("precision", "pair_style uma precision fp16", "precision must be fp32 or fp64"),
         ("wildcard", f"pair_style uma task omat\npair_coeff 1 1 {MODEL} Cu", "must start with * *"),
+        ("coincident", f"pair_style uma task omat\npair_coeff * * {MODEL} Cu\n"
+         "create_atoms 1 single 0.3 0.2 0.1 units box\ncreate_atoms 1 single 0.3 0.2 0.1 units box\nrun 0",
+         "two or more atoms sit at the same position"),
     ]
     cases = [(name, head + cmds + "\n", msg) for name, cmds, msg in cases]
     cases.append(("units", PRE.replace("units metal", "units real").format(plugin=PLUGIN) + box +
