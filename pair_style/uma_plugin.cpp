@@ -11,6 +11,12 @@
 
 #include "pair_uma.h"
 
+// The LAMMPS version this plugin declares; the test suite builds a copy that
+// declares another one to check the refusal below.
+#ifndef UMA_BUILT_FOR_LAMMPS
+#define UMA_BUILT_FOR_LAMMPS LAMMPS_VERSION
+#endif
+
 using namespace LAMMPS_NS;
 
 namespace {
@@ -20,9 +26,9 @@ void* create_pair_uma(LAMMPS* lmp) { return new PairUMA(lmp); }
 void check_abi(LAMMPS* lmp) {
   // LAMMPS only logs a version mismatch and loads anyway; class layouts can
   // differ between versions, so refuse instead.
-  if (strcmp(lmp->version, LAMMPS_VERSION) != 0)
+  if (strcmp(lmp->version, UMA_BUILT_FOR_LAMMPS) != 0)
     lmp->error->all(FLERR, "umaplugin.so was built for LAMMPS '{}' but this is LAMMPS '{}'; rebuild "
-                           "the plugin against this LAMMPS", LAMMPS_VERSION, lmp->version);
+                           "the plugin against this LAMMPS", UMA_BUILT_FOR_LAMMPS, lmp->version);
   const struct { const char* name; int size; } sizes[] = {
       {"tagint", sizeof(tagint)}, {"bigint", sizeof(bigint)}, {"imageint", sizeof(imageint)}};
   for (const auto& s : sizes) {
@@ -41,7 +47,7 @@ extern "C" void lammpsplugin_init(void* lmp_ptr, void* handle, void* regfunc) {
   check_abi(lmp);
   auto register_style = reinterpret_cast<lammpsplugin_regfunc>(regfunc);
   lammpsplugin_t plugin;
-  plugin.version = LAMMPS_VERSION;
+  plugin.version = UMA_BUILT_FOR_LAMMPS;
   plugin.style = "pair";
   plugin.name = "uma";
   plugin.info = "UMA-S universal potential (fairchem eSCN-MD + MoLE) via lammps-uma";

@@ -498,6 +498,8 @@ def case_errors(h, r):
          "two or more atoms sit at the same position"),
     ]
     cases = [(name, head + cmds + "\n", msg) for name, cmds, msg in cases]
+    cases.append(("version", f"plugin load {SRC}/build-root/umaplugin_wrong_version.so\n",
+                  "was built for LAMMPS '1 Jan 2000' but this is LAMMPS '4 Jul 2026'"))
     cases.append(("units", PRE.replace("units metal", "units real").format(plugin=PLUGIN) + box +
                   f"pair_style uma task omat\npair_coeff * * {MODEL} Cu\nrun 0\n", "requires 'units metal'"))
     for name, text, msg in cases:
