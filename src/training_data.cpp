@@ -1,0 +1,88 @@
+#include "training_data.h"
+
+#include <cmath>
+#include <sstream>
+
+#include "error.h"
+#include "extxyz.h"
+
+namespace uma {
+namespace {
+
+std::vector<double> numbers(const std::string& text, const std::string& where, const std::string& key) {
+  std::istringstream in(text);
+  std::vector<double> out;
+  std::string token;
+  while (in >> token) {
+    try {
+      size_t used = 0;
+      out.push_back(std::stod(token, &used));
+      if (used != token.size()) throw std::invalid_argument(token);
+    } catch (const std::exception&) {
+      throw Error(where + ": label '" + key + "' is not numeric ('" + token + "')");
+    }
+  }
+  return out;
+}
+
+int64_t integer(const std::string& text, const std::string& where, const std::string& key) {
+  const auto v = numbers(text, where, key);
+  if (v.size() != 1 || v[0] != std::floor(v[0]))
+    throw Error(where + ": label '" + key + "' must be one integer, got '" + text + "'");
+  return static_cast<int64_t>(v[0]);
+}
+
+}  // namespace
+
+std::vector<Sample> read_training_data(const std::string& path, const std::string& default_task) {
+  std::vector<Sample> samples;
+  const auto frames = read_extxyz(path);
+  for (size_t k = 0; k < frames.size(); ++k) {
+    const Frame& f = frames[k];
+    const std::string where = path + ", frame " + std::to_string(k);
+    const int64_t n = static_cast<int64_t>(f.numbers.size());
+    Sample s;
+    s.atoms.numbers = f.numbers;
+    s.atoms.positions = torch::tensor(f.positions, torch::kFloat64).view({n, 3});
+    s.atoms.cell = f.cell;
+    s.atoms.pbc = f.pbc;
+    auto info = [&](const std::string& key) -> const std::string* {
+      auto it = f.info.find(key);
+      return it == f.info.end() ? nullptr : &it->second;
+    };
+    s.atoms.task = info("task") ? *info("task") : default_task;
+    if (s.atoms.task.empty()) throw Error(where + ": no 'task' label and no default task");
+    s.atoms.charge = info("charge") ? integer(*info("charge"), where, "charge") : 0;
+    s.atoms.spin = info("spin") ? integer(*info("spin"), where, "spin") : default_spin(s.atoms.task);
+
+    if (const auto* e = info("energy")) {
+      const auto v = numbers(*e, where, "energy");
+      if (v.size() != 1) throw Error(where + ": label 'energy' must be one number");
+      s.labels.energy = v[0];
+      s.labels.has_energy = true;
+    }
+    if (auto it = f.arrays.find("forces"); it != f.arrays.end()) {
+      if (f.array_width.at("forces") != 3)
+        throw Error(where + ": column 'forces' must have 3 components per atom, has " +
+                    std::to_string(f.array_width.at("forces")));
+      s.labels.forces = it->second;
+      s.labels.has_forces = true;
+    }
+    if (const auto* st = info("stress")) {
+      const auto v = numbers(*st, where, "stress");
+      auto& S = s.labels.stress;
+      if (v.size() == 9) {
+        for (int i = 0; i < 9; ++i) S[i] = v[i];
+      } else if (v.size() == 6) {   // Voigt xx yy zz yz xz xy
+        S = {v[0], v[5], v[4], v[5], v[1], v[3], v[4], v[3], v[2]};
+      } else {
+        throw Error(where + ": label 'stress' needs 9 or 6 (Voigt) numbers, has " + std::to_string(v.size()));
+      }
+      s.labels.has_stress = true;
+    }
+    samples.push_back(std::move(s));
+  }
+  return samples;
+}
+
+}  // namespace uma
