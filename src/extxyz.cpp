@@ -42,7 +42,18 @@ std::map<std::string, std::string> parse_comment(const std::string& line, const 
   return kv;
 }
 
-std::vector<double> numbers_in(const std::string& text, const std::string& where) {
+
+bool truthy(const std::string& s) { return s == "T" || s == "True" || s == "true" || s == "1"; }
+
+struct Column {
+  std::string name;
+  char type;
+  int width;
+};
+
+}  // namespace
+
+std::vector<double> parse_numbers(const std::string& text, const std::string& where) {
   std::istringstream in(text);
   std::vector<double> v;
   std::string tok;
@@ -57,16 +68,6 @@ std::vector<double> numbers_in(const std::string& text, const std::string& where
   }
   return v;
 }
-
-bool truthy(const std::string& s) { return s == "T" || s == "True" || s == "true" || s == "1"; }
-
-struct Column {
-  std::string name;
-  char type;
-  int width;
-};
-
-}  // namespace
 
 std::vector<Frame> read_extxyz(const std::string& path) {
   std::ifstream in(path);
@@ -105,7 +106,7 @@ std::vector<Frame> read_extxyz(const std::string& path) {
       kv.erase("Properties");
     }
     if (kv.count("Lattice")) {
-      auto v = numbers_in(kv["Lattice"], where);
+      auto v = parse_numbers(kv["Lattice"], where);
       if (v.size() != 9) throw Error(where + ": Lattice needs 9 numbers");
       for (int r = 0; r < 3; ++r)
         for (int c = 0; c < 3; ++c) f.cell[r][c] = v[3 * r + c];
@@ -141,7 +142,7 @@ std::vector<Frame> read_extxyz(const std::string& path) {
           } else if (col.name == "Z") {
             f.numbers.push_back(std::stoll(tok));
           } else if (col.type == 'R' || col.type == 'I') {
-            const double v = numbers_in(tok, wa).at(0);
+            const double v = parse_numbers(tok, wa).at(0);
             if (col.name == "pos") f.positions.push_back(v);
             else f.arrays[col.name].push_back(v);
           }

@@ -22,6 +22,10 @@ struct Frame {
   std::map<std::string, int> array_width;
 };
 
+// The numbers in a whitespace-separated text; throws uma::Error naming
+// `where` and the offending token.
+std::vector<double> parse_numbers(const std::string& text, const std::string& where);
+
 // Reads every frame; throws uma::Error with the file name and line number.
 std::vector<Frame> read_extxyz(const std::string& path);
 void write_extxyz(const std::string& path, const std::vector<Frame>& frames, bool append = false);

@@ -10,19 +10,7 @@ namespace uma {
 namespace {
 
 std::vector<double> numbers(const std::string& text, const std::string& where, const std::string& key) {
-  std::istringstream in(text);
-  std::vector<double> out;
-  std::string token;
-  while (in >> token) {
-    try {
-      size_t used = 0;
-      out.push_back(std::stod(token, &used));
-      if (used != token.size()) throw std::invalid_argument(token);
-    } catch (const std::exception&) {
-      throw Error(where + ": label '" + key + "' is not numeric ('" + token + "')");
-    }
-  }
-  return out;
+  return parse_numbers(text, where + ": label '" + key + "'");
 }
 
 int64_t integer(const std::string& text, const std::string& where, const std::string& key) {

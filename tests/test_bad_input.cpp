@@ -21,16 +21,6 @@ std::string temp_path(const std::string& name) {
   return (fs::temp_directory_path() / ("uma_test_" + std::to_string(::getpid()) + "_" + name)).string();
 }
 
-// Expects uma::Error whose message contains `needle`.
-template <typename F>
-void expect_error(F&& f, const std::string& needle) {
-  try {
-    f();
-    ADD_FAILURE() << "expected an error mentioning '" << needle << "'";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << "message: " << e.what();
-  }
-}
 
 class BadModelFile : public ::testing::Test {
  protected:

@@ -7,10 +7,13 @@
 #include <string>
 
 #include "error.h"
+#include "test_util.h"
 #include "training_data.h"
 
 namespace uma {
 namespace {
+
+using test::expect_error;
 
 std::string write_temp(const std::string& name, const std::string& text) {
   const std::string path = ::testing::TempDir() + name;
@@ -18,15 +21,6 @@ std::string write_temp(const std::string& name, const std::string& text) {
   return path;
 }
 
-template <typename F>
-void expect_error(F&& f, const std::string& fragment) {
-  try {
-    f();
-    FAIL() << "expected an error containing \"" << fragment << "\"";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
-  }
-}
 
 TEST(TrainingData, LabelsMasksAndStressLayouts) {
   const auto path = write_temp("labels.extxyz",
@@ -62,20 +56,19 @@ TEST(TrainingData, LabelsMasksAndStressLayouts) {
 }
 
 TEST(TrainingData, WrongShapesAreErrors) {
-  const auto forces2 = write_temp("forces2.extxyz",
-      "1\nProperties=species:S:1:pos:R:3:forces:R:2 task=omat\nCu 0 0 0 1 2\n");
-  expect_error([&] { read_training_data(forces2); }, "frame 0: column 'forces' must have 3 components");
-  const auto stress4 = write_temp("stress4.extxyz",
-      "1\nProperties=species:S:1:pos:R:3 task=omat stress=\"1 2 3 4\"\nCu 0 0 0\n");
-  expect_error([&] { read_training_data(stress4); }, "label 'stress' needs 9 or 6 (Voigt) numbers, has 4");
-  const auto energy = write_temp("energy.extxyz",
-      "1\nProperties=species:S:1:pos:R:3 task=omat energy=abc\nCu 0 0 0\n");
-  expect_error([&] { read_training_data(energy); }, "label 'energy' is not numeric");
-  const auto charge = write_temp("charge.extxyz",
-      "1\nProperties=species:S:1:pos:R:3 task=omol charge=0.5\nCu 0 0 0\n");
-  expect_error([&] { read_training_data(charge); }, "label 'charge' must be one integer");
-  const auto notask = write_temp("notask.extxyz", "1\nProperties=species:S:1:pos:R:3\nCu 0 0 0\n");
-  expect_error([&] { read_training_data(notask); }, "no 'task' label and no default task");
+  const std::string head = "1\nProperties=species:S:1:pos:R:3";
+  // (file name, comment-line labels and atom line, what the error must say)
+  const std::vector<std::array<std::string, 3>> cases = {
+      {"forces2", ":forces:R:2 task=omat\nCu 0 0 0 1 2\n", "frame 0: column 'forces' must have 3 components"},
+      {"stress4", " task=omat stress=\"1 2 3 4\"\nCu 0 0 0\n", "label 'stress' needs 9 or 6 (Voigt) numbers, has 4"},
+      {"energy", " task=omat energy=abc\nCu 0 0 0\n", "label 'energy': 'abc' is not a number"},
+      {"charge", " task=omol charge=0.5\nCu 0 0 0\n", "label 'charge' must be one integer"},
+      {"notask", "\nCu 0 0 0\n", "no 'task' label and no default task"},
+  };
+  for (const auto& [name, body, message] : cases) {
+    const auto path = write_temp(name + ".extxyz", head + body);
+    expect_error([&] { read_training_data(path); }, message);
+  }
 }
 
 }  // namespace

@@ -5,10 +5,12 @@
 #include <string>
 #include <vector>
 
+#include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
 #include "engine.h"
+#include "error.h"
 #include "model.h"
 
 namespace uma::test {
@@ -86,6 +88,17 @@ inline Atoms triclinic_cell() {
 inline Atoms molecule(int64_t charge = 1, int64_t spin = 2) {
   return atoms_from({6, 8, 1, 1, 7}, {0, 0, 0, 1.22, 0.05, 0, -0.55, 0.93, 0.1, -0.5, -0.95, -0.1, 0.3, 0.2, 1.4},
                     {}, {false, false, false}, "omol", charge, spin);
+}
+
+// Expects uma::Error whose message contains `needle`.
+template <typename F>
+void expect_error(F&& f, const std::string& needle) {
+  try {
+    f();
+    ADD_FAILURE() << "expected an error mentioning '" << needle << "'";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << "message: " << e.what();
+  }
 }
 
 }  // namespace uma::test
