@@ -51,6 +51,13 @@ class SumOverRanks : public torch::autograd::Function<SumOverRanks> {
 
 bool task_has_charge_spin(const std::string& task) { return task == "omol"; }
 
+// Adds a 3x3 virial in LAMMPS's component order xx yy zz xy xz yz.
+template <typename Matrix>
+void add_virial(double* out, const Matrix& w) {
+  out[0] += w[0][0]; out[1] += w[1][1]; out[2] += w[2][2];
+  out[3] += w[0][1]; out[4] += w[0][2]; out[5] += w[1][2];
+}
+
 }  // namespace
 
 PairUMA::PairUMA(LAMMPS* lmp) : Pair(lmp) {
@@ -297,18 +304,10 @@ void PairUMA::compute_whole(int, int) {
   if (eflag_global) eng_vdwl += r.energy[0];
   if (eflag_atom)
     for (int k = 0; k < n; ++k) eatom[index[k]] += Ea[k];
-  if (vflag_global) {
-    const auto W = r.virial.accessor<double, 3>();
-    virial[0] += W[0][0][0]; virial[1] += W[0][1][1]; virial[2] += W[0][2][2];
-    virial[3] += W[0][0][1]; virial[4] += W[0][0][2]; virial[5] += W[0][1][2];
-  }
+  if (vflag_global) add_virial(virial, r.virial.accessor<double, 3>()[0]);
   if (vflag_atom) {
     const auto V = r.atom_virial.accessor<double, 3>();
-    for (int k = 0; k < n; ++k) {
-      double* v = vatom[index[k]];
-      v[0] += V[k][0][0]; v[1] += V[k][1][1]; v[2] += V[k][2][2];
-      v[3] += V[k][0][1]; v[4] += V[k][0][2]; v[5] += V[k][1][2];
-    }
+    for (int k = 0; k < n; ++k) add_virial(vatom[index[k]], V[k]);
   }
 }
 
@@ -409,11 +408,7 @@ void PairUMA::compute_local(int, int) {
     for (int d = 0; d < 3; ++d) fold_[index[k]][d] = F[k][d];
   if (vflag_atom) {
     const auto V = r.atom_virial.accessor<double, 3>();
-    for (int k = 0; k < n; ++k) {
-      double* v = fold_[index[k]] + 3;
-      v[0] = V[k][0][0]; v[1] = V[k][1][1]; v[2] = V[k][2][2];
-      v[3] = V[k][0][1]; v[4] = V[k][0][2]; v[5] = V[k][1][2];
-    }
+    for (int k = 0; k < n; ++k) add_virial(fold_[index[k]] + 3, V[k]);   // rows zeroed above
   }
   // Ghost rows go home whatever newton_pair says; the ghosts keep nothing.
   comm->reverse_comm(this, fold_virial_ ? 9 : 3);
@@ -427,11 +422,7 @@ void PairUMA::compute_local(int, int) {
     const auto Ea = r.atom_energy.accessor<double, 1>();
     for (int k = 0; k < n_owned; ++k) eatom[index[k]] += Ea[k];
   }
-  if (vflag_global) {
-    const auto W = r.virial.accessor<double, 3>();
-    virial[0] += W[0][0][0]; virial[1] += W[0][1][1]; virial[2] += W[0][2][2];
-    virial[3] += W[0][0][1]; virial[4] += W[0][0][2]; virial[5] += W[0][1][2];
-  }
+  if (vflag_global) add_virial(virial, r.virial.accessor<double, 3>()[0]);
 }
 
 int PairUMA::pack_reverse_comm(int n, int first, double* buf) {
