@@ -68,7 +68,7 @@ torch::Tensor BackboneImpl::system_embedding(const BatchTensors& in) {
 }
 
 torch::Tensor BackboneImpl::expert_coefficients(const BatchTensors& in,
-                                                const torch::Tensor& system_emb) {
+                                                const torch::Tensor& system_emb, double routing_dropout) {
   const int64_t B = system_emb.size(0);
   torch::Tensor routing_in = system_emb;
   if (config_.use_composition_embedding) {
@@ -77,7 +77,9 @@ torch::Tensor BackboneImpl::expert_coefficients(const BatchTensors& in,
     auto denom = in.natoms.to(per_atom.scalar_type()) + (config_.composition_include_self ? 1.0 : 0.0);
     routing_in = torch::cat({sums / denom.unsqueeze(1), system_emb}, 1);
   }
-  return torch::softmax(routing_mlp->forward(routing_in), 1) + 0.005;
+  auto logits = routing_mlp->forward(routing_in);
+  if (routing_dropout > 0) logits = torch::dropout(logits, routing_dropout, /*train=*/true);
+  return torch::softmax(logits, 1) + 0.005;
 }
 
 torch::Tensor BackboneImpl::balance_channels(const torch::Tensor& x, const BatchTensors& in) {

@@ -58,8 +58,10 @@ class BackboneImpl : public torch::nn::Module {
 
   // [B, C] charge/spin/dataset system embedding.
   torch::Tensor system_embedding(const BatchTensors& in);
-  // [B, X] expert mixing coefficients (softmax + 0.005).
-  torch::Tensor expert_coefficients(const BatchTensors& in, const torch::Tensor& system_emb);
+  // [B, X] expert mixing coefficients (softmax + 0.005); training may drop
+  // routing logits out with probability routing_dropout (fairchem's moe_dropout).
+  torch::Tensor expert_coefficients(const BatchTensors& in, const torch::Tensor& system_emb,
+                                    double routing_dropout = 0.0);
 
   // Node embeddings [N, 9, C] after the final norm.
   torch::Tensor forward(const BatchTensors& in, const EdgeInput& edges,

@@ -8,30 +8,12 @@
 #include <sstream>
 #include <string>
 
+#include "batch.h"
 #include "error.h"
 #include "host_reads.h"
 
 namespace uma {
 namespace {
-
-double volume(const Matrix3& c) {
-  return std::abs(c[0][0] * (c[1][1] * c[2][2] - c[1][2] * c[2][1]) -
-                  c[0][1] * (c[1][0] * c[2][2] - c[1][2] * c[2][0]) +
-                  c[0][2] * (c[1][0] * c[2][1] - c[1][1] * c[2][0]));
-}
-
-Matrix3 inverse(const Matrix3& m) {
-  const double det = m[0][0] * (m[1][1] * m[2][2] - m[1][2] * m[2][1]) -
-                     m[0][1] * (m[1][0] * m[2][2] - m[1][2] * m[2][0]) +
-                     m[0][2] * (m[1][0] * m[2][1] - m[1][1] * m[2][0]);
-  Matrix3 r{};
-  for (int i = 0; i < 3; ++i)
-    for (int j = 0; j < 3; ++j) {
-      const int i1 = (j + 1) % 3, i2 = (j + 2) % 3, j1 = (i + 1) % 3, j2 = (i + 2) % 3;
-      r[i][j] = (m[i1][j1] * m[i2][j2] - m[i1][j2] * m[i2][j1]) / det;
-    }
-  return r;
-}
 
 bool any_periodic(const Atoms& a) { return a.pbc[0] || a.pbc[1] || a.pbc[2]; }
 
@@ -57,8 +39,10 @@ Engine::Engine(UmaModel model, EngineOptions options)
   for (auto& p : model_->parameters()) p.requires_grad_(false);
 }
 
-void Engine::validate(const std::vector<Atoms>& systems) const {
-  const auto& cfg = model_->config();
+void Engine::validate(const std::vector<Atoms>& systems) const { validate_systems(model_, systems); }
+
+void validate_systems(const UmaModel& model, const std::vector<Atoms>& systems) {
+  const auto& cfg = model->config();
   if (systems.empty()) throw Error("no systems to evaluate");
   for (size_t b = 0; b < systems.size(); ++b) {
     const Atoms& a = systems[b];
@@ -72,7 +56,7 @@ void Engine::validate(const std::vector<Atoms>& systems) const {
       if (z < 1 || z >= cfg.backbone.max_num_elements)
         throw Error(where + "atomic number " + std::to_string(z) + " is not covered by the model (1.." +
                     std::to_string(cfg.backbone.max_num_elements - 1) + ")");
-    if (!model_->has_dataset(a.task)) {
+    if (!model->has_dataset(a.task)) {
       std::string known;
       for (const auto& d : cfg.dataset_names()) known += (known.empty() ? "" : ", ") + d;
       throw Error(where + "unknown task '" + a.task + "'; the model has: " + known);
@@ -86,7 +70,7 @@ void Engine::validate(const std::vector<Atoms>& systems) const {
     for (const auto& row : a.cell)
       for (double v : row)
         if (!std::isfinite(v)) throw Error(where + "the cell contains NaN or infinite values");
-    if (any_periodic(a) && !(volume(graph_cell(a.cell, a.pbc)) >= 1e-6))
+    if (any_periodic(a) && !(cell_volume(graph_cell(a.cell, a.pbc)) >= 1e-6))
       throw Error(where + "the cell has zero volume along its periodic directions");
   }
 }
@@ -146,13 +130,7 @@ Evaluation Engine::run(BatchTensors& in, const torch::Tensor& pos, const Prepare
   RadiusGraph graph = graph_.build(pos, prep.graph);
   // The edge vectors are the leaves the energy is differentiated by: forces
   // and virials both follow from dE/dr_edge.
-  torch::Tensor vec;
-  {
-    torch::NoGradGuard no_grad;
-    auto cell = host_doubles(prep.cells, dopts).to(options_.dtype).view({B, 3, 3});
-    auto shift = torch::bmm(graph.offsets.unsqueeze(1), cell.index_select(0, graph.edge_system)).squeeze(1);
-    vec = pos.index_select(0, graph.src) - pos.index_select(0, graph.tgt) + shift;
-  }
+  torch::Tensor vec = edge_vectors(pos, graph, host_doubles(prep.cells, dopts).to(options_.dtype).view({B, 3, 3}));
   vec.requires_grad_(true);
   EdgeInput edges{graph.src, graph.tgt, graph.valid, graph.edge_system, vec, graph.row_offsets, {}};
   if (!prep.layer_targets.empty()) {
@@ -210,29 +188,18 @@ Evaluation Engine::run(BatchTensors& in, const torch::Tensor& pos, const Prepare
 Evaluation Engine::evaluate(const std::vector<Atoms>& systems) {
   validate(systems);
   const auto fopts = torch::TensorOptions().dtype(options_.dtype).device(options_.device);
-  const auto lopts = torch::TensorOptions().dtype(torch::kLong).device(options_.device);
-  const auto dopts = torch::TensorOptions().dtype(torch::kFloat64).device(options_.device);
   const int64_t B = static_cast<int64_t>(systems.size());
   const int64_t Z = model_->config().backbone.max_num_elements;
 
+  BatchInput batch = make_batch_input(systems, fopts);
+  BatchTensors& in = batch.in;
   Prepared prep;
-  BatchTensors in;
-  std::vector<torch::Tensor> pos_parts;
-  std::vector<int64_t> numbers, batch, natoms, charge, spin;
-  in.atom_offsets.push_back(0);
+  prep.graph = batch.graph;
+  prep.cells = batch.cells;
   for (int64_t b = 0; b < B; ++b) {
     const Atoms& a = systems[b];
     const int64_t n = static_cast<int64_t>(a.numbers.size());
     const auto& out = model_->outputs(a.task);
-    pos_parts.push_back(a.positions.to(fopts));
-    numbers.insert(numbers.end(), a.numbers.begin(), a.numbers.end());
-    batch.insert(batch.end(), n, b);
-    natoms.push_back(n);
-    charge.push_back(a.charge);
-    spin.push_back(a.spin);
-    in.datasets.push_back(a.task);
-    in.atom_offsets.push_back(in.atom_offsets.back() + n);
-    for (const auto& row : a.cell) prep.cells.insert(prep.cells.end(), row.begin(), row.end());
     std::vector<int64_t> counts(Z, 0);
     double refs = 0;
     for (int64_t z : a.numbers) {
@@ -248,35 +215,10 @@ Evaluation Engine::evaluate(const std::vector<Atoms>& systems) {
     prep.force_scale.push_back(out.forces_rmsd);
     prep.stress_scale.push_back(out.stress_rmsd);
     prep.stress_shift.push_back(out.stress_mean);
-    const double v = volume(a.cell);
+    const double v = batch.volumes[b];
     prep.inv_volume.push_back(v > 1e-6 ? 1.0 / v : std::nan(""));
-    prep.graph.push_back({in.atom_offsets[b], n, graph_cell(a.cell, a.pbc), a.pbc});
   }
-  in.numbers = torch::tensor(numbers, torch::kLong).to(lopts);
-  in.batch = torch::tensor(batch, torch::kLong).to(lopts);
-  in.natoms = torch::tensor(natoms, torch::kLong).to(lopts);
-  in.charge = torch::tensor(charge, torch::kLong).to(lopts);
-  in.spin = torch::tensor(spin, torch::kLong).to(lopts);
-
-  // Wrap into the cell along periodic directions.
-  std::vector<double> inverse_cells, periodic, graph_cells;
-  for (const auto& g : prep.graph) {
-    const Matrix3 inv = inverse(g.cell);
-    for (const auto& row : inv) inverse_cells.insert(inverse_cells.end(), row.begin(), row.end());
-    for (int k = 0; k < 3; ++k) periodic.push_back(g.pbc[k] ? 1.0 : 0.0);
-  }
-  torch::Tensor pos;
-  {
-    torch::NoGradGuard no_grad;
-    pos = torch::cat(pos_parts, 0);
-    auto cell = host_doubles(prep.cells, dopts).view({B, 3, 3}).index_select(0, in.batch);
-    auto inv = host_doubles(inverse_cells, dopts).view({B, 3, 3}).index_select(0, in.batch);
-    auto frac = torch::bmm(pos.to(torch::kFloat64).unsqueeze(1), inv).squeeze(1);
-    auto image = (torch::floor(frac) * host_doubles(periodic, dopts).view({B, 3}).index_select(0, in.batch))
-                     .to(options_.dtype);
-    pos = pos - torch::bmm(image.unsqueeze(1), cell.to(options_.dtype)).squeeze(1);
-  }
-  return run(in, pos, prep, in);
+  return run(in, batch.positions, prep, in);
 }
 
 Evaluation Engine::evaluate_local(const LocalAtoms& piece) {

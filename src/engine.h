@@ -141,6 +141,9 @@ class Engine {
   int64_t merges_ = 0;
 };
 
+// Throws uma::Error describing the first problem with the input.
+void validate_systems(const UmaModel& model, const std::vector<Atoms>& systems);
+
 // Default spin for a task: 1 (singlet) for omol-like tasks with spin input, else 0.
 int64_t default_spin(const std::string& task);
 

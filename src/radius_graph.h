@@ -59,9 +59,11 @@ class RadiusGraphBuilder {
   void grow(const std::vector<int64_t>& counts);
   const std::vector<int64_t>& capacities() const { return capacity_; }
 
- private:
+  // Builds with capacities the caller chose (one per system); never reads.
   RadiusGraph build_with(const torch::Tensor& pos, const std::vector<GraphSystem>& systems,
                          const std::vector<int64_t>& capacity) const;
+
+ private:
 
   double cutoff_;
   int64_t max_neighbors_;

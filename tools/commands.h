@@ -1,6 +1,7 @@
 // Subcommands of the uma tool that live in their own files.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 namespace uma::tool {
@@ -10,6 +11,18 @@ struct BenchArgs {
   int repeats = 5;
   bool merge = true;
 };
+
+struct TrainArgs {
+  std::string model, data, out, validate, task, device = "cpu", forces_reduction = "mean";
+  int64_t steps = 100, max_atoms = 200, warmup = 0, print_every = 10;
+  double lr = 4e-4, weight_decay = 1e-3, clip = 100, ema = 0.999, routing_dropout = 0;
+  double energy_coef = 20, forces_coef = 2, stress_coef = 1;
+  uint64_t seed = 0;
+  bool shuffle = true;
+};
+
+// Trains on labelled extxyz and writes the model file.
+int train(const TrainArgs& args);
 
 // Times repeated evaluations of one structure and prints one JSON object.
 int bench(const BenchArgs& args);

@@ -4,6 +4,7 @@
 //   uma eval MODEL STRUCTURE.extxyz [--task T] [--charge Q] [--spin S]
 //            [--device cpu|cuda] [--precision fp32|fp64] [--json]
 //   uma bench MODEL STRUCTURE.extxyz [--repeats N]
+//   uma train MODEL DATA.extxyz --out OUT [--steps N] [--max-atoms M] ...
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <iostream>
@@ -149,12 +150,39 @@ int main(int argc, char** argv) {
   bool bench_no_merge = false;
   bench_cmd->add_flag("--no-merge", bench_no_merge, "evaluate the full expert mixture");
 
+  uma::tool::TrainArgs tr;
+  auto* train_cmd = app.add_subcommand("train", "train a model file on labelled extxyz (energy, forces, stress)");
+  train_cmd->add_option("MODEL", tr.model, "model file to start from (.safetensors)")->required();
+  train_cmd->add_option("DATA", tr.data, "training frames (extended XYZ with energy/forces/stress)")->required();
+  train_cmd->add_option("--out", tr.out, "model file to write")->required();
+  train_cmd->add_option("--validate", tr.validate, "held-out frames: MAEs before and after");
+  train_cmd->add_option("--task", tr.task, "dataset for frames without a task= label");
+  train_cmd->add_option("--steps", tr.steps, "optimizer steps")->check(CLI::PositiveNumber);
+  train_cmd->add_option("--max-atoms", tr.max_atoms, "atoms per batch at most")->check(CLI::PositiveNumber);
+  train_cmd->add_option("--lr", tr.lr, "peak learning rate")->check(CLI::PositiveNumber);
+  train_cmd->add_option("--weight-decay", tr.weight_decay, "AdamW weight decay")->check(CLI::NonNegativeNumber);
+  train_cmd->add_option("--warmup", tr.warmup, "warm-up steps")->check(CLI::NonNegativeNumber);
+  train_cmd->add_option("--clip", tr.clip, "gradient-norm clip (0: none)")->check(CLI::NonNegativeNumber);
+  train_cmd->add_option("--ema", tr.ema, "EMA decay (0: none); the averaged weights are written")
+      ->check(CLI::Range(0.0, 1.0));
+  train_cmd->add_option("--energy-coef", tr.energy_coef, "energy loss coefficient")->check(CLI::NonNegativeNumber);
+  train_cmd->add_option("--forces-coef", tr.forces_coef, "forces loss coefficient")->check(CLI::NonNegativeNumber);
+  train_cmd->add_option("--stress-coef", tr.stress_coef, "stress loss coefficient")->check(CLI::NonNegativeNumber);
+  train_cmd->add_option("--forces-reduction", tr.forces_reduction, "mean or per_structure")
+      ->check(CLI::IsMember({"mean", "per_structure"}));
+  train_cmd->add_option("--routing-dropout", tr.routing_dropout, "dropout on the expert routing logits")
+      ->check(CLI::Range(0.0, 1.0));
+  train_cmd->add_option("--seed", tr.seed, "sampler and dropout seed");
+  train_cmd->add_option("--print-every", tr.print_every, "steps between progress lines")->check(CLI::PositiveNumber);
+  train_cmd->add_option("--device", tr.device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
+
   CLI11_PARSE(app, argc, argv);
   bench.merge = !bench_no_merge;
   try {
     if (*info) return cmd_info(info_model);
     if (*eval) return cmd_eval(ev);
     if (*bench_cmd) return uma::tool::bench(bench);
+    if (*train_cmd) return uma::tool::train(tr);
   } catch (const uma::Error& e) {
     std::fprintf(stderr, "uma: error: %s\n", e.what());
     return 1;

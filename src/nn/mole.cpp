@@ -1,5 +1,7 @@
 #include "nn/mole.h"
 
+#include <algorithm>
+
 #include "error.h"
 
 namespace uma::nn {
@@ -40,17 +42,31 @@ torch::Tensor MoleLinearImpl::forward_transformed(const torch::Tensor& x, const 
     }
     w = merged_transformed_;
   } else {
-    auto mixed = transform(mixed_weights(ctx.coefficients));
-    if (mixed.size(0) == 1) return folded_linear(x, mixed[0], torch::Tensor());
-    std::vector<int64_t> lengths;
-    for (size_t b = 0; b + 1 < ctx.row_offsets.size(); ++b)
-      lengths.push_back(ctx.row_offsets[b + 1] - ctx.row_offsets[b]);
-    auto rows = x.split_with_sizes(lengths, 0);
-    std::vector<torch::Tensor> parts;
-    for (size_t b = 0; b < rows.size(); ++b) parts.push_back(folded_linear(rows[b], mixed[b], torch::Tensor()));
-    return torch::cat(parts, 0);
+    return per_system_linear(x, transform(mixed_weights(ctx.coefficients)), torch::Tensor(), ctx.row_offsets);
   }
   return folded_linear(x, w, torch::Tensor());
+}
+
+torch::Tensor per_system_linear(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& bias,
+                                const std::vector<int64_t>& row_offsets) {
+  const int64_t systems = w.size(0);
+  if (systems == 1) return folded_linear(x, w[0], bias);
+  std::vector<int64_t> lengths;
+  for (int64_t b = 0; b < systems; ++b) lengths.push_back(row_offsets[b + 1] - row_offsets[b]);
+  if (std::all_of(lengths.begin(), lengths.end(), [&](int64_t n) { return n == lengths[0]; })) {
+    // Equal blocks: one batched GEMM, [B, rows * ..., in] x [B, in, out].
+    auto sizes = x.sizes().vec();
+    sizes.back() = w.size(1);
+    auto y = torch::bmm(x.reshape({systems, -1, x.size(-1)}), w.transpose(1, 2));
+    if (bias.defined()) y = y + bias;
+    return y.view(sizes);
+  }
+  // Unequal blocks: GEMMs on split views, no padding.
+  auto rows = x.split_with_sizes(lengths, 0);
+  std::vector<torch::Tensor> parts;
+  parts.reserve(systems);
+  for (int64_t b = 0; b < systems; ++b) parts.push_back(folded_linear(rows[b], w[b], bias));
+  return torch::cat(parts, 0);
 }
 
 torch::Tensor folded_linear(const torch::Tensor& x, const torch::Tensor& weight,
@@ -68,16 +84,7 @@ torch::Tensor MoleLinearImpl::forward(const torch::Tensor& x, const MoleContext&
     if (!merged_.defined()) throw Error("internal: MoLE layer used merged before merging");
     return folded_linear(x, merged_, bias_);
   }
-  auto w = mixed_weights(ctx.coefficients);
-  const int64_t systems = w.size(0);
-  if (systems == 1) return folded_linear(x, w[0], bias_);
-  std::vector<int64_t> lengths;
-  for (int64_t b = 0; b < systems; ++b) lengths.push_back(ctx.row_offsets[b + 1] - ctx.row_offsets[b]);
-  auto rows = x.split_with_sizes(lengths, 0);
-  std::vector<torch::Tensor> parts;
-  parts.reserve(systems);
-  for (int64_t b = 0; b < systems; ++b) parts.push_back(folded_linear(rows[b], w[b], bias_));
-  return torch::cat(parts, 0);
+  return per_system_linear(x, mixed_weights(ctx.coefficients), bias_, ctx.row_offsets);
 }
 
 }  // namespace uma::nn

@@ -18,6 +18,11 @@ struct MoleContext {
 // y = x W^T + b as one 2-D GEMM over all leading dimensions of x.
 torch::Tensor folded_linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias);
 
+// Rows [row_offsets[b], row_offsets[b+1]) of x times w[b]^T (+ bias): one
+// batched GEMM when the blocks are equal, else one GEMM per split view.
+torch::Tensor per_system_linear(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& bias,
+                                const std::vector<int64_t>& row_offsets);
+
 class MoleLinearImpl : public torch::nn::Module {
  public:
   // num_experts == 0 gives a plain linear layer (parameter "weight").

@@ -1,0 +1,102 @@
+#include "train/optimizer.h"
+
+#include <cmath>
+
+#include "error.h"
+
+namespace uma::train {
+
+double cosine_lr_factor(const OptimizerOptions& o, int64_t step) {
+  const double s = static_cast<double>(step);
+  const double warmup = static_cast<double>(std::max<int64_t>(o.warmup_steps, 1));
+  if (s <= warmup) {  // as fairchem: even warmup 0 scales step 0 by warmup_factor
+    const double alpha = s / warmup;
+    return o.warmup_factor * (1.0 - alpha) + alpha;
+  }
+  if (step >= o.total_steps) return o.lr_min_factor;
+  return o.lr_min_factor + 0.5 * (1.0 - o.lr_min_factor) * (1.0 + std::cos(M_PI * s / o.total_steps));
+}
+
+FlatParameters::FlatParameters(const std::vector<torch::Tensor>& parameters) : parameters_(parameters) {
+  if (parameters_.empty()) throw Error("internal: no parameters to train");
+  int64_t total = 0;
+  for (const auto& p : parameters_) total += p.numel();
+  const auto opts = parameters_[0].options().requires_grad(false);
+  values_ = torch::empty({total}, opts);
+  grads_ = torch::zeros({total}, opts);
+  torch::NoGradGuard no_grad;
+  int64_t offset = 0;
+  for (auto& p : parameters_) {
+    const int64_t n = p.numel();
+    auto slot = values_.narrow(0, offset, n);
+    slot.copy_(p.reshape({-1}));
+    p.set_data(slot.view(p.sizes()));
+    p.mutable_grad() = grads_.narrow(0, offset, n).view(p.sizes());
+    offset += n;
+  }
+}
+
+AdamW::AdamW(FlatParameters& params, OptimizerOptions options) : params_(params), options_(options) {
+  const auto& v = params_.values();
+  exp_avg_ = torch::zeros_like(v);
+  exp_avg_sq_ = torch::zeros_like(v);
+  if (options_.ema_decay > 0) ema_ = v.clone();
+  const auto dopts = v.options().dtype(torch::kFloat64);
+  applied_ = torch::zeros({}, dopts);
+  skipped_ = torch::zeros({}, dopts);
+  grad_norm_ = torch::zeros({}, v.options());
+}
+
+double AdamW::current_lr() const { return options_.lr * cosine_lr_factor(options_, steps_); }
+
+void AdamW::step(const torch::Tensor& loss) {
+  torch::NoGradGuard no_grad;
+  auto& w = params_.values();
+  auto& g = params_.grads();
+  const double lr = current_lr();
+  ++steps_;
+
+  grad_norm_ = torch::linalg_vector_norm(g, 2);
+  auto ok = torch::isfinite(loss) & torch::isfinite(grad_norm_);
+  auto okf = ok.to(w.scalar_type());
+  skipped_ += 1.0 - ok.to(torch::kFloat64);
+  applied_ += ok.to(torch::kFloat64);
+  // clip_grad_norm_: scale by max_norm / (norm + 1e-6) when that is below 1.
+  auto scale = options_.clip_norm > 0
+                   ? torch::clamp_max(options_.clip_norm / (grad_norm_ + 1e-6), 1.0) : torch::ones_like(grad_norm_);
+  // A rejected step's gradient becomes zero (where, so NaN cannot leak through).
+  g.copy_(torch::where(ok, g * scale, torch::zeros({}, g.options())));
+
+  const double b1 = options_.beta1, b2 = options_.beta2;
+  w.mul_(1.0 - lr * options_.weight_decay * okf);
+  exp_avg_.lerp_(g, (1.0 - b1) * okf);
+  exp_avg_sq_.mul_(1.0 - (1.0 - b2) * okf).addcmul_(g, g, 1.0 - b2);
+  auto t = torch::clamp_min(applied_, 1.0);
+  auto step_size = (lr / (1.0 - torch::pow(b1, t))) * okf;
+  auto bias2_sqrt = torch::sqrt(1.0 - torch::pow(b2, t));
+  auto denom = (exp_avg_sq_.sqrt() / bias2_sqrt.to(w.scalar_type())).add_(options_.eps);
+  w.addcdiv_(exp_avg_ * -step_size.to(w.scalar_type()), denom);
+  // AveragedModel: the first update copies, then ema += (1 - decay)(w - ema).
+  if (ema_.defined()) ema_.lerp_(w, steps_ == 1 ? okf : (1.0 - options_.ema_decay) * okf);
+}
+
+std::vector<torch::Tensor> AdamW::state() const {
+  std::vector<torch::Tensor> s{exp_avg_, exp_avg_sq_, applied_.view({1}), skipped_.view({1})};
+  if (ema_.defined()) s.push_back(ema_);
+  return s;
+}
+
+void AdamW::load_state(const std::vector<torch::Tensor>& s, int64_t steps) {
+  const size_t expected = ema_.defined() ? 5 : 4;
+  if (s.size() != expected || s[0].numel() != exp_avg_.numel() || s[1].numel() != exp_avg_sq_.numel())
+    throw Error("the optimizer state does not match this model and these settings");
+  torch::NoGradGuard no_grad;
+  exp_avg_.copy_(s[0]);
+  exp_avg_sq_.copy_(s[1]);
+  applied_.copy_(s[2][0]);
+  skipped_.copy_(s[3][0]);
+  if (ema_.defined()) ema_.copy_(s[4]);
+  steps_ = steps;
+}
+
+}  // namespace uma::train

@@ -1,0 +1,290 @@
+#include "train/trainer.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "batch.h"
+#include "engine.h"
+#include "error.h"
+#include "host_reads.h"
+#include "safetensors.h"
+
+namespace uma::train {
+namespace {
+
+bool has_property(const std::vector<LossTask>& tasks, const std::string& property) {
+  return std::any_of(tasks.begin(), tasks.end(), [&](const LossTask& t) { return t.property == property; });
+}
+
+}  // namespace
+
+Trainer::Trainer(UmaModel model, TrainOptions options)
+    : model_(std::move(model)),
+      options_(std::move(options)),
+      graph_(model_->config().backbone.cutoff, model_->config().backbone.max_neighbors) {
+  model_->to(options_.device, options_.dtype);
+  model_->train();
+  for (auto& p : model_->parameters()) p.requires_grad_(true);
+  tasks_ = loss_tasks(model_, options_.loss);
+  flat_ = std::make_unique<FlatParameters>(model_->parameters());
+  optimizer_ = std::make_unique<AdamW>(*flat_, options_.optimizer);
+  const auto dopts = torch::TensorOptions().dtype(torch::kFloat64).device(options_.device);
+  const auto T = static_cast<int64_t>(tasks_.size());
+  loss_sum_ = torch::zeros({}, dopts);
+  task_loss_sums_ = torch::zeros({T}, dopts);
+  error_sums_ = torch::zeros({T}, dopts);
+  error_counts_.assign(T, 0.0);
+}
+
+int64_t Trainer::add_sample(const Sample& sample) {
+  validate_systems(model_, {sample.atoms});
+  const auto n = static_cast<int64_t>(sample.atoms.numbers.size());
+  if (sample.labels.has_forces && static_cast<int64_t>(sample.labels.forces.size()) != 3 * n)
+    throw Error("forces label has " + std::to_string(sample.labels.forces.size()) + " numbers for " +
+                std::to_string(n) + " atoms (expected " + std::to_string(3 * n) + ")");
+  const auto fopts = torch::TensorOptions().dtype(options_.dtype).device(options_.device);
+  BatchInput batch = make_batch_input({sample.atoms}, fopts);
+  RadiusGraph g = graph_.build(batch.positions, batch.graph);
+  if (read_int(g.coincident) > 0) throw Error("two or more atoms sit at the same position (distance 0)");
+  edges_.push_back(read_int(g.counts));
+  Sample kept = sample;
+  kept.atoms.positions = sample.atoms.positions.to(torch::kCPU, torch::kFloat64).contiguous();
+  samples_.push_back(std::move(kept));
+  return num_samples() - 1;
+}
+
+Predictions Trainer::predict(const std::vector<Sample>& samples, const std::vector<int64_t>& capacities,
+                             bool create_graph) {
+  const auto fopts = torch::TensorOptions().dtype(options_.dtype).device(options_.device);
+  const auto dopts = fopts.dtype(torch::kFloat64);
+  std::vector<Atoms> systems;
+  for (const auto& s : samples) systems.push_back(s.atoms);
+  BatchInput batch = make_batch_input(systems, fopts);
+  const BatchTensors& in = batch.in;
+  const int64_t B = static_cast<int64_t>(systems.size());
+  const int64_t N = batch.positions.size(0);
+
+  RadiusGraph graph = graph_.build_with(batch.positions, batch.graph, capacities);
+  auto vec = edge_vectors(batch.positions, graph, cell_tensor(batch, fopts)).requires_grad_(true);
+  EdgeInput edges{graph.src, graph.tgt, graph.valid, graph.edge_system, vec, graph.row_offsets, {}};
+  auto backbone = model_->backbone();
+  auto system_emb = backbone->system_embedding(in);
+  nn::MoleContext ctx;
+  if (backbone->config().num_experts > 0) {
+    ctx.coefficients = backbone->expert_coefficients(in, system_emb, options_.routing_dropout);
+    ctx.row_offsets = graph.row_offsets;
+  }
+  auto raw_atom = model_->atom_energies(in, edges, system_emb, ctx).to(torch::kFloat64);   // [N]
+  Predictions pred;
+  pred.energy = torch::zeros({B}, dopts).index_add(0, in.batch, raw_atom);
+  // Conserving outputs, kept differentiable for the second-order backward.
+  auto g = torch::autograd::grad({pred.energy.sum()}, {vec}, {}, /*retain_graph=*/create_graph,
+                                 create_graph)[0];                                          // [E, 3]
+  pred.forces = torch::zeros({N, 3}, fopts).index_add(0, graph.tgt, g).index_add(0, graph.src, -g);
+  if (has_property(tasks_, "stress")) {
+    std::vector<double> inv_volume;
+    for (double v : batch.volumes) inv_volume.push_back(v > 1e-6 ? 1.0 / v : 0.0);
+    auto r_g = vec.detach().unsqueeze(2) * g.unsqueeze(1);                                  // [E, 3, 3]
+    auto s = torch::zeros({B, 3, 3}, fopts).index_add(0, graph.edge_system, r_g);
+    s = (s + s.transpose(1, 2)) * torch::tensor(inv_volume, torch::kFloat64).to(fopts).view({B, 1, 1}) / 2;
+    pred.stress = s.view({B, 9});
+  }
+  pred.natoms = in.natoms;
+  pred.batch = in.batch;
+  return pred;
+}
+
+LossTerms Trainer::forward(const std::vector<int64_t>& indices, std::vector<double>& counts, bool reduce,
+                           bool backward) {
+  if (indices.empty()) throw Error("internal: empty training batch");
+  std::vector<Sample> batch;
+  std::vector<int64_t> capacities;
+  for (int64_t i : indices) {
+    batch.push_back(samples_.at(i));
+    capacities.push_back(std::max<int64_t>(edges_[i], 1));
+  }
+  // Equal edge blocks let every MoLE layer run as one batched GEMM.
+  const int64_t widest = *std::max_element(capacities.begin(), capacities.end());
+  const int64_t total = std::accumulate(capacities.begin(), capacities.end(), int64_t{0});
+  if (capacities.size() > 1 && widest * static_cast<double>(capacities.size()) <= (1.0 + options_.mole_padding) * total)
+    std::fill(capacities.begin(), capacities.end(), widest);
+
+  const auto fopts = torch::TensorOptions().dtype(options_.dtype).device(options_.device);
+  auto targets = make_targets(tasks_, batch, fopts);
+  counts.clear();
+  for (const auto& t : targets) counts.push_back(static_cast<double>(t.count));
+  for (const auto& t : targets) counts.push_back(static_cast<double>(t.metric_count));
+  if (reduce && options_.sum_host) options_.sum_host(counts);
+  std::vector<int64_t> global(counts.begin(), counts.begin() + targets.size());
+
+  Predictions pred = predict(batch, capacities, backward);
+  LossTerms terms = compute_losses(tasks_, pred, targets, global);
+  if (backward) {
+    auto& grads = flat_->grads();
+    grads.zero_();
+    auto total_loss = terms.losses.sum();
+    total_loss.backward();
+    // A non-finite loss on any process poisons the summed gradient, so every
+    // process rejects the same step.
+    torch::NoGradGuard no_grad;
+    grads.narrow(0, 0, 1).add_(total_loss.detach().to(grads.scalar_type()) * 0);
+  }
+  return terms;
+}
+
+torch::Tensor Trainer::compute_gradient(const std::vector<int64_t>& indices) {
+  std::vector<double> counts;
+  return forward(indices, counts, /*reduce=*/false, /*backward=*/true).losses.sum().detach();
+}
+
+void Trainer::step(const std::vector<int64_t>& indices) {
+  std::vector<double> counts;
+  LossTerms terms = forward(indices, counts, /*reduce=*/true, /*backward=*/true);
+  auto total_loss = terms.losses.sum().detach();
+  if (options_.sum_gradients) options_.sum_gradients(flat_->grads());
+  optimizer_->step(total_loss);
+
+  torch::NoGradGuard no_grad;
+  loss_sum_ += total_loss;
+  task_loss_sums_ += terms.losses.detach();
+  error_sums_ += terms.error_sums;
+  for (size_t t = 0; t < tasks_.size(); ++t) error_counts_[t] += counts[tasks_.size() + t];
+  ++stat_steps_;
+}
+
+Trainer::Errors Trainer::errors(const std::vector<int64_t>& indices, bool average) {
+  torch::Tensor raw;
+  if (average && optimizer_->average().defined()) {
+    raw = flat_->values().clone();
+    torch::NoGradGuard no_grad;
+    flat_->values().copy_(optimizer_->average());
+  }
+  std::vector<double> counts;
+  LossTerms terms;
+  try {
+    terms = forward(indices, counts, /*reduce=*/false, /*backward=*/false);
+  } catch (...) {
+    if (raw.defined()) flat_->values().detach().copy_(raw);
+    throw;
+  }
+  if (raw.defined()) {
+    torch::NoGradGuard no_grad;
+    flat_->values().copy_(raw);
+  }
+  auto sums = to_host(terms.error_sums);
+  Errors e;
+  double err[3] = {0, 0, 0}, n[3] = {0, 0, 0};
+  for (size_t t = 0; t < tasks_.size(); ++t) {
+    const int k = tasks_[t].property == "energy" ? 0 : tasks_[t].property == "forces" ? 1 : 2;
+    err[k] += sums.data_ptr<double>()[t];
+    n[k] += counts[tasks_.size() + t];
+  }
+  const double nan = std::nan("");
+  e.energy = n[0] > 0 ? err[0] / n[0] : nan;
+  e.forces = n[1] > 0 ? err[1] / n[1] : nan;
+  e.stress = n[2] > 0 ? err[2] / n[2] : nan;
+  return e;
+}
+
+TrainStats Trainer::read_stats() {
+  const int64_t T = static_cast<int64_t>(tasks_.size());
+  auto packed = to_host(torch::cat({loss_sum_.view({1}), task_loss_sums_, error_sums_,
+                                    optimizer_->skipped().view({1}).to(torch::kFloat64),
+                                    optimizer_->grad_norm().view({1}).to(torch::kFloat64)}));
+  std::vector<double> local(packed.data_ptr<double>(), packed.data_ptr<double>() + packed.numel());
+  // Losses are already global (each process holds its share of the global
+  // mean), error sums are local: both add up over processes.
+  std::vector<double> summed(local.begin(), local.begin() + 1 + 2 * T);
+  if (options_.sum_host) options_.sum_host(summed);
+  TrainStats s;
+  s.steps = stat_steps_;
+  const double steps = std::max<int64_t>(stat_steps_, 1);
+  s.loss = summed[0] / steps;
+  double e_err = 0, f_err = 0, s_err = 0, e_n = 0, f_n = 0, s_n = 0;
+  for (int64_t t = 0; t < T; ++t) {
+    s.task_losses.push_back(summed[1 + t] / steps);
+    const double err = summed[1 + T + t], n = error_counts_[t];
+    if (tasks_[t].property == "energy") e_err += err, e_n += n;
+    else if (tasks_[t].property == "forces") f_err += err, f_n += n;
+    else s_err += err, s_n += n;
+  }
+  const double nan = std::nan("");
+  s.energy_mae = e_n > 0 ? e_err / e_n : nan;
+  s.forces_mae = f_n > 0 ? f_err / f_n : nan;
+  s.stress_mae = s_n > 0 ? s_err / s_n : nan;
+  s.skipped = static_cast<int64_t>(local[1 + 2 * T]);
+  s.grad_norm = local[2 + 2 * T];
+  s.lr = optimizer_->current_lr();
+  loss_sum_.zero_();
+  task_loss_sums_.zero_();
+  error_sums_.zero_();
+  std::fill(error_counts_.begin(), error_counts_.end(), 0.0);
+  stat_steps_ = 0;
+  return s;
+}
+
+void Trainer::copy_weights(UmaModel& dst, bool average) const {
+  const auto& source = average && optimizer_->average().defined() ? optimizer_->average() : flat_->values();
+  auto params = dst->parameters();
+  if (params.size() != flat_->parameters().size()) throw Error("copy_weights: the models differ in shape");
+  torch::NoGradGuard no_grad;
+  int64_t offset = 0;
+  for (auto& p : params) {
+    const int64_t n = p.numel();
+    p.copy_(source.narrow(0, offset, n).view(p.sizes()));
+    offset += n;
+  }
+  if (offset != source.numel()) throw Error("copy_weights: the models differ in size");
+}
+
+void Trainer::save_model(const std::string& path, bool average) {
+  if (!average || !optimizer_->average().defined()) return uma::save_model(model_, path);
+  torch::NoGradGuard no_grad;
+  auto raw = flat_->values().clone();
+  flat_->values().copy_(optimizer_->average());
+  try {
+    uma::save_model(model_, path);
+  } catch (...) {
+    flat_->values().copy_(raw);
+    throw;
+  }
+  flat_->values().copy_(raw);
+}
+
+void Trainer::save_state(const std::string& path) const {
+  TensorFile file;
+  auto state = optimizer_->state();
+  const char* names[] = {"exp_avg", "exp_avg_sq", "applied", "skipped", "ema"};
+  for (size_t i = 0; i < state.size(); ++i) file.tensors[names[i]] = state[i].to(torch::kCPU).contiguous();
+  file.tensors["weights"] = flat_->values().to(torch::kCPU).contiguous();
+  file.metadata["format"] = "lammps-uma-optimizer";
+  file.metadata["steps"] = std::to_string(optimizer_->steps_taken());
+  write_safetensors(path, file);
+}
+
+void Trainer::load_state(const std::string& path) {
+  TensorFile file = read_safetensors(path);
+  if (file.metadata["format"] != "lammps-uma-optimizer")
+    throw Error(path + " is not a lammps-uma optimizer state file");
+  std::vector<torch::Tensor> state;
+  for (const char* name : {"exp_avg", "exp_avg_sq", "applied", "skipped", "ema"})
+    if (file.tensors.count(name)) state.push_back(file.tensors[name].to(options_.device));
+  const auto& w = file.tensors["weights"];
+  if (!w.defined() || w.numel() != flat_->numel())
+    throw Error(path + " holds the optimizer state of a model of another size");
+  optimizer_->load_state(state, std::stoll(file.metadata["steps"]));
+  torch::NoGradGuard no_grad;
+  flat_->values().copy_(w);
+}
+
+uint64_t Trainer::weights_hash() const {
+  auto host = to_host(flat_->values());
+  const auto* bytes = static_cast<const unsigned char*>(host.data_ptr());
+  uint64_t h = 1469598103934665603ull;   // FNV-1a
+  for (int64_t i = 0; i < host.numel() * static_cast<int64_t>(host.element_size()); ++i)
+    h = (h ^ bytes[i]) * 1099511628211ull;
+  return h;
+}
+
+}  // namespace uma::train

@@ -1,0 +1,119 @@
+// One process's side of data-parallel UMA training: the model in training
+// mode, its flat parameters, AdamW + EMA, the samples it may draw from, and a
+// step that runs the conserving second-order backward without reading
+// anything back from the device.
+//
+// Zero host reads per step: every shape is known on the host before the step
+// (each sample's edge count is measured once, when the sample is added), the
+// loss denominators come from the labels (host), the optimizer masks a
+// non-finite step on the device, and statistics accumulate on the device
+// until read_stats().
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <torch/torch.h>
+
+#include "model.h"
+#include "radius_graph.h"
+#include "train/loss.h"
+#include "train/optimizer.h"
+#include "training_data.h"
+
+namespace uma::train {
+
+struct TrainOptions {
+  torch::Device device = torch::kCPU;
+  torch::ScalarType dtype = torch::kFloat32;   // float64 for gradient checks
+  LossOptions loss;
+  OptimizerOptions optimizer;
+  double routing_dropout = 0.0;     // fairchem moe_dropout (0 for parity runs)
+  // Systems of a batch share one edge-block size (one batched MoLE GEMM) when
+  // that pads the edges by at most this fraction; otherwise split views.
+  double mole_padding = 0.25;
+  uint64_t seed = 0;                // dropout RNG
+  // Data parallelism.  sum_host: element-wise in-place sum of host numbers
+  // over processes (valid-sample counts, statistics); sum_gradients: in-place
+  // sum of a device tensor over processes.  Unset: this process trains alone.
+  std::function<void(std::vector<double>&)> sum_host;
+  std::function<void(torch::Tensor&)> sum_gradients;
+};
+
+// Averages since the last read_stats(), over all processes.
+struct TrainStats {
+  int64_t steps = 0;
+  int64_t skipped = 0;              // total steps not applied (non-finite loss or gradient)
+  double loss = 0;                  // mean total loss per step
+  double energy_mae = 0;            // eV/atom  (NaN when no energy label was seen)
+  double forces_mae = 0;            // eV/A per component
+  double stress_mae = 0;            // eV/A^3 per component
+  double grad_norm = 0;             // of the last step
+  double lr = 0;                    // of the next step
+  std::vector<double> task_losses;  // per task, mean per step
+};
+
+class Trainer {
+ public:
+  Trainer(UmaModel model, TrainOptions options);
+
+  // Checks the sample against the model, measures its edge count (one
+  // counted host read; never during a step) and keeps it.  Returns its index.
+  int64_t add_sample(const Sample& sample);
+  int64_t num_samples() const { return static_cast<int64_t>(samples_.size()); }
+  const Sample& sample(int64_t i) const { return samples_[i]; }
+
+  // One optimizer step on this process's share of the global batch.
+  void step(const std::vector<int64_t>& indices);
+
+  // The loss on these samples and its gradient (in gradient()), with no
+  // update and no reduction over processes.
+  torch::Tensor compute_gradient(const std::vector<int64_t>& indices);
+  const torch::Tensor& gradient() const { return flat_->grads(); }
+  // Energy (eV/atom), force and stress (per component) MAEs on these samples
+  // with the raw or averaged weights, this process only (counted host reads).
+  struct Errors { double energy = 0, forces = 0, stress = 0; };
+  Errors errors(const std::vector<int64_t>& indices, bool average);
+
+  // Reads the device statistics (counted host reads) and sums them over processes.
+  TrainStats read_stats();
+
+  // Copies the raw or averaged weights into another model of the same shape.
+  void copy_weights(UmaModel& dst, bool average) const;
+  // Writes the raw or averaged weights in the model-file format.
+  void save_model(const std::string& path, bool average);
+  // Optimizer state (moments, average, counters) for restarts.
+  void save_state(const std::string& path) const;
+  void load_state(const std::string& path);
+
+  const UmaModel& model() const { return model_; }
+  const std::vector<LossTask>& tasks() const { return tasks_; }
+  int64_t steps() const { return optimizer_->steps_taken(); }
+  // Hash of the raw weights' bytes (one counted read): equal on every process
+  // that holds the same weights.
+  uint64_t weights_hash() const;
+
+ private:
+  Predictions predict(const std::vector<Sample>& batch, const std::vector<int64_t>& capacities, bool create_graph);
+  // Loss terms (gradient left in the flat buffer when `backward`); counts: per
+  // task the loss denominators then the metric denominators, summed over processes.
+  LossTerms forward(const std::vector<int64_t>& indices, std::vector<double>& counts, bool reduce, bool backward);
+
+  UmaModel model_;
+  TrainOptions options_;
+  RadiusGraphBuilder graph_;
+  std::vector<LossTask> tasks_;
+  std::vector<Sample> samples_;
+  std::vector<int64_t> edges_;   // per sample
+  std::unique_ptr<FlatParameters> flat_;
+  std::unique_ptr<AdamW> optimizer_;
+  // Device accumulators since the last read.
+  torch::Tensor loss_sum_, task_loss_sums_, error_sums_;
+  std::vector<double> error_counts_;   // host: per task, metric denominators
+  int64_t stat_steps_ = 0;
+};
+
+}  // namespace uma::train

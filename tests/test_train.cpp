@@ -1,0 +1,207 @@
+// Training: zero host reads per step, the conserving second-order gradient
+// against finite differences, batched vs split MoLE, non-finite steps,
+// optimizer state round trips, the max-atoms sampler, bad samples.
+#include <gtest/gtest.h>
+
+#include <cfloat>
+#include <filesystem>
+#include <set>
+
+#include "host_reads.h"
+#include "test_util.h"
+#include "train/sampler.h"
+#include "train/trainer.h"
+
+namespace uma::test {
+namespace {
+
+using train::Trainer;
+
+// A sample labelled with made-up but smooth targets.
+Sample labelled(Atoms atoms, double energy, bool stress = true) {
+  Sample s;
+  s.atoms = std::move(atoms);
+  const int64_t n = static_cast<int64_t>(s.atoms.numbers.size());
+  s.labels.has_energy = true;
+  s.labels.energy = energy;
+  s.labels.has_forces = true;
+  for (int64_t i = 0; i < 3 * n; ++i) s.labels.forces.push_back(0.3 * std::sin(1.7 * i + energy));
+  s.labels.has_stress = stress;
+  for (int k = 0; k < 9; ++k) s.labels.stress[k] = 0.01 * ((k % 4) + 1);
+  return s;
+}
+
+train::TrainOptions options(torch::ScalarType dtype = torch::kFloat32) {
+  train::TrainOptions o;
+  o.dtype = dtype;
+  o.optimizer.lr = 1e-3;
+  o.optimizer.total_steps = 50;
+  return o;
+}
+
+std::vector<int64_t> add_samples(Trainer& t) {
+  return {t.add_sample(labelled(copper_cell(), -14.0)), t.add_sample(labelled(triclinic_cell(), -9.0)),
+          t.add_sample(labelled(molecule(), -30.0, false))};
+}
+
+torch::Tensor weights(const Trainer& t) {
+  std::vector<torch::Tensor> flat;
+  for (const auto& p : t.model()->parameters()) flat.push_back(p.detach().reshape({-1}).clone());
+  return torch::cat(flat);
+}
+
+TEST(Training, StepReadsNothingFromTheDevice) {
+  Trainer trainer(random_model(small_config()), options());
+  auto ids = add_samples(trainer);
+  train::MaxAtomsSampler sampler(9, 1);
+  const std::vector<int64_t> natoms{4, 3, 5};
+  trainer.step(sampler.next(natoms));
+  reset_host_read_count();
+  for (int i = 0; i < 4; ++i) trainer.step(sampler.next(natoms));
+  EXPECT_EQ(host_read_count(), 0);
+  auto stats = trainer.read_stats();   // reading is where the host waits, once
+  EXPECT_EQ(host_read_count(), 1);
+  EXPECT_EQ(stats.steps, 5);
+  EXPECT_TRUE(std::isfinite(stats.loss));
+  EXPECT_TRUE(std::isfinite(stats.forces_mae));
+}
+
+TEST(Training, ConservingGradientMatchesFiniteDifferences) {
+  // The loss holds forces = -dE/dx and stress = dE/dstrain, so its gradient
+  // needs the second-order backward through every edge operation.
+  Trainer trainer(random_model(small_config(4, true)), options(torch::kFloat64));
+  auto ids = add_samples(trainer);
+  trainer.compute_gradient(ids);
+  auto grad = trainer.gradient().clone();
+  auto params = trainer.model()->parameters();
+  auto order = std::get<1>(grad.abs().sort(0, /*descending=*/true));
+  int checked = 0;
+  for (int64_t r = 0; r < order.size(0) && checked < 6; r += 97, ++checked) {
+    const int64_t k = order[r].item<int64_t>();
+    // Find parameter and element for flat index k.
+    int64_t offset = 0;
+    for (auto& p : params) {
+      if (k < offset + p.numel()) {
+        auto element = p.detach().view({-1}).narrow(0, k - offset, 1);
+        const double h = 1e-5, w0 = element.item<double>();
+        element.fill_(w0 + h);
+        const double up = trainer.compute_gradient(ids).item<double>();
+        element.fill_(w0 - h);
+        const double down = trainer.compute_gradient(ids).item<double>();
+        element.fill_(w0);
+        const double fd = (up - down) / (2 * h), g = grad[k].item<double>();
+        EXPECT_NEAR(fd, g, 1e-5 * std::max(1.0, std::abs(g))) << "flat index " << k;
+        break;
+      }
+      offset += p.numel();
+    }
+  }
+  EXPECT_EQ(checked, 6);
+}
+
+TEST(Training, BatchedMoleEqualsSplitViews) {
+  // Padding every edge block to the widest (one batched GEMM per MoLE layer)
+  // gives the loss and gradient of exact blocks (one GEMM per system).
+  auto split = options(torch::kFloat64);
+  split.mole_padding = 0.0;
+  auto padded = options(torch::kFloat64);
+  padded.mole_padding = 100.0;
+  Trainer a(random_model(small_config()), split), b(random_model(small_config()), padded);
+  auto ids = add_samples(a);
+  add_samples(b);
+  auto la = a.compute_gradient(ids).item<double>();
+  auto lb = b.compute_gradient(ids).item<double>();
+  EXPECT_NEAR(la, lb, 1e-12 * std::abs(la));
+  EXPECT_TRUE(torch::isfinite(b.gradient()).all().item<bool>());
+  EXPECT_LT((a.gradient() - b.gradient()).abs().max().item<double>(), 1e-10 * a.gradient().abs().max().item<double>());
+}
+
+TEST(Training, LossFallsOnAFixedBatch) {
+  auto o = options();
+  o.optimizer.lr = 1e-2;
+  o.optimizer.total_steps = 1000;
+  o.optimizer.ema_decay = 0;
+  Trainer trainer(random_model(small_config()), o);
+  auto ids = add_samples(trainer);
+  trainer.step(ids);
+  const double first = trainer.read_stats().loss;
+  for (int i = 0; i < 40; ++i) trainer.step(ids);
+  trainer.read_stats();
+  trainer.step(ids);
+  const double last = trainer.read_stats().loss;
+  EXPECT_LT(last, 0.5 * first) << "first " << first << " last " << last;
+}
+
+TEST(Training, NonFiniteStepLeavesWeightsAlone) {
+  Trainer trainer(random_model(small_config()), options());
+  const int64_t good = trainer.add_sample(labelled(copper_cell(), -14.0));
+  const int64_t bad = trainer.add_sample(labelled(triclinic_cell(), DBL_MAX));   // loss overflows to inf
+  auto before = weights(trainer);
+  trainer.step({bad});
+  EXPECT_TRUE(torch::equal(before, weights(trainer)));
+  auto stats = trainer.read_stats();
+  EXPECT_EQ(stats.skipped, 1);
+  EXPECT_FALSE(std::isfinite(stats.loss));
+  trainer.step({good});
+  EXPECT_FALSE(torch::equal(before, weights(trainer)));
+  EXPECT_TRUE(torch::isfinite(weights(trainer)).all().item<bool>());
+  EXPECT_EQ(trainer.read_stats().skipped, 1);
+}
+
+TEST(Training, OptimizerStateRoundTrip) {
+  const auto dir = std::filesystem::temp_directory_path() / "uma_train_state";
+  std::filesystem::create_directories(dir);
+  Trainer a(random_model(small_config()), options()), b(random_model(small_config(), 99), options());
+  auto ids = add_samples(a);
+  add_samples(b);
+  for (int i = 0; i < 3; ++i) a.step(ids);
+  a.save_state((dir / "state.safetensors").string());
+  b.load_state((dir / "state.safetensors").string());
+  EXPECT_EQ(a.weights_hash(), b.weights_hash());
+  a.step(ids);
+  b.step(ids);
+  EXPECT_EQ(a.weights_hash(), b.weights_hash());
+  // Averaged weights written as a model file load back.
+  a.save_model((dir / "avg.safetensors").string(), true);
+  auto loaded = load_model((dir / "avg.safetensors").string());
+  EXPECT_EQ(loaded->parameters().size(), a.model()->parameters().size());
+  expect_error([&] { b.load_state((dir / "avg.safetensors").string()); }, "not a lammps-uma optimizer state");
+}
+
+TEST(Training, BadSamplesAreRefused) {
+  Trainer trainer(random_model(small_config()), options());
+  auto s = labelled(copper_cell(), -14.0);
+  s.atoms.task = "spice";
+  expect_error([&] { trainer.add_sample(s); }, "unknown task 'spice'");
+  s = labelled(copper_cell(), -14.0);
+  s.labels.forces.resize(6);
+  expect_error([&] { trainer.add_sample(s); }, "forces label has 6 numbers for 4 atoms");
+  s = labelled(copper_cell(), -14.0);
+  s.atoms.positions[1] = s.atoms.positions[0];
+  expect_error([&] { trainer.add_sample(s); }, "same position");
+  EXPECT_EQ(trainer.num_samples(), 0);
+}
+
+TEST(Sampler, PacksDeterministicallyAndSplitsOverProcesses) {
+  const std::vector<int64_t> natoms{5, 3, 8, 2, 7, 4, 6, 1, 9, 30};
+  train::MaxAtomsSampler one(10, 42);
+  std::multiset<int64_t> seen;
+  for (int step = 0; step < 64 && one.epoch() < 1; ++step) {
+    auto batch = one.next(natoms);
+    if (one.epoch() > 0) break;
+    int64_t atoms = 0;
+    for (int64_t i : batch) atoms += natoms[i], seen.insert(i);
+    EXPECT_LE(atoms, 10);
+  }
+  EXPECT_EQ(one.left_out(), 1);   // the 30-atom sample
+  EXPECT_EQ(seen, (std::multiset<int64_t>{0, 1, 2, 3, 4, 5, 6, 7, 8}));
+  // Same seed, same plan; two processes share the batches of one.
+  train::MaxAtomsSampler again(10, 42), same(10, 42), r0(10, 42, 2, 0), r1(10, 42, 2, 1), whole(10, 42);
+  for (int step = 0; step < 12; ++step) EXPECT_EQ(again.next(natoms), same.next(natoms)) << "step " << step;
+  auto a0 = r0.next(natoms), a1 = r1.next(natoms), w0 = whole.next(natoms), w1 = whole.next(natoms);
+  EXPECT_EQ(a0, w0);
+  EXPECT_EQ(a1, w1);
+}
+
+}  // namespace
+}  // namespace uma::test

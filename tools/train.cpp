@@ -1,0 +1,86 @@
+// uma train: multi-task training of a model file on labelled extended XYZ.
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+
+#include "commands.h"
+#include "error.h"
+#include "model.h"
+#include "train/sampler.h"
+#include "train/trainer.h"
+#include "training_data.h"
+
+namespace uma::tool {
+namespace {
+
+std::vector<int64_t> add_all(train::Trainer& trainer, const std::vector<Sample>& samples) {
+  std::vector<int64_t> ids;
+  for (const auto& s : samples) ids.push_back(trainer.add_sample(s));
+  return ids;
+}
+
+void print_errors(const char* what, const train::Trainer::Errors& e) {
+  std::printf("%-10s  energy MAE %.5f eV/atom   forces MAE %.5f eV/A   stress MAE %.6f eV/A^3\n", what,
+              e.energy, e.forces, e.stress);
+}
+
+}  // namespace
+
+int train(const TrainArgs& a) {
+  auto model = load_model(a.model);
+  train::TrainOptions o;
+  o.device = a.device == "cuda" ? torch::Device(torch::kCUDA) : torch::Device(torch::kCPU);
+  o.loss.energy_coefficient = a.energy_coef;
+  o.loss.forces_coefficient = a.forces_coef;
+  o.loss.stress_coefficient = a.stress_coef;
+  o.loss.forces_reduction = a.forces_reduction == "per_structure" ? train::Reduction::kPerStructure
+                                                                  : train::Reduction::kMean;
+  o.optimizer.lr = a.lr;
+  o.optimizer.weight_decay = a.weight_decay;
+  o.optimizer.clip_norm = a.clip;
+  o.optimizer.ema_decay = a.ema;
+  o.optimizer.warmup_steps = a.warmup;
+  o.optimizer.total_steps = a.steps;
+  o.routing_dropout = a.routing_dropout;
+  o.seed = a.seed;
+  torch::manual_seed(a.seed);
+  train::Trainer trainer(model, o);
+
+  auto data = read_training_data(a.data, a.task);
+  if (data.empty()) throw Error(a.data + " holds no frames");
+  auto ids = add_all(trainer, data);
+  std::vector<int64_t> natoms;
+  for (const auto& s : data) natoms.push_back(static_cast<int64_t>(s.atoms.numbers.size()));
+  std::vector<int64_t> held;
+  if (!a.validate.empty()) held = add_all(trainer, read_training_data(a.validate, a.task));
+  std::printf("training %s on %zu frames of %s, %lld steps, max %lld atoms per batch\n", a.model.c_str(),
+              data.size(), a.data.c_str(), static_cast<long long>(a.steps), static_cast<long long>(a.max_atoms));
+  if (!held.empty()) print_errors("start", trainer.errors(held, false));
+
+  train::MaxAtomsSampler sampler(a.max_atoms, a.seed, 1, 0, a.shuffle);
+  auto start = std::chrono::steady_clock::now();
+  std::printf("%8s %12s %12s %12s %12s %10s %10s %8s\n", "step", "loss", "E_MAE/atom", "F_MAE", "S_MAE",
+              "grad_norm", "lr", "s/step");
+  for (int64_t step = 1; step <= a.steps; ++step) {
+    auto batch = sampler.next(natoms);
+    if (batch.empty()) throw Error("no frame has at most --max-atoms " + std::to_string(a.max_atoms) + " atoms");
+    trainer.step(batch);
+    if (step % a.print_every == 0 || step == a.steps) {
+      auto s = trainer.read_stats();
+      const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      std::printf("%8lld %12.6g %12.6g %12.6g %12.6g %10.4g %10.4g %8.3f\n", static_cast<long long>(step), s.loss,
+                  s.energy_mae, s.forces_mae, s.stress_mae, s.grad_norm, s.lr, dt / s.steps);
+      if (s.skipped > 0) std::printf("         %lld step(s) skipped so far: non-finite loss or gradient\n",
+                                     static_cast<long long>(s.skipped));
+      std::fflush(stdout);
+      start = std::chrono::steady_clock::now();
+    }
+  }
+  if (!held.empty()) print_errors("held-out", trainer.errors(held, a.ema > 0));
+  trainer.save_model(a.out, a.ema > 0);
+  std::printf("wrote %s (%s weights)\n", a.out.c_str(), a.ema > 0 ? "averaged" : "raw");
+  (void)ids;
+  return 0;
+}
+
+}  // namespace uma::tool
