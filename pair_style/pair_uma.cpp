@@ -247,6 +247,18 @@ void PairUMA::init_style() {
 
 double PairUMA::init_one(int, int) { return cutoff_; }
 
+PairUMA::Setup PairUMA::training_setup() {
+  if (model_path_.empty()) error->all(FLERR, "Pair style uma: pair_coeff * * MODEL ... is missing");
+  if (!engine_) create_engine();
+  return {model_path_, task_, engine_->options().device.str(), charge_, spin_, type_z_};
+}
+
+void PairUMA::set_weights(const std::function<void(uma::UmaModel &)> &copy) {
+  if (!engine_) create_engine();
+  engine_->update_weights(copy);
+  weights_updated_ = true;
+}
+
 void PairUMA::compute(int eflag, int vflag) {
   ev_init(eflag, vflag);
   engine_->request_atom_virial(vflag_atom != 0);
@@ -259,6 +271,10 @@ void PairUMA::compute(int eflag, int vflag) {
     error->one(FLERR, "Pair style uma: {}", e.what());
   }
   const long long merges = engine_->merge_count();
+  if (weights_updated_) {
+    merges_logged_ = merges;
+    weights_updated_ = false;
+  }
   if (merges > merges_logged_ && merges_logged_ > 0 && comm->me == 0)
     utils::logmesg(lmp, "pair uma: composition changed at step {}; experts merged again\n",
                    update->ntimestep);

@@ -9,6 +9,7 @@
 // give the same numbers).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -17,6 +18,7 @@
 
 namespace uma {
 class Engine;
+class UmaModel;
 }
 
 namespace LAMMPS_NS {
@@ -32,6 +34,16 @@ class PairUMA : public Pair {
   void init_style() override;
   double init_one(int, int) override;
   double memory_usage() override;
+
+  // For fix uma/train: what the style evaluates (creates the engine first).
+  struct Setup {
+    std::string model_path, task, device;
+    int charge = 0, spin = 0;
+    std::vector<int> type_z;   // atomic number per type 1..ntypes (0: not mapped)
+  };
+  Setup training_setup();
+  // Overwrites the evaluated weights; the experts are merged again next step.
+  void set_weights(const std::function<void(uma::UmaModel &)> &copy);
 
   int pack_reverse_comm(int, int, double *) override;
   void unpack_reverse_comm(int, int *, double *) override;
@@ -51,6 +63,7 @@ class PairUMA : public Pair {
   double cutoff_ = 0.0;
   int layers_ = 0;
   long long merges_logged_ = 0;
+  bool weights_updated_ = false;      // the next merge follows new weights, not a new composition
 
   // ghost contributions being folded onto owners: fx fy fz + 6 virial
   double **fold_ = nullptr;

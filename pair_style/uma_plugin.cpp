@@ -9,6 +9,7 @@
 #include "lmptype.h"
 #include "version.h"
 
+#include "fix_uma_train.h"
 #include "pair_uma.h"
 
 // The LAMMPS version this plugin declares; the test suite builds a copy that
@@ -22,6 +23,7 @@ using namespace LAMMPS_NS;
 namespace {
 
 void* create_pair_uma(LAMMPS* lmp) { return new PairUMA(lmp); }
+void* create_fix_uma_train(LAMMPS* lmp, int argc, char** argv) { return new FixUMATrain(lmp, argc, argv); }
 
 void check_abi(LAMMPS* lmp) {
   // LAMMPS only logs a version mismatch and loads anyway; class layouts can
@@ -54,5 +56,11 @@ extern "C" void lammpsplugin_init(void* lmp_ptr, void* handle, void* regfunc) {
   plugin.author = "lammps-uma developers";
   plugin.creator.v1 = reinterpret_cast<lammpsplugin_factory1*>(&create_pair_uma);
   plugin.handle = handle;
+  register_style(&plugin, lmp);
+
+  plugin.style = "fix";
+  plugin.name = "uma/train";
+  plugin.info = "on-the-fly training of the UMA model pair_style uma evaluates";
+  plugin.creator.v2 = reinterpret_cast<lammpsplugin_factory2*>(&create_fix_uma_train);
   register_style(&plugin, lmp);
 }

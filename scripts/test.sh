@@ -11,5 +11,6 @@ scripts/build.sh
 source scripts/env.sh
 echo "== writing parity fixtures through fairchem-core $("$UMA_PYTHON" -c 'import importlib.metadata as m; print(m.version("fairchem-core"))')"
 "$UMA_PYTHON" tests/reference/make_fixtures.py build/fixtures
+"$UMA_PYTHON" tests/reference/make_train_fixture.py build/fixtures
 echo "== running the tests"
 UMA_FIXTURES_DIR="$PWD/build/fixtures" ctest --test-dir build --output-on-failure

@@ -115,6 +115,12 @@ class Engine {
   const UmaModel& model() const { return model_; }
   const EngineOptions& options() const { return options_; }
   void request_atom_virial(bool on) { options_.atom_virial = on; }
+  // Lets `copy` overwrite the model's weights (a trainer's); the experts are
+  // merged again at the next evaluation.
+  void update_weights(const std::function<void(UmaModel&)>& copy) {
+    copy(model_);
+    merged_ = false;
+  }
   int64_t merge_count() const { return merges_; }
   const std::vector<int64_t>& edge_capacities() const { return graph_.capacities(); }
 

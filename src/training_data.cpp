@@ -73,4 +73,34 @@ std::vector<Sample> read_training_data(const std::string& path, const std::strin
   return samples;
 }
 
+void write_training_data(const std::string& path, const std::vector<Sample>& samples, bool append) {
+  std::vector<Frame> frames;
+  for (const auto& s : samples) {
+    Frame f;
+    f.numbers = s.atoms.numbers;
+    auto pos = s.atoms.positions.to(torch::kCPU, torch::kFloat64).contiguous();
+    f.positions.assign(pos.data_ptr<double>(), pos.data_ptr<double>() + pos.numel());
+    f.cell = s.atoms.cell;
+    f.pbc = s.atoms.pbc;
+    f.has_cell = true;
+    auto text = [](const auto& values) {
+      std::ostringstream out;
+      out.precision(17);
+      for (size_t i = 0; i < values.size(); ++i) out << (i ? " " : "") << values[i];
+      return out.str();
+    };
+    f.info["task"] = s.atoms.task;
+    f.info["charge"] = std::to_string(s.atoms.charge);
+    f.info["spin"] = std::to_string(s.atoms.spin);
+    if (s.labels.has_energy) f.info["energy"] = text(std::vector<double>{s.labels.energy});
+    if (s.labels.has_stress) f.info["stress"] = text(s.labels.stress);
+    if (s.labels.has_forces) {
+      f.arrays["forces"] = s.labels.forces;
+      f.array_width["forces"] = 3;
+    }
+    frames.push_back(std::move(f));
+  }
+  write_extxyz(path, frames, append);
+}
+
 }  // namespace uma

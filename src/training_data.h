@@ -31,4 +31,9 @@ struct Sample {
 // uma::Error naming the file and frame on a malformed label.
 std::vector<Sample> read_training_data(const std::string& path, const std::string& default_task = "");
 
+// Writes samples as extended XYZ that read_training_data reads back (stress
+// as 9 numbers); appends when `append`.  Throws uma::Error when the path
+// cannot be written.
+void write_training_data(const std::string& path, const std::vector<Sample>& samples, bool append = false);
+
 }  // namespace uma

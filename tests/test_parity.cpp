@@ -14,16 +14,15 @@
 
 #include "engine.h"
 #include "model.h"
+#include "test_util.h"
 
 namespace uma {
 namespace {
 
+using test::fixtures_dir;
+
 using nlohmann::json;
 
-std::string fixtures_dir() {
-  const char* env = std::getenv("UMA_FIXTURES_DIR");
-  return env && *env ? env : std::string(UMA_SOURCE_DIR) + "/tests/fixtures";
-}
 
 json load_fixtures() {
   std::ifstream in(fixtures_dir() + "/fixtures.json");

@@ -1,6 +1,8 @@
 // Helpers shared by the test programs.
 #pragma once
 
+#include <cstdlib>
+
 #include <cmath>
 #include <string>
 #include <vector>
@@ -14,6 +16,13 @@
 #include "model.h"
 
 namespace uma::test {
+
+// Parity fixtures: $UMA_FIXTURES_DIR (the test command regenerates them
+// through fairchem) or, without it, the committed tests/fixtures.
+inline std::string fixtures_dir() {
+  const char* env = std::getenv("UMA_FIXTURES_DIR");
+  return env && *env ? env : std::string(UMA_SOURCE_DIR) + "/tests/fixtures";
+}
 
 // A small UMA-S-shaped configuration (same structure, tiny widths).
 inline nlohmann::json small_config(int experts = 4, bool dataset_head = false,

@@ -24,6 +24,13 @@ struct TrainArgs {
 // Trains on labelled extxyz and writes the model file.
 int train(const TrainArgs& args);
 
+struct TestArgs {
+  std::string model, data, task;
+};
+
+// MAEs of a model against labelled extxyz.
+int test(const TestArgs& args);
+
 // Times repeated evaluations of one structure and prints one JSON object.
 int bench(const BenchArgs& args);
 

@@ -83,4 +83,17 @@ int train(const TrainArgs& a) {
   return 0;
 }
 
+int test(const TestArgs& a) {
+  train::TrainOptions o;
+  o.optimizer.ema_decay = 0;
+  train::Trainer trainer(load_model(a.model), o);
+  auto data = read_training_data(a.data, a.task);
+  if (data.empty()) throw Error(a.data + " holds no frames");
+  std::vector<int64_t> ids;
+  for (const auto& s : data) ids.push_back(trainer.add_sample(s));
+  std::printf("%s on %zu frames of %s\n", a.model.c_str(), data.size(), a.data.c_str());
+  print_errors("errors", trainer.errors(ids, false));
+  return 0;
+}
+
 }  // namespace uma::tool

@@ -5,6 +5,7 @@
 //            [--device cpu|cuda] [--precision fp32|fp64] [--json]
 //   uma bench MODEL STRUCTURE.extxyz [--repeats N]
 //   uma train MODEL DATA.extxyz --out OUT [--steps N] [--max-atoms M] ...
+//   uma test MODEL DATA.extxyz [--task T]
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <iostream>
@@ -176,6 +177,12 @@ int main(int argc, char** argv) {
   train_cmd->add_option("--print-every", tr.print_every, "steps between progress lines")->check(CLI::PositiveNumber);
   train_cmd->add_option("--device", tr.device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
 
+  uma::tool::TestArgs te;
+  auto* test_cmd = app.add_subcommand("test", "energy, force and stress MAEs of a model on labelled extxyz");
+  test_cmd->add_option("MODEL", te.model, "model file (.safetensors)")->required();
+  test_cmd->add_option("DATA", te.data, "labelled frames (extended XYZ)")->required();
+  test_cmd->add_option("--task", te.task, "dataset for frames without a task= label");
+
   CLI11_PARSE(app, argc, argv);
   bench.merge = !bench_no_merge;
   try {
@@ -183,6 +190,7 @@ int main(int argc, char** argv) {
     if (*eval) return cmd_eval(ev);
     if (*bench_cmd) return uma::tool::bench(bench);
     if (*train_cmd) return uma::tool::train(tr);
+    if (*test_cmd) return uma::tool::test(te);
   } catch (const uma::Error& e) {
     std::fprintf(stderr, "uma: error: %s\n", e.what());
     return 1;

@@ -25,9 +25,16 @@ Trainer::Trainer(UmaModel model, TrainOptions options)
       graph_(model_->config().backbone.cutoff, model_->config().backbone.max_neighbors) {
   model_->to(options_.device, options_.dtype);
   model_->train();
-  for (auto& p : model_->parameters()) p.requires_grad_(true);
+  std::vector<torch::Tensor> trainable;
+  for (auto& p : model_->named_parameters()) {
+    const bool train = options_.train_dataset_embeddings ||
+                       p.key().find("dataset_embedding.dataset_emb_dict.") == std::string::npos;
+    p.value().requires_grad_(train);
+    trainable_.push_back(train);
+    if (train) trainable.push_back(p.value());
+  }
   tasks_ = loss_tasks(model_, options_.loss);
-  flat_ = std::make_unique<FlatParameters>(model_->parameters());
+  flat_ = std::make_unique<FlatParameters>(trainable);
   optimizer_ = std::make_unique<AdamW>(*flat_, options_.optimizer);
   const auto dopts = torch::TensorOptions().dtype(torch::kFloat64).device(options_.device);
   const auto T = static_cast<int64_t>(tasks_.size());
@@ -227,12 +234,18 @@ TrainStats Trainer::read_stats() {
 void Trainer::copy_weights(UmaModel& dst, bool average) const {
   const auto& source = average && optimizer_->average().defined() ? optimizer_->average() : flat_->values();
   auto params = dst->parameters();
-  if (params.size() != flat_->parameters().size()) throw Error("copy_weights: the models differ in shape");
+  const auto own = model_->parameters();
+  if (params.size() != own.size()) throw Error("copy_weights: the models differ in shape");
   torch::NoGradGuard no_grad;
   int64_t offset = 0;
-  for (auto& p : params) {
-    const int64_t n = p.numel();
-    p.copy_(source.narrow(0, offset, n).view(p.sizes()));
+  for (size_t i = 0; i < params.size(); ++i) {
+    const int64_t n = params[i].numel();
+    if (own[i].numel() != n) throw Error("copy_weights: the models differ in shape");
+    if (!trainable_[i]) {
+      params[i].copy_(own[i]);
+      continue;
+    }
+    params[i].copy_(source.narrow(0, offset, n).view(params[i].sizes()));
     offset += n;
   }
   if (offset != source.numel()) throw Error("copy_weights: the models differ in size");

@@ -32,6 +32,8 @@ struct TrainOptions {
   LossOptions loss;
   OptimizerOptions optimizer;
   double routing_dropout = 0.0;     // fairchem moe_dropout (0 for parity runs)
+  // fairchem freezes the dataset embeddings unless dataset_emb_grad is set.
+  bool train_dataset_embeddings = false;
   // Systems of a batch share one edge-block size (one batched MoLE GEMM) when
   // that pads the edges by at most this fraction; otherwise split views.
   double mole_padding = 0.25;
@@ -108,6 +110,7 @@ class Trainer {
   std::vector<LossTask> tasks_;
   std::vector<Sample> samples_;
   std::vector<int64_t> edges_;   // per sample
+  std::vector<bool> trainable_;  // per model parameter, in parameters() order
   std::unique_ptr<FlatParameters> flat_;
   std::unique_ptr<AdamW> optimizer_;
   // Device accumulators since the last read.

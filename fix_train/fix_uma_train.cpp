@@ -1,0 +1,491 @@
+#include "fix_uma_train.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <numeric>
+
+#include "atom.h"
+#include "comm.h"
+#include "domain.h"
+#include "error.h"
+#include "exceptions.h"
+#include "force.h"
+#include "input.h"
+#include "lammps.h"
+#include "library.h"
+#include "update.h"
+#include "utils.h"
+
+#include "pair_uma.h"
+
+#include "model.h"
+#include "train/sampler.h"
+#include "train/trainer.h"
+#include "training_data.h"
+
+using namespace LAMMPS_NS;
+using namespace FixConst;
+
+struct FixUMATrain::Options {
+  uma::train::TrainOptions train;
+};
+
+namespace {
+
+enum Stat { LOSS, ENERGY_MAE, FORCES_MAE, STRESS_MAE, GRAD_NORM, LR, STEPS, FRAMES, SKIPPED, HELD_ENERGY_MAE, HELD_FORCES_MAE };
+
+bool is_keyword(const std::string &w) {
+  static const char *words[] = {"data",   "label",      "reference",   "task",        "max_atoms",     "steps",
+                                "lr",     "weight_decay", "warmup",    "total_steps", "warmup_factor", "lr_min_factor",
+                                "clip",   "ema",        "use",         "energy_coef", "forces_coef",   "stress_coef",
+                                "forces_reduction", "routing_dropout", "seed", "shuffle", "write_frames",
+                                "checkpoint", "print", "state", "holdout"};
+  return std::find_if(std::begin(words), std::end(words), [&](const char *k) { return w == k; }) != std::end(words);
+}
+
+}  // namespace
+
+FixUMATrain::FixUMATrain(LAMMPS *lmp, int narg, char **arg) : Fix(lmp, narg, arg), options_(new Options) {
+  if (narg < 4) utils::missing_cmd_args(FLERR, "fix uma/train", error);
+  train_every_ = utils::inumeric(FLERR, arg[3], false, lmp);
+  if (train_every_ < 1) error->all(FLERR, "Fix uma/train: N (train every N steps) must be >= 1, got {}", train_every_);
+  auto &o = options_->train;
+  o.optimizer.total_steps = 10000;
+  o.optimizer.ema_decay = 0.999;
+  state_file_ = std::string(id) + ".uma-train.state";
+  auto need = [&](int i, int n, const char *what) {
+    if (i + n >= narg) utils::missing_cmd_args(FLERR, std::string("fix uma/train ") + what, error);
+  };
+  auto number = [&](int i) { return utils::numeric(FLERR, arg[i], false, lmp); };
+  auto positive = [&](int i, const char *key) {
+    const double v = number(i);
+    if (!(v > 0)) error->all(FLERR, "Fix uma/train: {} must be > 0, got {}", key, arg[i]);
+    return v;
+  };
+  auto non_negative = [&](int i, const char *key) {
+    const double v = number(i);
+    if (!(v >= 0)) error->all(FLERR, "Fix uma/train: {} must be >= 0, got {}", key, arg[i]);
+    return v;
+  };
+  int i = 4;
+  while (i < narg) {
+    const std::string key = arg[i];
+    if (key == "reference") {
+      // reference STYLE [style args] coeff COEFF ARGS ...  (the rest of the line)
+      need(i, 1, "reference");
+      reference_style_ = arg[i + 1];
+      int j = i + 2;
+      while (j < narg && strcmp(arg[j], "coeff") != 0) reference_style_args_.emplace_back(arg[j++]);
+      if (j >= narg)
+        error->all(FLERR, "Fix uma/train: reference needs 'coeff ARGS' after the style, e.g. "
+                          "'reference eam/alloy coeff * * Cu_u3.eam Cu'");
+      for (++j; j < narg; ++j) reference_coeff_args_.emplace_back(arg[j]);
+      if (reference_coeff_args_.empty()) error->all(FLERR, "Fix uma/train: reference coeff needs arguments");
+      i = narg;
+      continue;
+    }
+    if (!is_keyword(key)) error->all(FLERR, "Fix uma/train: unknown keyword '{}'", key);
+    if (key == "checkpoint") {
+      need(i, 2, "checkpoint");
+      checkpoint_file_ = arg[i + 1];
+      checkpoint_every_ = utils::inumeric(FLERR, arg[i + 2], false, lmp);
+      if (checkpoint_every_ < 1) error->all(FLERR, "Fix uma/train: checkpoint interval must be >= 1");
+      i += 3;
+      continue;
+    }
+    need(i, 1, key.c_str());
+    const std::string value = arg[i + 1];
+    if (key == "data") data_files_.push_back(value);
+    else if (key == "label") {
+      label_every_ = utils::inumeric(FLERR, arg[i + 1], false, lmp);
+      if (label_every_ < 0) error->all(FLERR, "Fix uma/train: label interval must be >= 0");
+    } else if (key == "task") task_ = value;
+    else if (key == "max_atoms") max_atoms_ = static_cast<long long>(positive(i + 1, "max_atoms"));
+    else if (key == "steps") steps_per_call_ = static_cast<int>(positive(i + 1, "steps"));
+    else if (key == "lr") o.optimizer.lr = positive(i + 1, "lr");
+    else if (key == "weight_decay") o.optimizer.weight_decay = non_negative(i + 1, "weight_decay");
+    else if (key == "warmup") o.optimizer.warmup_steps = static_cast<int64_t>(non_negative(i + 1, "warmup"));
+    else if (key == "total_steps") o.optimizer.total_steps = static_cast<int64_t>(positive(i + 1, "total_steps"));
+    else if (key == "warmup_factor") o.optimizer.warmup_factor = non_negative(i + 1, "warmup_factor");
+    else if (key == "lr_min_factor") o.optimizer.lr_min_factor = non_negative(i + 1, "lr_min_factor");
+    else if (key == "clip") o.optimizer.clip_norm = non_negative(i + 1, "clip");
+    else if (key == "ema") {
+      o.optimizer.ema_decay = non_negative(i + 1, "ema");
+      if (o.optimizer.ema_decay >= 1) error->all(FLERR, "Fix uma/train: ema decay must be below 1");
+    } else if (key == "use") {
+      if (value != "ema" && value != "raw") error->all(FLERR, "Fix uma/train: use must be 'ema' or 'raw', got '{}'", value);
+      use_average_ = value == "ema";
+    } else if (key == "energy_coef") o.loss.energy_coefficient = non_negative(i + 1, "energy_coef");
+    else if (key == "forces_coef") o.loss.forces_coefficient = non_negative(i + 1, "forces_coef");
+    else if (key == "stress_coef") o.loss.stress_coefficient = non_negative(i + 1, "stress_coef");
+    else if (key == "forces_reduction") {
+      if (value != "mean" && value != "per_structure")
+        error->all(FLERR, "Fix uma/train: forces_reduction must be 'mean' or 'per_structure', got '{}'", value);
+      o.loss.forces_reduction = value == "mean" ? uma::train::Reduction::kMean : uma::train::Reduction::kPerStructure;
+    } else if (key == "routing_dropout") o.routing_dropout = non_negative(i + 1, "routing_dropout");
+    else if (key == "seed") seed_ = static_cast<unsigned long long>(non_negative(i + 1, "seed"));
+    else if (key == "shuffle") shuffle_ = utils::logical(FLERR, value, false, lmp) == 1;
+    else if (key == "write_frames") frames_file_ = value;
+    else if (key == "print") print_every_ = static_cast<int>(positive(i + 1, "print"));
+    else if (key == "state") state_file_ = value;
+    else if (key == "holdout") {
+      holdout_every_ = utils::inumeric(FLERR, value, false, lmp);
+      if (holdout_every_ < 0 || holdout_every_ == 1)
+        error->all(FLERR, "Fix uma/train: holdout K keeps every K-th labelled frame out of training; K must be 0 or >= 2");
+    }
+    i += 2;
+  }
+  if (use_average_ && o.optimizer.ema_decay == 0) error->all(FLERR, "Fix uma/train: 'use ema' needs an ema decay > 0");
+  if (label_every_ > 0 && reference_style_.empty())
+    error->all(FLERR, "Fix uma/train: label {} needs a reference pair style ('reference STYLE ... coeff ...')",
+               label_every_);
+  if (label_every_ == 0 && data_files_.empty())
+    error->all(FLERR, "Fix uma/train: nothing to train on; give 'data FILE' and/or 'label M reference ...'");
+  o.seed = seed_;
+
+  vector_flag = 1;
+  size_vector = 11;
+  global_freq = 1;
+  extvector = 0;
+  restart_global = 1;
+  nevery = 1;
+}
+
+FixUMATrain::~FixUMATrain() = default;
+
+int FixUMATrain::setmask() { return END_OF_STEP; }
+
+void FixUMATrain::init() {
+  pair_ = dynamic_cast<PairUMA *>(force->pair_match("uma", 1));
+  if (!pair_) error->all(FLERR, "Fix uma/train requires pair_style uma (alone or in a hybrid)");
+  if (!atom->tag_enable) error->all(FLERR, "Fix uma/train requires atom IDs");
+  if (atom->natoms > std::numeric_limits<int>::max() / 3) error->all(FLERR, "Fix uma/train: too many atoms");
+  if (!trainer_) create_trainer();
+}
+
+void FixUMATrain::create_trainer() {
+  const auto setup = pair_->training_setup();
+  type_z_ = setup.type_z;
+  pair_task_ = task_.empty() ? setup.task : task_;
+  charge_ = setup.charge;
+  spin_ = setup.spin;
+  auto &o = options_->train;
+  o.device = torch::Device(setup.device);
+  const int nprocs = comm->nprocs;
+  if (nprocs > 1) {
+    MPI_Comm world_comm = world;
+    o.sum_host = [world_comm](std::vector<double> &v) {
+      MPI_Allreduce(MPI_IN_PLACE, v.data(), static_cast<int>(v.size()), MPI_DOUBLE, MPI_SUM, world_comm);
+    };
+    // Reduce to rank 0, then broadcast: every rank gets the very same bits.
+    o.sum_gradients = [world_comm](torch::Tensor &g) {
+      auto host = g.device().is_cpu() ? g : g.to(torch::kCPU);
+      int me = 0;
+      MPI_Comm_rank(world_comm, &me);
+      const int n = static_cast<int>(host.numel());
+      MPI_Reduce(me == 0 ? MPI_IN_PLACE : host.data_ptr(), host.data_ptr(), n, MPI_FLOAT, MPI_SUM, 0, world_comm);
+      MPI_Bcast(host.data_ptr(), n, MPI_FLOAT, 0, world_comm);
+      if (!g.device().is_cpu()) g.copy_(host);
+    };
+  }
+  try {
+    torch::manual_seed(seed_);
+    trainer_ = std::make_unique<uma::train::Trainer>(uma::load_model(setup.model_path), o);
+    for (const auto &file : data_files_) {
+      auto samples = uma::read_training_data(file, pair_task_);
+      for (const auto &s : samples) add_sample(s, false);
+      if (comm->me == 0) utils::logmesg(lmp, "fix uma/train: {} frames from {}\n", samples.size(), file);
+    }
+  } catch (const std::exception &e) {
+    error->all(FLERR, "Fix uma/train: {}", e.what());
+  }
+  if (max_atoms_ == 0) max_atoms_ = std::max<long long>(atom->natoms, 1);
+  sampler_ = std::make_unique<uma::train::MaxAtomsSampler>(max_atoms_, seed_, nprocs, comm->me, shuffle_);
+  if (comm->me == 0)
+    utils::logmesg(lmp, "fix uma/train: training {} on {} rank(s), task {}, every {} steps, {} optimizer step(s) "
+                        "of at most {} atoms per rank, lr {}, EMA {}, pair style uses the {} weights\n",
+                   setup.model_path, nprocs, pair_task_, train_every_, steps_per_call_, max_atoms_,
+                   o.optimizer.lr, o.optimizer.ema_decay, use_average_ ? "averaged" : "raw");
+}
+
+void FixUMATrain::setup(int) {
+  if (restarted_) {
+    restarted_ = false;
+    try {
+      trainer_->load_state(state_file_);
+    } catch (const std::exception &e) {
+      error->all(FLERR, "Fix uma/train: cannot restart from the optimizer state: {}", e.what());
+    }
+    sampler_->resume(static_cast<int64_t>(restart_values_[1]), static_cast<int64_t>(restart_values_[2]));
+    calls_ = static_cast<long long>(restart_values_[3]);
+    push_weights();
+    if (comm->me == 0)
+      utils::logmesg(lmp, "fix uma/train: restarted after {} optimizer steps from {}\n", trainer_->steps(),
+                     state_file_);
+  }
+  // The first frame checks the reference style before any MD happens.
+  if (label_every_ > 0 && frames_collected_ == 0) collect_frame();
+}
+
+void FixUMATrain::end_of_step() {
+  const bigint step = update->ntimestep;
+  if (label_every_ > 0 && step % label_every_ == 0) collect_frame();
+  if (step % train_every_ == 0) train();
+  if (checkpoint_every_ > 0 && step % checkpoint_every_ == 0) write_checkpoint();
+}
+
+void FixUMATrain::collect_frame() {
+  // Every rank gets every atom (ordered by ID); rank 0 labels the frame.
+  const int nlocal = atom->nlocal;
+  std::vector<double> mine;
+  for (int i = 0; i < nlocal; ++i) {
+    double x[3] = {atom->x[i][0], atom->x[i][1], atom->x[i][2]};
+    domain->remap(x);
+    mine.insert(mine.end(), {static_cast<double>(atom->tag[i]), static_cast<double>(atom->type[i]), x[0], x[1], x[2]});
+  }
+  int count = static_cast<int>(mine.size());
+  std::vector<int> counts(comm->nprocs), displs(comm->nprocs);
+  MPI_Allgather(&count, 1, MPI_INT, counts.data(), 1, MPI_INT, world);
+  std::partial_sum(counts.begin(), counts.end() - 1, displs.begin() + 1);
+  std::vector<double> all(displs.back() + counts.back());
+  MPI_Allgatherv(mine.data(), count, MPI_DOUBLE, all.data(), counts.data(), displs.data(), MPI_DOUBLE, world);
+  const int n = static_cast<int>(all.size() / 5);
+  std::vector<int> order(n);
+  std::iota(order.begin(), order.end(), 0);
+  std::sort(order.begin(), order.end(), [&](int a, int b) { return all[5 * a] < all[5 * b]; });
+
+  uma::Sample s;
+  std::vector<double> pos;
+  std::vector<int> types;
+  for (int k : order) {
+    const int type = static_cast<int>(all[5 * k + 1]);
+    if (type_z_[type] == 0)
+      error->all(FLERR, "Fix uma/train: atom type {} is not mapped to an element by pair_coeff (NULL); "
+                        "frames for training must be whole UMA systems", type);
+    s.atoms.numbers.push_back(type_z_[type]);
+    types.push_back(type);
+    for (int c = 0; c < 3; ++c) pos.push_back(all[5 * k + 2 + c] - domain->boxlo[c]);
+  }
+  s.atoms.positions = torch::tensor(pos, torch::kFloat64).view({n, 3});
+  s.atoms.cell = {{{domain->xprd, 0.0, 0.0}, {domain->xy, domain->yprd, 0.0}, {domain->xz, domain->yz, domain->zprd}}};
+  s.atoms.pbc = {domain->xperiodic != 0, domain->yperiodic != 0, domain->zperiodic != 0};
+  s.atoms.task = pair_task_;
+  s.atoms.charge = charge_;
+  s.atoms.spin = spin_;
+
+  // Rank 0 labels; the labels (or the reason it failed) go to every rank.
+  std::vector<double> labels(3 * n + 11, 0.0);   // energy, forces, stress, has_stress
+  std::string message;
+  int ok = 1;
+  if (comm->me == 0) {
+    ok = label_frame(s, message) ? 1 : 0;
+    if (ok) {
+      labels[0] = s.labels.energy;
+      std::copy(s.labels.forces.begin(), s.labels.forces.end(), labels.begin() + 1);
+      std::copy(s.labels.stress.begin(), s.labels.stress.end(), labels.begin() + 1 + 3 * n);
+      labels[3 * n + 10] = s.labels.has_stress ? 1 : 0;
+    }
+  }
+  MPI_Bcast(&ok, 1, MPI_INT, 0, world);
+  if (!ok) {
+    if (comm->me == 0) error->one(FLERR, "Fix uma/train: the reference pair style failed: {}", message);
+    MPI_Barrier(world);
+  }
+  MPI_Bcast(labels.data(), static_cast<int>(labels.size()), MPI_DOUBLE, 0, world);
+  s.labels.has_energy = s.labels.has_forces = true;
+  s.labels.energy = labels[0];
+  s.labels.forces.assign(labels.begin() + 1, labels.begin() + 1 + 3 * n);
+  std::copy(labels.begin() + 1 + 3 * n, labels.begin() + 10 + 3 * n, s.labels.stress.begin());
+  s.labels.has_stress = labels[3 * n + 10] != 0;
+  ++frames_collected_;
+  try {
+    add_sample(s, holdout_every_ > 0 && frames_collected_ % holdout_every_ == 0);
+    if (!frames_file_.empty() && comm->me == 0) uma::write_training_data(frames_file_, {s}, frames_collected_ > 1);
+  } catch (const std::exception &e) {
+    error->all(FLERR, "Fix uma/train: frame at step {}: {}", update->ntimestep, e.what());
+  }
+}
+
+void FixUMATrain::add_sample(const uma::Sample &s, bool held_out) {
+  const int64_t id = trainer_->add_sample(s);
+  if (held_out) {
+    held_ids_.push_back(id);
+  } else {
+    train_ids_.push_back(id);
+    train_atoms_.push_back(static_cast<int64_t>(s.atoms.numbers.size()));
+  }
+}
+
+bool FixUMATrain::label_frame(uma::Sample &s, std::string &message) {
+  const int n = static_cast<int>(s.atoms.numbers.size());
+  const char *args[] = {"uma-reference", "-log", "none", "-screen", "none", "-nocite"};
+  std::unique_ptr<LAMMPS> ref;
+  try {
+    ref = std::make_unique<LAMMPS>(6, const_cast<char **>(args), MPI_COMM_SELF);
+    auto cmd = [&](const std::string &line) { ref->input->one(line); };
+    cmd("units metal");
+    cmd("atom_style atomic");
+    cmd("atom_modify map array");
+    std::string boundary = "boundary";
+    for (int c = 0; c < 3; ++c) boundary += s.atoms.pbc[c] ? " p" : " s";
+    cmd(boundary);
+    cmd(fmt::format("region uma_box prism {} {} {} {} {} {} {} {} {} units box", 0.0, domain->xprd, 0.0,
+                    domain->yprd, 0.0, domain->zprd, domain->xy, domain->xz, domain->yz));
+    cmd(fmt::format("create_box {} uma_box", atom->ntypes));
+    cmd("mass * 1.0");
+    std::vector<tagint> ids(n);
+    std::iota(ids.begin(), ids.end(), 1);
+    std::vector<int> types;
+    for (int64_t z : s.atoms.numbers)
+      types.push_back(static_cast<int>(std::find(type_z_.begin() + 1, type_z_.end(), z) - type_z_.begin()));
+    const auto *x = s.atoms.positions.data_ptr<double>();
+    if (lammps_create_atoms(ref.get(), n, ids.data(), types.data(), x, nullptr, nullptr, 0) != n) {
+      message = "not every atom of the frame could be placed in the reference's box";
+      return false;
+    }
+    std::string style = "pair_style " + reference_style_;
+    for (const auto &a : reference_style_args_) style += " " + a;
+    cmd(style);
+    std::string coeff = "pair_coeff";
+    for (const auto &a : reference_coeff_args_) coeff += " " + a;
+    cmd(coeff);
+    cmd("compute uma_virial all pressure NULL virial");
+    cmd("thermo_style custom step pe c_uma_virial[1]");
+    cmd("run 0 post no");
+    s.labels.energy = lammps_get_thermo(ref.get(), "pe");
+    s.labels.forces.assign(3 * n, 0.0);
+    lammps_gather_atoms(ref.get(), "f", 1, 3, s.labels.forces.data());
+    // Stress = +(1/V) dE/d strain = -(virial pressure) / nktv2p.
+    s.labels.has_stress = s.atoms.pbc[0] && s.atoms.pbc[1] && s.atoms.pbc[2];
+    auto *p = static_cast<double *>(lammps_extract_compute(ref.get(), "uma_virial", LMP_STYLE_GLOBAL, LMP_TYPE_VECTOR));
+    const double k = ref->force->nktv2p;
+    const double xx = -p[0] / k, yy = -p[1] / k, zz = -p[2] / k, xy = -p[3] / k, xz = -p[4] / k, yz = -p[5] / k;
+    s.labels.stress = {xx, xy, xz, xy, yy, yz, xz, yz, zz};
+    for (double f : s.labels.forces)
+      if (!std::isfinite(f)) {
+        message = "it gave non-finite forces";
+        return false;
+      }
+  } catch (const LAMMPSException &e) {
+    message = e.what();
+    // A style that failed half-way may not survive its destructor (pair eam
+    // with an unreadable file frees a pointer it never allocated); the run is
+    // ending with an error, so the instance is left alone.
+    (void)ref.release();
+    return false;
+  }
+  return true;
+}
+
+void FixUMATrain::train() {
+  if (train_ids_.empty()) return;
+  std::string failure;
+  for (int k = 0; k < steps_per_call_ && failure.empty(); ++k) {
+    auto picks = sampler_->next(train_atoms_);
+    if (picks.empty()) {
+      failure = fmt::format("no frame has at most max_atoms {} atoms; raise max_atoms", max_atoms_);
+      break;
+    }
+    std::vector<int64_t> batch;
+    for (int64_t p : picks) batch.push_back(train_ids_[p]);
+    try {
+      trainer_->step(batch);
+    } catch (const std::exception &e) {
+      failure = std::string("training step failed: ") + e.what();
+    }
+  }
+  if (!failure.empty()) error->all(FLERR, "Fix uma/train: {}", failure);
+  push_weights();
+  ++calls_;
+  if (calls_ % print_every_ == 0) print_stats();
+}
+
+void FixUMATrain::push_weights() {
+  pair_->set_weights([&](uma::UmaModel &m) { trainer_->copy_weights(m, use_average_); });
+}
+
+void FixUMATrain::print_stats() {
+  const auto s = trainer_->read_stats();
+  stats_[LOSS] = s.loss;
+  stats_[ENERGY_MAE] = s.energy_mae;
+  stats_[FORCES_MAE] = s.forces_mae;
+  stats_[STRESS_MAE] = s.stress_mae;
+  stats_[GRAD_NORM] = s.grad_norm;
+  stats_[LR] = s.lr;
+  stats_[STEPS] = static_cast<double>(trainer_->steps());
+  stats_[FRAMES] = static_cast<double>(trainer_->num_samples());
+  stats_[SKIPPED] = static_cast<double>(s.skipped);
+  stats_[HELD_ENERGY_MAE] = stats_[HELD_FORCES_MAE] = std::nan("");
+  if (!held_ids_.empty()) {
+    double held[2] = {0, 0};
+    if (comm->me == 0) {
+      const auto e = trainer_->errors(held_ids_, use_average_);
+      held[0] = e.energy;
+      held[1] = e.forces;
+    }
+    MPI_Bcast(held, 2, MPI_DOUBLE, 0, world);
+    stats_[HELD_ENERGY_MAE] = held[0];
+    stats_[HELD_FORCES_MAE] = held[1];
+  }
+  if (comm->me == 0) {
+    utils::logmesg(lmp, "fix uma/train: step {} optimizer step {} frames {} loss {:.6g} MAE energy {:.5g} eV/atom "
+                        "forces {:.5g} eV/A stress {:.5g} eV/A^3 grad_norm {:.4g} lr {:.4g}\n",
+                   update->ntimestep, trainer_->steps(), trainer_->num_samples(), s.loss, s.energy_mae,
+                   s.forces_mae, s.stress_mae, s.grad_norm, s.lr);
+    if (!held_ids_.empty())
+      utils::logmesg(lmp, "fix uma/train: held-out ({} frames) MAE energy {:.5g} eV/atom forces {:.5g} eV/A\n",
+                     held_ids_.size(), stats_[HELD_ENERGY_MAE], stats_[HELD_FORCES_MAE]);
+    if (s.skipped > 0)
+      utils::logmesg(lmp, "fix uma/train: WARNING: {} optimizer step(s) skipped so far (non-finite loss or "
+                          "gradient); the weights were left unchanged by them\n", s.skipped);
+  }
+}
+
+void FixUMATrain::write_checkpoint() {
+  const auto mine = static_cast<unsigned long long>(trainer_->weights_hash());
+  unsigned long long low = 0, high = 0;
+  MPI_Allreduce(&mine, &low, 1, MPI_UNSIGNED_LONG_LONG, MPI_MIN, world);
+  MPI_Allreduce(&mine, &high, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, world);
+  if (low != high) error->all(FLERR, "Fix uma/train: the ranks hold different weights at step {}", update->ntimestep);
+  int ok = 1;
+  std::string message;
+  if (comm->me == 0) {
+    try {
+      trainer_->save_model(checkpoint_file_, use_average_);
+    } catch (const std::exception &e) {
+      ok = 0;
+      message = e.what();
+    }
+  }
+  MPI_Bcast(&ok, 1, MPI_INT, 0, world);
+  if (!ok) {
+    if (comm->me == 0) error->one(FLERR, "Fix uma/train: cannot write checkpoint: {}", message);
+    MPI_Barrier(world);
+  }
+  if (comm->me == 0)
+    utils::logmesg(lmp, "fix uma/train: checkpoint {} at step {} ({} weights, identical on {} rank(s), hash {:016x})\n",
+                   checkpoint_file_, update->ntimestep, use_average_ ? "averaged" : "raw", comm->nprocs, mine);
+}
+
+double FixUMATrain::compute_vector(int i) { return stats_[i]; }
+
+void FixUMATrain::write_restart(FILE *fp) {
+  // Called on rank 0: the optimizer state goes to its own file.
+  try {
+    trainer_->save_state(state_file_);
+  } catch (const std::exception &e) {
+    error->one(FLERR, "Fix uma/train: cannot write the optimizer state for the restart: {}", e.what());
+  }
+  double list[4] = {static_cast<double>(trainer_->steps()), static_cast<double>(sampler_->epoch()),
+                    static_cast<double>(sampler_->position()), static_cast<double>(calls_)};
+  int size = sizeof(list);
+  fwrite(&size, sizeof(int), 1, fp);
+  fwrite(list, sizeof(list), 1, fp);
+}
+
+void FixUMATrain::restart(char *buf) {
+  std::memcpy(restart_values_, buf, sizeof(restart_values_));
+  restarted_ = true;
+}

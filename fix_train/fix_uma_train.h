@@ -1,0 +1,78 @@
+// fix uma/train: trains the UMA model that pair_style uma evaluates while MD
+// runs.  Frames come from labelled extxyz files and, every M steps, from the
+// running system labelled by a reference pair style the fix owns (in a
+// private single-rank LAMMPS instance).  Every N steps the fix takes
+// optimizer steps, data-parallel over the MPI ranks (each rank its own batch,
+// gradients summed over ranks), and hands the new weights to the pair style.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "fix.h"
+
+namespace uma {
+struct Sample;
+namespace train {
+class Trainer;
+class MaxAtomsSampler;
+}  // namespace train
+}  // namespace uma
+
+namespace LAMMPS_NS {
+
+class PairUMA;
+
+class FixUMATrain : public Fix {
+ public:
+  FixUMATrain(class LAMMPS *, int, char **);
+  ~FixUMATrain() override;
+  int setmask() override;
+  void init() override;
+  void setup(int) override;
+  void end_of_step() override;
+  double compute_vector(int) override;
+  void write_restart(FILE *) override;
+  void restart(char *) override;
+
+ private:
+  // settings
+  int train_every_ = 1, label_every_ = 0, steps_per_call_ = 1, print_every_ = 10;
+  int checkpoint_every_ = 0, holdout_every_ = 0;
+  long long max_atoms_ = 0;
+  bool use_average_ = false, shuffle_ = true;
+  unsigned long long seed_ = 12345;
+  std::vector<std::string> data_files_;
+  std::string task_, frames_file_, checkpoint_file_, state_file_;
+  std::string reference_style_;
+  std::vector<std::string> reference_style_args_, reference_coeff_args_;
+
+  PairUMA *pair_ = nullptr;
+  std::unique_ptr<uma::train::Trainer> trainer_;
+  std::unique_ptr<uma::train::MaxAtomsSampler> sampler_;
+  std::vector<int64_t> train_ids_, train_atoms_;   // trainer samples the sampler draws from, their sizes
+  std::vector<int64_t> held_ids_;                  // held-out frames: never trained on
+  std::vector<int> type_z_;
+  std::string pair_task_;
+  int charge_ = 0, spin_ = 0;
+  long long calls_ = 0, frames_collected_ = 0;
+  double stats_[11] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+  bool restarted_ = false;
+  double restart_values_[4] = {0, 0, 0, 0};
+
+  // options parsed into the trainer when it is created
+  struct Options;
+  std::unique_ptr<Options> options_;
+
+  void create_trainer();
+  void push_weights();
+  void collect_frame();
+  void add_sample(const uma::Sample &s, bool held_out);
+  bool label_frame(uma::Sample &sample, std::string &message);
+  void train();
+  void print_stats();
+  void write_checkpoint();
+};
+
+}  // namespace LAMMPS_NS

@@ -1,0 +1,204 @@
+#!/usr/bin/env python3
+"""fix uma/train through real LAMMPS (the project's sid root), on 1, 2 and 4 MPI ranks.
+
+usage: fix_train_tests.py ROOT CASE
+"""
+import math
+import os
+import re
+import sys
+
+import numpy as np
+from ase.build import bulk
+from ase.calculators.emt import EMT
+from ase.io import write
+from safetensors.numpy import load_file
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import pair_uma_tests as pt  # noqa: E402
+from pair_uma_tests import Failure, check, lammps, thermo  # noqa: E402
+
+POTENTIALS = "LAMMPS_POTENTIALS=/opt/lammps/share/lammps/potentials"
+HEAD = """plugin load {plugin}
+units metal
+atom_style atomic
+boundary p p p
+lattice fcc 3.615
+region box block 0 2 0 2 0 2
+create_box 1 box
+create_atoms 1 box
+mass * 63.546
+displace_atoms all random 0.1 0.1 0.1 777 units box
+pair_style uma task omat
+pair_coeff * * {model} Cu
+"""
+
+
+def head():
+    return HEAD.format(plugin=pt.PLUGIN, model=pt.MODEL)
+
+
+def write_frames(host_dir, count=8):
+    """Labelled 32-atom copper frames (ASE's EMT), as extended XYZ."""
+    frames = []
+    for k in range(count):
+        a = bulk("Cu", "fcc", a=3.615, cubic=True).repeat((2, 2, 2))
+        a.rattle(0.08, seed=100 + k)
+        a.calc = EMT()
+        a.get_potential_energy(), a.get_forces(), a.get_stress()
+        a.info["task"] = "omat"
+        frames.append(a)
+    write(os.path.join(host_dir, "frames.extxyz"), frames)
+
+
+def weights(host_dir, name):
+    t = load_file(os.path.join(host_dir, name))
+    return np.concatenate([t[k].ravel().astype(np.float64) for k in sorted(t) if not k.startswith("tasks.")])
+
+
+def losses(log):
+    return [float(m) for m in re.findall(r"fix uma/train: step \d+ optimizer step \d+ frames \d+ loss (\S+)", log)]
+
+
+def case_data_parallel(h, r):
+    """Same global batches: 1 rank with 2 frames per step = 2 ranks with 1 each = 4 ranks (4 frames per step
+    on 4 ranks vs 1 rank); every rank holds bit-identical weights (checked by the fix's hash at checkpoints)."""
+    write_frames(h)
+    fix = ("fix t all uma/train 1 data frames.extxyz max_atoms {m} shuffle no lr 1e-3 ema 0 print 1 "
+           "checkpoint {out} 3\nrun 3\n")
+    runs = {}
+    for name, np_, max_atoms in (("one", 1, 64), ("two", 2, 32), ("one4", 1, 128), ("four", 4, 32)):
+        log = lammps(h, r, "in." + name, head() + fix.format(m=max_atoms, out=name + ".safetensors"), np_=np_)
+        check(f"identical on {np_} rank(s)" in log, f"{name}: no replica check in the log")
+        runs[name] = (losses(log), weights(h, name + ".safetensors"))
+        print(f"  {name}: {np_} rank(s), max_atoms {max_atoms}, losses {['%.6g' % v for v in runs[name][0]]}")
+    for a, b in (("one", "two"), ("one4", "four")):
+        la, wa = runs[a]
+        lb, wb = runs[b]
+        check(len(la) == len(lb) == 3, f"{a}/{b}: expected 3 loss lines")
+        rel = max(abs(x - y) / abs(x) for x, y in zip(la, lb))
+        check(rel < 1e-5, f"{a} vs {b}: losses differ by {rel:.2e} relative")
+        dw = np.abs(wa - wb)
+        check(np.median(dw) < 1e-7 and dw.max() < 5e-4,
+              f"{a} vs {b}: weights differ (median {np.median(dw):.2e}, max {dw.max():.2e})")
+        print(f"  {a} vs {b}: losses within {rel:.1e} relative, weights median |dw| {np.median(dw):.1e}, "
+              f"max {dw.max():.1e} (lr 1e-3)")
+    moved = np.abs(runs["one"][1] - weights(h, "one4.safetensors")).max()
+    check(moved > 1e-4, "the weights did not change with the batch")
+
+
+def case_on_the_fly(h, r):
+    """Frames from the running MD, labelled by EAM, on 1, 2 and 4 ranks: the first frame's labels equal a
+    plain EAM run on the same structure; frames go to extxyz; thermo shows the fix's vector."""
+    eam = pt.lammps(h, r, "in.eam", HEAD.split("pair_style")[0].format(plugin=pt.PLUGIN) +
+                    "pair_style eam\npair_coeff 1 1 Cu_u3.eam\ncompute p all pressure NULL virial\n"
+                    "thermo_style custom step pe c_p[*]\nthermo_modify format float %.15g\n"
+                    "dump d all custom 1 dump.eam id fx fy fz\ndump_modify d format float %.15g sort id\nrun 0\n",
+                    env=POTENTIALS)
+    t, _ = thermo(eam)
+    _, cols = pt.read_dump(os.path.join(h, "dump.eam"))
+    f_eam = np.stack([cols["fx"], cols["fy"], cols["fz"]], 1)
+    for np_ in (1, 2, 4):
+        text = head() + (f"velocity all create 500 4242 loop geom\nfix nve all nve\n"
+                         f"fix learn all uma/train 2 label 5 holdout 3 lr 2e-3 print 2 write_frames f{np_}.extxyz "
+                         f"checkpoint c{np_}.safetensors 10 reference eam coeff 1 1 Cu_u3.eam\n"
+                         f"thermo 4\nthermo_style custom step pe f_learn[1] f_learn[3] f_learn[8] f_learn[11]\n"
+                         f"run 20\n")
+        log = lammps(h, r, f"in.otf{np_}", text, np_=np_, env=POTENTIALS)
+        _, rows = thermo(log)
+        check(rows[-1]["f_learn[8]"] == 5, f"{np_} ranks: expected 5 training frames, thermo says {rows[-1]}")
+        check(all(math.isfinite(rows[-1][k]) for k in ("f_learn[1]", "f_learn[3]", "f_learn[11]")),
+              f"{np_} ranks: non-finite training statistics {rows[-1]}")
+        check(f"identical on {np_} rank(s)" in log, f"{np_} ranks: no replica check")
+        text = open(os.path.join(h, f"f{np_}.extxyz")).read()
+        check(text.count("energy=") == 7, f"{np_} ranks: expected 7 frames written (0, 5, .., 20 + setup)")
+        first = text.split("\n")[1]
+        e0 = float(re.search(r'energy="([^"]+)"', first).group(1))
+        check(abs(e0 - t["PotEng"]) < 1e-9, f"first frame energy {e0} != EAM {t['PotEng']}")
+        rows0 = [l.split() for l in text.split("\n")[2:34]]
+        f0 = np.array([[float(v) for v in row[4:7]] for row in rows0])
+        err = np.abs(f0 - f_eam).max()
+        check(err < 1e-9, f"first frame forces differ from EAM by {err:.2e}")
+        s0 = [float(v) for v in re.search(r'stress="([^"]+)"', first).group(1).split()]
+        p = [t[f"c_p[{k}]"] for k in range(1, 7)]
+        want = [-p[0], -p[3], -p[4], -p[3], -p[1], -p[5], -p[4], -p[5], -p[2]]
+        err = max(abs(a - b / pt.NKTV2P) for a, b in zip(s0, want))
+        check(err < 1e-12, f"first frame stress differs from EAM's virial by {err:.2e} eV/A^3")
+        print(f"  {np_} rank(s): 7 frames labelled by EAM (first frame equals plain EAM: energy, forces, "
+              f"stress), 5 trained on, loss {rows[-1]['f_learn[1]']:.4g}, held-out force MAE "
+              f"{rows[-1]['f_learn[11]']:.4g} eV/A")
+
+
+def case_restart(h, r):
+    """write_restart mid-training, read_restart and the same fix: the weights after 6 steps equal an
+    uninterrupted run bit for bit."""
+    write_frames(h)
+    fix = "fix t all uma/train 1 data frames.extxyz max_atoms 64 lr 1e-3 print 1 state t.state checkpoint {out} {n}\n"
+    lammps(h, r, "in.whole", head() + fix.format(out="whole.safetensors", n=6) + "run 6\n")
+    lammps(h, r, "in.first", head() + fix.format(out="first.safetensors", n=3) + "run 3\nwrite_restart half.restart\n")
+    log = lammps(h, r, "in.second", f"plugin load {pt.PLUGIN}\nread_restart half.restart\n"
+                 f"pair_style uma task omat\npair_coeff * * {pt.MODEL} Cu\n" +
+                 fix.format(out="second.safetensors", n=6) + "run 3\n")
+    check("restarted after 3 optimizer steps" in log, "the fix did not say it restarted")
+    a, b = weights(h, "whole.safetensors"), weights(h, "second.safetensors")
+    check(np.array_equal(a, b), f"restarted weights differ from the uninterrupted run by {np.abs(a - b).max():.2e}")
+    print("  6 steps straight = 3 steps, write_restart, read_restart, 3 steps (bit-identical weights)")
+
+
+def case_errors(h, r):
+    """Bad input is refused with a message that says what is wrong."""
+    write_frames(h, 2)
+    with open(os.path.join(h, "bad_forces.extxyz"), "w") as f:
+        f.write('2\nLattice="5 0 0 0 5 0 0 0 5" Properties=species:S:1:pos:R:3:forces:R:2 energy=1 task=omat\n'
+                "Cu 0 0 0 1 2\nCu 1.8 1.8 0 1 2\n")
+    with open(os.path.join(h, "bad_task.extxyz"), "w") as f:
+        f.write('2\nLattice="5 0 0 0 5 0 0 0 5" Properties=species:S:1:pos:R:3 energy=1 task=spice\n'
+                "Cu 0 0 0\nCu 1.8 1.8 0\n")
+    cases = [
+        ("no_pair", head().replace("pair_style uma task omat", "pair_style eam").replace(
+            f"pair_coeff * * {pt.MODEL} Cu", "pair_coeff 1 1 Cu_u3.eam") +
+         "fix t all uma/train 1 data frames.extxyz\nrun 1\n", "requires pair_style uma"),
+        ("bad_reference", head() + "fix t all uma/train 1 label 1 reference nosuchstyle coeff * *\nrun 1\n",
+         "the reference pair style failed"),
+        ("bad_reference_coeff", head() + "fix t all uma/train 1 label 1 reference eam coeff 1 1 missing.eam\nrun 1\n",
+         "the reference pair style failed"),
+        ("no_reference", head() + "fix t all uma/train 1 label 5\nrun 1\n", "needs a reference pair style"),
+        ("nothing", head() + "fix t all uma/train 1 lr 1e-3\nrun 1\n", "nothing to train on"),
+        ("checkpoint_path", head() + "fix t all uma/train 1 data frames.extxyz checkpoint /no/such/dir/m.safetensors 1\n"
+         "run 1\n", "cannot write checkpoint"),
+        ("bad_forces", head() + "fix t all uma/train 1 data bad_forces.extxyz\nrun 1\n",
+         "column 'forces' must have 3 components"),
+        ("bad_task", head() + "fix t all uma/train 1 data bad_task.extxyz\nrun 1\n", "unknown task 'spice'"),
+        ("keyword", head() + "fix t all uma/train 1 data frames.extxyz learning_rate 3\nrun 1\n",
+         "unknown keyword 'learning_rate'"),
+        ("ema_use", head() + "fix t all uma/train 1 data frames.extxyz ema 0 use ema\nrun 1\n", "needs an ema decay"),
+        ("max_atoms", head() + "fix t all uma/train 1 data frames.extxyz max_atoms 10\nrun 1\n",
+         "no frame has at most max_atoms 10 atoms"),
+    ]
+    for name, text, msg in cases:
+        out = lammps(h, r, "in." + name, text, env=POTENTIALS, fail=True)
+        check(msg in out, f"{name}: expected the error to say \"{msg}\"; got:\n{out[-1500:]}")
+        print(f"  {name}: refused with \"{msg}\"")
+
+
+CASES = {"data_parallel": case_data_parallel, "on_the_fly": case_on_the_fly, "restart": case_restart,
+         "errors": case_errors}
+
+
+def main():
+    if len(sys.argv) != 3 or sys.argv[2] not in CASES:
+        sys.exit(__doc__ + "cases: " + " ".join(CASES))
+    pt.ROOT = sys.argv[1]
+    case = sys.argv[2]
+    check(os.path.exists(pt.ROOT + pt.PLUGIN), f"{pt.PLUGIN} is not built in the root")
+    h, r = pt.workdir("train_" + case)
+    try:
+        CASES[case](h, r)
+    except Failure as e:
+        print(f"FAIL {case}: {e}")
+        sys.exit(1)
+    print(f"PASS {case}")
+
+
+if __name__ == "__main__":
+    main()
