@@ -31,6 +31,14 @@ struct TestArgs {
 // MAEs of a model against labelled extxyz.
 int test(const TestArgs& args);
 
+struct BenchTrainArgs {
+  std::string model, data;
+  int steps = 5, warmup = 2;
+};
+
+// Times training steps on one fixed batch and counts host reads and ATen ops.
+int bench_train(const BenchTrainArgs& args);
+
 // Times repeated evaluations of one structure and prints one JSON object.
 int bench(const BenchArgs& args);
 

@@ -183,6 +183,13 @@ int main(int argc, char** argv) {
   test_cmd->add_option("DATA", te.data, "labelled frames (extended XYZ)")->required();
   test_cmd->add_option("--task", te.task, "dataset for frames without a task= label");
 
+  uma::tool::BenchTrainArgs bt;
+  auto* bench_train_cmd = app.add_subcommand("bench-train", "time training steps on one batch (prints JSON)");
+  bench_train_cmd->add_option("MODEL", bt.model, "model file (.safetensors)")->required();
+  bench_train_cmd->add_option("DATA", bt.data, "labelled frames: the batch")->required();
+  bench_train_cmd->add_option("--steps", bt.steps, "timed steps")->check(CLI::PositiveNumber);
+  bench_train_cmd->add_option("--warmup", bt.warmup, "untimed steps first")->check(CLI::NonNegativeNumber);
+
   CLI11_PARSE(app, argc, argv);
   bench.merge = !bench_no_merge;
   try {
@@ -191,6 +198,7 @@ int main(int argc, char** argv) {
     if (*bench_cmd) return uma::tool::bench(bench);
     if (*train_cmd) return uma::tool::train(tr);
     if (*test_cmd) return uma::tool::test(te);
+    if (*bench_train_cmd) return uma::tool::bench_train(bt);
   } catch (const uma::Error& e) {
     std::fprintf(stderr, "uma: error: %s\n", e.what());
     return 1;

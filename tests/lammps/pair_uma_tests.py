@@ -510,11 +510,13 @@ def case_errors(h, r):
 
 def case_examples(h, r):
     """Every input in examples/ runs as shipped (plugin from LAMMPS_PLUGIN_PATH), with finite thermo."""
-    for sub, name, np_ in (("cu_nve", "in.cu_nve", 1), ("cu_npt", "in.cu_npt", 1),
-                           ("omol_molecule", "in.ethanol_cation", 1), ("oc20_slab", "in.pt_slab_o", 2)):
+    for sub, name, np_, extra in (("cu_nve", "in.cu_nve", 1, ""), ("cu_npt", "in.cu_npt", 1, ""),
+                                  ("omol_molecule", "in.ethanol_cation", 1, ""), ("oc20_slab", "in.pt_slab_o", 2, ""),
+                                  ("cu_otf", "in.cu_otf", 2, "-var steps 20")):
         d = f"{SRC}/examples/{sub}"
-        p = in_root(f"cd {d} && LAMMPS_PLUGIN_PATH={SRC}/build-root OMP_NUM_THREADS=1 mpirun --oversubscribe "
-                    f"-np {np_} /opt/lammps/bin/lmp -in {name} -log /tmp/uma-pair/examples/log.{sub} -screen none")
+        p = in_root(f"cd {d} && LAMMPS_PLUGIN_PATH={SRC}/build-root LAMMPS_POTENTIALS=/opt/lammps/share/lammps/potentials "
+                    f"OMP_NUM_THREADS=1 mpirun --oversubscribe -np {np_} /opt/lammps/bin/lmp -in {name} {extra} "
+                    f"-log /tmp/uma-pair/examples/log.{sub} -screen none")
         log = open(os.path.join(h, "log." + sub)).read()
         check(p.returncode == 0 and "Total wall time" in log, f"example {sub} failed:\n{log[-2000:]}")
         _, rows = thermo(log)

@@ -55,6 +55,71 @@ def label(atoms, rng, periodic):
     return energy, forces, (stress if periodic else None)
 
 
+def fairchem_model(checkpoint, dtype):
+    """The checkpoint's HydraModel in training mode, dropout off, gamma = 0."""
+    import hydra
+
+    # Built in the target dtype, so the Wigner J matrices (buffers Jd_*) are
+    # computed in it, not float32 values from the checkpoint widened afterwards.
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)
+    try:
+        model = hydra.utils.instantiate(copy.deepcopy(checkpoint.model_config))
+    finally:
+        torch.set_default_dtype(previous)
+    weights = {k: v for k, v in checkpoint.model_state_dict.items() if ".Jd_" not in k}
+    missing, unexpected = model.load_state_dict(weights, strict=False)
+    if unexpected or any(".Jd_" not in k for k in missing):
+        raise RuntimeError(f"state dict mismatch: missing {missing}, unexpected {unexpected}")
+    model = model.to(dtype)
+    model.train()
+    # Dropout off (the specs' moe_dropout 0.05 would draw random routing masks).
+    for module in model.modules():
+        if isinstance(module, torch.nn.Dropout):
+            module.p = 0.0
+    counter = mf.patch_gamma_zero(types.SimpleNamespace(model=types.SimpleNamespace(module=model)))
+    return model, counter
+
+
+def fairchem_tasks(checkpoint, coef: dict, forces_reduction: str):
+    """The checkpoint's tasks with fairchem's losses, as a training config builds them."""
+    import hydra
+    from fairchem.core.modules.loss import DDPMTLoss, L2NormLoss, MAELoss, PerAtomMAELoss
+
+    tasks = [hydra.utils.instantiate(t) for t in checkpoint.tasks_config]
+    inner = {"energy": PerAtomMAELoss, "forces": L2NormLoss, "stress": MAELoss}
+    for t in tasks:
+        reduction = forces_reduction if t.property == "forces" else "mean"
+        t.loss_fn = DDPMTLoss(loss_fn=inner[t.property](), reduction=reduction, coefficient=coef[t.property])
+    return tasks
+
+
+def fairchem_batch(samples, tasks, dtype):
+    """samples: [(atoms, task, energy, forces, stress or None)] -> (AtomicData batch, data list) with every
+    task's target (+inf where a sample has none), as fairchem's collater makes it."""
+    from fairchem.core.datasets.atomic_data import AtomicData, atomicdata_list_to_batch
+
+    data_list = [AtomicData.from_ase(atoms, task_name=task, r_data_keys=["spin", "charge"], target_dtype=dtype)
+                 for atoms, task, *_ in samples]
+    batch = atomicdata_list_to_batch(data_list)
+    batch.dataset_name = [task for _, task, *_ in samples]
+    batch.pos = batch.pos.to(dtype)
+    batch.cell = batch.cell.to(dtype)
+    inf = float("inf")
+    for t in tasks:
+        if t.property == "energy":
+            v = [e if task in t.datasets else inf for _, task, e, _, _ in samples]
+            batch[t.name] = torch.tensor(v, dtype=dtype)
+        elif t.property == "forces":
+            v = [f if task in t.datasets else np.full_like(f, inf) for _, task, _, f, _ in samples]
+            batch[t.name] = torch.tensor(np.concatenate(v), dtype=dtype)
+        else:
+            v = [s.reshape(1, 9) if (task in t.datasets and s is not None) else np.full((1, 9), inf)
+                 for _, task, _, _, s in samples]
+            batch[t.name] = torch.tensor(np.concatenate(v), dtype=dtype)
+    return batch, data_list
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("outdir")
@@ -63,9 +128,6 @@ def main(argv=None) -> int:
     logging.disable(logging.WARNING)
     warnings.filterwarnings("ignore")
     torch.set_num_threads(1)
-    import hydra
-    from fairchem.core.datasets.atomic_data import AtomicData, atomicdata_list_to_batch
-    from fairchem.core.modules.loss import DDPMTLoss, L2NormLoss, MAELoss, PerAtomMAELoss
     from fairchem.core.modules.scheduler import CosineLRLambda
     from fairchem.core.units.mlip_unit.mlip_unit import compute_loss
 
@@ -76,65 +138,28 @@ def main(argv=None) -> int:
     model_file = os.path.join(args.outdir, "train_s1p1.safetensors")
     convert_checkpoint.convert(ckpt, model_file, weights="raw", dtype="float32")
 
-    # Built in float64, so the Wigner J matrices (buffers Jd_*) are float64 as
-    # computed, not float32 values from the checkpoint widened afterwards.
+    # float64 throughout: fairchem makes some tensors on the fly in the default dtype
     torch.set_default_dtype(torch.float64)
-    model = hydra.utils.instantiate(copy.deepcopy(checkpoint.model_config))
-    weights = {k: v for k, v in checkpoint.model_state_dict.items() if ".Jd_" not in k}
-    missing, unexpected = model.load_state_dict(weights, strict=False)
-    if unexpected or any(".Jd_" not in k for k in missing):
-        raise RuntimeError(f"state dict mismatch: missing {missing}, unexpected {unexpected}")
-    model = model.double()
-    model.train()
-    # Dropout off (the spec's moe_dropout 0.05 would draw random routing masks).
-    for module in model.modules():
-        if isinstance(module, torch.nn.Dropout):
-            module.p = 0.0
-    counter = mf.patch_gamma_zero(types.SimpleNamespace(model=types.SimpleNamespace(module=model)))
-
-    # Tasks exactly as a fairchem training config builds them.
-    tasks = [hydra.utils.instantiate(t) for t in checkpoint.tasks_config]
-    inner = {"energy": PerAtomMAELoss, "forces": L2NormLoss, "stress": MAELoss}
+    model, counter = fairchem_model(checkpoint, torch.float64)
     coef = {"energy": OPTIONS["energy_coef"], "forces": OPTIONS["forces_coef"], "stress": OPTIONS["stress_coef"]}
-    for t in tasks:
-        reduction = OPTIONS["forces_reduction"] if t.property == "forces" else "mean"
-        t.loss_fn = DDPMTLoss(loss_fn=inner[t.property](), reduction=reduction, coefficient=coef[t.property])
+    tasks = fairchem_tasks(checkpoint, coef, OPTIONS["forces_reduction"])
 
     systems = mf.make_systems(args.seed)
     rng = np.random.default_rng(args.seed)
-    data_list, records, labels = [], [], []
+    samples = []
     for name in SYSTEMS:
         atoms, task = systems[name]
         atoms = atoms.copy()
-        periodic = bool(atoms.pbc.all())
-        energy, forces, stress = label(atoms, rng, periodic)
-        data = AtomicData.from_ase(atoms, task_name=task, r_data_keys=["spin", "charge"], target_dtype=torch.float64)
-        data_list.append(data)
+        samples.append((atoms, task, *label(atoms, rng, bool(atoms.pbc.all()))))
+    batch, data_list = fairchem_batch(samples, tasks, torch.float64)
+    records = []
+    for name, data, (_, task, energy, forces, stress) in zip(SYSTEMS, data_list, samples):
         records.append({"name": name, "numbers": [int(z) for z in data.atomic_numbers.tolist()],
                         "positions": data.pos.double().tolist(), "cell": data.cell.reshape(3, 3).double().tolist(),
                         "pbc": [bool(p) for p in data.pbc.reshape(3).tolist()],
                         "charge": int(data.charge.reshape(-1)[0]), "spin": int(data.spin.reshape(-1)[0]),
                         "task": task, "energy": energy, "forces": forces.tolist(),
                         "stress": None if stress is None else stress.reshape(-1).tolist()})
-        labels.append((task, energy, forces, stress))
-    batch = atomicdata_list_to_batch(data_list)
-    batch.dataset_name = [task for task, *_ in labels]   # as fairchem's collater names each sample's dataset
-    batch.pos = batch.pos.double()
-    batch.cell = batch.cell.double()
-    # The collater's targets: every task key for every sample, +inf where a
-    # sample has no such label.
-    inf = float("inf")
-    for t in tasks:
-        if t.property == "energy":
-            v = [e if task in t.datasets else inf for task, e, _, _ in labels]
-            batch[t.name] = torch.tensor(v, dtype=torch.float64)
-        elif t.property == "forces":
-            v = [f if task in t.datasets else np.full_like(f, inf) for task, _, f, _ in labels]
-            batch[t.name] = torch.tensor(np.concatenate(v), dtype=torch.float64)
-        else:
-            v = [s.reshape(1, 9) if (task in t.datasets and s is not None) else np.full((1, 9), inf)
-                 for task, _, _, s in labels]
-            batch[t.name] = torch.tensor(np.concatenate(v), dtype=torch.float64)
 
     optimizer = torch.optim.AdamW(model.parameters(), lr=OPTIONS["lr"], weight_decay=OPTIONS["weight_decay"])
     schedule = CosineLRLambda(warmup_epochs=OPTIONS["warmup_steps"], warmup_factor=OPTIONS["warmup_factor"],

@@ -1,0 +1,178 @@
+#!/usr/bin/env python3
+"""Training-step benchmark: lammps-uma (`uma bench-train`) against fairchem's
+own training pieces, side by side in one run on the CPU.
+
+Model: the perf_check-like K4L2 configuration of tests/reference (4 blocks,
+lmax 2, 64 experts, 5 dataset heads, fairchem weights).  Batch: synthetic
+labelled systems from three datasets (omat bulk, oc20 slab, omol molecule),
+scaled down from perf_check's max_atoms 350 to what two cores can do.  Task
+settings are perf_check's (energy PerAtomMAE x10, forces L2 per_structure
+x50, stress MAE x5); AdamW, clip 100, EMA 0.999 on both sides.
+
+fairchem's step is MLIPTrainEvalUnit.train_step's sequence: forward (training
+mode, create_graph), compute_loss, zero_grad, backward, clip_grad_norm_,
+AdamW.step, EMA update, scheduler.step, plus the loss .item() its logging
+does.  Host reads: Python-level calls of Tensor.item/.cpu/.tolist/.numpy
+during one step.  ATen ops: aten:: operator calls during one step (torch
+profiler on the fairchem side, a RecordFunction callback on ours; nested calls
+count on both sides).
+
+usage: train_step.py UMA_TOOL OUT.json [--steps N] [--threads T]
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "tests", "reference"))
+import make_fixtures as mf  # noqa: E402
+import make_train_fixture as mtf  # noqa: E402
+import convert_checkpoint  # noqa: E402
+
+COEF = {"energy": 10.0, "forces": 50.0, "stress": 5.0}
+
+
+def systems(seed=5):
+    from ase.build import bulk, fcc100, molecule
+
+    rng = np.random.default_rng(seed)
+    cu = bulk("Cu", "fcc", a=3.61, cubic=True).repeat((2, 2, 2))      # 32 atoms, omat
+    cu.rattle(0.05, seed=seed)
+    slab = fcc100("Pt", size=(3, 3, 3), vacuum=8.0)                   # 27 atoms, oc20
+    slab.pbc = (True, True, True)
+    slab.rattle(0.05, seed=seed + 1)
+    mol = molecule("C6H6")                                             # 12 atoms, omol
+    mol.center(vacuum=6.0)
+    mol.info.update(charge=0, spin=1)
+    out = []
+    for atoms, task in ((cu, "omat"), (slab, "oc20"), (mol, "omol")):
+        n = len(atoms)
+        stress = rng.normal(0, 0.01, (3, 3))
+        stress = (stress + stress.T) / 2
+        out.append((atoms, task, float(rng.uniform(-4, -2) * n), rng.normal(0, 0.4, (n, 3)),
+                    stress if atoms.pbc.all() else None))
+    return out
+
+
+def write_extxyz(path, samples):
+    lines = []
+    for atoms, task, e, f, s in samples:
+        lat = " ".join(repr(float(v)) for v in atoms.cell.array.reshape(-1))
+        extra = f' stress="{" ".join(repr(float(v)) for v in s.reshape(-1))}"' if s is not None else ""
+        pbc = " ".join("T" if p else "F" for p in atoms.pbc)
+        lines.append(str(len(atoms)))
+        lines.append(f'Lattice="{lat}" Properties=species:S:1:pos:R:3:forces:R:3 energy={e!r}{extra} task={task} '
+                     f'charge={atoms.info.get("charge", 0)} spin={atoms.info.get("spin", 0)} pbc="{pbc}"')
+        for sym, p, ff in zip(atoms.get_chemical_symbols(), atoms.positions, f):
+            lines.append(f"{sym} " + " ".join(repr(float(v)) for v in (*p, *ff)))
+    open(path, "w").write("\n".join(lines) + "\n")
+
+
+class HostReads:
+    """Counts Python-level device-to-host reads (Tensor.item/.cpu/.tolist/.numpy)."""
+
+    NAMES = ("item", "cpu", "tolist", "numpy")
+
+    def __enter__(self):
+        self.count = 0
+        self.saved = {n: getattr(torch.Tensor, n) for n in self.NAMES}
+        for n, f in self.saved.items():
+            def wrapped(t, *a, _f=f, **k):
+                self.count += 1
+                return _f(t, *a, **k)
+            setattr(torch.Tensor, n, wrapped)
+        return self
+
+    def __exit__(self, *exc):
+        for n, f in self.saved.items():
+            setattr(torch.Tensor, n, f)
+
+
+def fairchem_side(checkpoint, samples, steps):
+    from fairchem.core.modules.scheduler import CosineLRLambda
+    from fairchem.core.units.mlip_unit.mlip_unit import compute_loss
+    from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
+
+    model, _ = mtf.fairchem_model(checkpoint, torch.float32)
+    tasks = mtf.fairchem_tasks(checkpoint, COEF, "per_structure")
+    batch, _ = mtf.fairchem_batch(samples, tasks, torch.float32)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=0.1, weight_decay=0.0)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, CosineLRLambda(1, 0.2, 100, 0.01))
+    ema = AveragedModel(model, multi_avg_fn=get_ema_multi_avg_fn(0.999))
+
+    def step():
+        pred = model(batch)
+        loss = sum(compute_loss(tasks, pred, batch).values())
+        optimizer.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm=100)
+        optimizer.step()
+        ema.update_parameters(model)
+        optimizer.zero_grad(set_to_none=True)
+        scheduler.step()
+        return loss.item()   # what the trainer's logging reads
+
+    for _ in range(2):
+        step()
+    with HostReads() as reads:
+        step()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        step()
+    ops = sum(1 for e in prof.events() if e.name.startswith("aten::"))
+    times = []
+    for _ in range(steps):
+        t0 = time.perf_counter()
+        step()
+        times.append(time.perf_counter() - t0)
+    times.sort()
+    return {"engine": "fairchem-core", "seconds_per_step": times, "median_seconds": times[len(times) // 2],
+            "host_reads_per_step": reads.count, "aten_ops_per_step": ops, "threads": torch.get_num_threads()}
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("uma_tool")
+    p.add_argument("out")
+    p.add_argument("--steps", type=int, default=5)
+    p.add_argument("--threads", type=int, default=2)
+    args = p.parse_args()
+    torch.set_num_threads(args.threads)
+    import logging
+    import warnings
+    logging.disable(logging.WARNING)
+    warnings.filterwarnings("ignore")
+    tmp = tempfile.TemporaryDirectory(prefix="uma-train-bench-")
+    ckpt = os.path.join(tmp.name, "k4l2.pt")
+    checkpoint = mf.build_checkpoint("k4l2", mf.MODEL_SPECS["k4l2"], 99, ckpt)
+    model_file = os.path.join(tmp.name, "k4l2.safetensors")
+    convert_checkpoint.convert(ckpt, model_file, weights="raw", dtype="float32")
+    samples = systems()
+    data = os.path.join(tmp.name, "batch.extxyz")
+    write_extxyz(data, samples)
+
+    env = dict(os.environ, OMP_NUM_THREADS=str(args.threads))
+    ours = json.loads(subprocess.run([args.uma_tool, "bench-train", model_file, data, "--steps", str(args.steps)],
+                                     check=True, capture_output=True, text=True, env=env).stdout)
+    theirs = fairchem_side(checkpoint, samples, args.steps)
+    result = {"model": "K4L2 perf_check-like (4 blocks, lmax 2, 64 experts, 5 datasets)",
+              "atoms_per_batch": sum(len(s[0]) for s in samples), "systems": [s[1] for s in samples],
+              "lammps_uma": ours, "fairchem": theirs,
+              "speedup": theirs["median_seconds"] / ours["median_seconds"],
+              "op_ratio": ours["aten_ops_per_step"] / theirs["aten_ops_per_step"]}
+    json.dump(result, open(args.out, "w"), indent=1)
+    print(f"{result['atoms_per_batch']} atoms/batch, {args.threads} threads: lammps-uma "
+          f"{ours['median_seconds']:.3f} s/step, {ours['host_reads_per_step']} host reads, "
+          f"{ours['aten_ops_per_step']} ATen ops; fairchem {theirs['median_seconds']:.3f} s/step, "
+          f"{theirs['host_reads_per_step']} host reads, {theirs['aten_ops_per_step']} ATen ops; "
+          f"speed-up {result['speedup']:.2f}x, op ratio {result['op_ratio']:.2f}")
+
+
+if __name__ == "__main__":
+    main()
