@@ -3,6 +3,7 @@
 #   scripts/bench.sh [bench/run.py options]       engine vs fairchem's calculator (single points)
 #   scripts/bench.sh --lammps [--steps N]         LAMMPS pair_style uma: MD vs fairchem ASE MD,
 #                                                 the in.eam-style Cu problem, peak memory
+#   scripts/bench.sh --train [--steps N]          one training step vs fairchem's (K4L2, CPU)
 # Takes tens of minutes and up to ~20 GB of memory.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -15,5 +16,9 @@ if [ "${1:-}" = "--lammps" ]; then
   cache="$HOME/.cache/lammps-uma/bench"
   [ -f "$cache/uma-s-1p1-random.safetensors" ] || "$UMA_PYTHON" bench/make_model.py "$cache"
   exec "$UMA_PYTHON" bench/lammps_md.py "$root" "$@"
+fi
+if [ "${1:-}" = "--train" ]; then
+  shift
+  exec "$UMA_PYTHON" bench/train_step.py build/uma doc/benchmark_results_train_cpu.json "$@"
 fi
 exec "$UMA_PYTHON" bench/run.py "$@"
