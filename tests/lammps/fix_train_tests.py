@@ -193,18 +193,7 @@ CASES = {"data_parallel": case_data_parallel, "on_the_fly": case_on_the_fly, "re
 
 
 def main():
-    if len(sys.argv) != 3 or sys.argv[2] not in CASES:
-        sys.exit(__doc__ + "cases: " + " ".join(CASES))
-    pt.ROOT = sys.argv[1]
-    case = sys.argv[2]
-    check(os.path.exists(pt.ROOT + pt.PLUGIN), f"{pt.PLUGIN} is not built in the root")
-    h, r = pt.workdir("train_" + case)
-    try:
-        CASES[case](h, r)
-    except Failure as e:
-        print(f"FAIL {case}: {e}")
-        sys.exit(1)
-    print(f"PASS {case}")
+    pt.run_case(__doc__, CASES, sys.argv, prefix="train_")
 
 
 if __name__ == "__main__":

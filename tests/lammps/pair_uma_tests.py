@@ -532,20 +532,25 @@ CASES = {
 }
 
 
-def main():
+def run_case(doc, cases, argv, prefix=""):
+    """Runs the case named on the command line (ROOT CASE); prints PASS/FAIL."""
     global ROOT
-    if len(sys.argv) != 3 or sys.argv[2] not in CASES:
-        sys.exit(__doc__ + "cases: " + " ".join(CASES))
-    ROOT = sys.argv[1]
-    case = sys.argv[2]
+    if len(argv) != 3 or argv[2] not in cases:
+        sys.exit(doc + "cases: " + " ".join(cases))
+    ROOT = argv[1]
+    case = argv[2]
     check(os.path.exists(ROOT + PLUGIN), f"{PLUGIN} is not built in the root (lammps.engine_in_root builds it)")
-    h, r = workdir(case)
+    h, r = workdir(prefix + case)
     try:
-        CASES[case](h, r)
+        cases[case](h, r)
     except Failure as e:
         print(f"FAIL {case}: {e}")
         sys.exit(1)
     print(f"PASS {case}")
+
+
+def main():
+    run_case(__doc__, CASES, sys.argv)
 
 
 if __name__ == "__main__":
