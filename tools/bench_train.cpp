@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <map>
 #include <string_view>
 #include <nlohmann/json.hpp>
 
@@ -19,9 +20,14 @@ namespace uma::tool {
 namespace {
 
 std::atomic<int64_t> aten_calls{0};
+std::map<std::string, int64_t> aten_names;   // with --ops: calls per operator
+bool by_name = false;
 
 std::unique_ptr<at::ObserverContext> count_aten(const at::RecordFunction& fn) {
-  if (std::string_view(fn.name()).rfind("aten::", 0) == 0) ++aten_calls;
+  if (std::string_view(fn.name()).rfind("aten::", 0) == 0) {
+    ++aten_calls;
+    if (by_name) ++aten_names[fn.name()];
+  }
   return nullptr;
 }
 
@@ -46,6 +52,7 @@ int bench_train(const BenchTrainArgs& a) {
   trainer.read_stats();
 
   aten_calls = 0;
+  by_name = a.ops;
   auto handle = at::addGlobalCallback(at::RecordFunctionCallback(count_aten).scopes({at::RecordScope::FUNCTION}));
   reset_host_read_count();
   trainer.step(batch);
@@ -69,6 +76,14 @@ int bench_train(const BenchTrainArgs& a) {
                         {"atoms", [&] { int64_t n = 0; for (auto i : batch) n += trainer.sample(i).atoms.numbers.size(); return n; }()},
                         {"loss", stats.loss},
                         {"threads", at::get_num_threads()}};
+  if (a.ops) {
+    std::vector<std::pair<int64_t, std::string>> top;
+    for (const auto& [name, n] : aten_names) top.emplace_back(n, name);
+    std::sort(top.rbegin(), top.rend());
+    nlohmann::json ops = nlohmann::json::object();
+    for (size_t i = 0; i < std::min<size_t>(top.size(), 40); ++i) ops[top[i].second] = top[i].first;
+    out["top_ops"] = ops;
+  }
   std::printf("%s\n", out.dump().c_str());
   return 0;
 }

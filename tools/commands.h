@@ -34,6 +34,7 @@ int test(const TestArgs& args);
 struct BenchTrainArgs {
   std::string model, data;
   int steps = 5, warmup = 2;
+  bool ops = false;   // also list the most frequent ATen operators
 };
 
 // Times training steps on one fixed batch and counts host reads and ATen ops.

@@ -189,6 +189,7 @@ int main(int argc, char** argv) {
   bench_train_cmd->add_option("DATA", bt.data, "labelled frames: the batch")->required();
   bench_train_cmd->add_option("--steps", bt.steps, "timed steps")->check(CLI::PositiveNumber);
   bench_train_cmd->add_option("--warmup", bt.warmup, "untimed steps first")->check(CLI::NonNegativeNumber);
+  bench_train_cmd->add_flag("--ops", bt.ops, "list the most frequent ATen operators of one step");
 
   CLI11_PARSE(app, argc, argv);
   bench.merge = !bench_no_merge;
