@@ -48,7 +48,7 @@ int train(const TrainArgs& a) {
 
   auto data = read_training_data(a.data, a.task);
   if (data.empty()) throw Error(a.data + " holds no frames");
-  auto ids = add_all(trainer, data);
+  add_all(trainer, data);
   std::vector<int64_t> natoms;
   for (const auto& s : data) natoms.push_back(static_cast<int64_t>(s.atoms.numbers.size()));
   std::vector<int64_t> held;
@@ -79,7 +79,6 @@ int train(const TrainArgs& a) {
   if (!held.empty()) print_errors("held-out", trainer.errors(held, a.ema > 0));
   trainer.save_model(a.out, a.ema > 0);
   std::printf("wrote %s (%s weights)\n", a.out.c_str(), a.ema > 0 ? "averaged" : "raw");
-  (void)ids;
   return 0;
 }
 
@@ -89,8 +88,7 @@ int test(const TestArgs& a) {
   train::Trainer trainer(load_model(a.model), o);
   auto data = read_training_data(a.data, a.task);
   if (data.empty()) throw Error(a.data + " holds no frames");
-  std::vector<int64_t> ids;
-  for (const auto& s : data) ids.push_back(trainer.add_sample(s));
+  const auto ids = add_all(trainer, data);
   std::printf("%s on %zu frames of %s\n", a.model.c_str(), data.size(), a.data.c_str());
   print_errors("errors", trainer.errors(ids, false));
   return 0;
