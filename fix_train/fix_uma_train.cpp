@@ -28,10 +28,6 @@
 using namespace LAMMPS_NS;
 using namespace FixConst;
 
-struct FixUMATrain::Options {
-  uma::train::TrainOptions train;
-};
-
 namespace {
 
 enum Stat { LOSS, ENERGY_MAE, FORCES_MAE, STRESS_MAE, GRAD_NORM, LR, STEPS, FRAMES, SKIPPED, HELD_ENERGY_MAE, HELD_FORCES_MAE };
@@ -47,11 +43,11 @@ bool is_keyword(const std::string &w) {
 
 }  // namespace
 
-FixUMATrain::FixUMATrain(LAMMPS *lmp, int narg, char **arg) : Fix(lmp, narg, arg), options_(new Options) {
+FixUMATrain::FixUMATrain(LAMMPS *lmp, int narg, char **arg) : Fix(lmp, narg, arg), options_(std::make_unique<uma::train::TrainOptions>()) {
   if (narg < 4) utils::missing_cmd_args(FLERR, "fix uma/train", error);
   train_every_ = utils::inumeric(FLERR, arg[3], false, lmp);
   if (train_every_ < 1) error->all(FLERR, "Fix uma/train: N (train every N steps) must be >= 1, got {}", train_every_);
-  auto &o = options_->train;
+  auto &o = *options_;
   o.optimizer.total_steps = 10000;
   o.optimizer.ema_decay = 0.999;
   state_file_ = std::string(id) + ".uma-train.state";
@@ -171,7 +167,7 @@ void FixUMATrain::create_trainer() {
   pair_task_ = task_.empty() ? setup.task : task_;
   charge_ = setup.charge;
   spin_ = setup.spin;
-  auto &o = options_->train;
+  auto &o = *options_;
   o.device = torch::Device(setup.device);
   const int nprocs = comm->nprocs;
   if (nprocs > 1) {

@@ -15,6 +15,7 @@
 namespace uma {
 struct Sample;
 namespace train {
+struct TrainOptions;
 class Trainer;
 class MaxAtomsSampler;
 }  // namespace train
@@ -61,9 +62,7 @@ class FixUMATrain : public Fix {
   bool restarted_ = false;
   double restart_values_[4] = {0, 0, 0, 0};
 
-  // options parsed into the trainer when it is created
-  struct Options;
-  std::unique_ptr<Options> options_;
+  std::unique_ptr<uma::train::TrainOptions> options_;   // for the trainer, created at the first init
 
   void create_trainer();
   void push_weights();

@@ -41,17 +41,18 @@ std::vector<LossTask> loss_tasks(const UmaModel& model, const LossOptions& optio
   return tasks;
 }
 
-std::vector<TaskTargets> make_targets(const std::vector<LossTask>& tasks, const std::vector<Sample>& batch,
+std::vector<TaskTargets> make_targets(const std::vector<LossTask>& tasks, const std::vector<const Sample*>& batch,
                                       const torch::TensorOptions& fopts) {
   const int64_t B = static_cast<int64_t>(batch.size());
   int64_t N = 0;
-  for (const auto& s : batch) N += static_cast<int64_t>(s.atoms.numbers.size());
+  for (const Sample* s : batch) N += static_cast<int64_t>(s->atoms.numbers.size());
   std::vector<TaskTargets> out;
   for (const auto& task : tasks) {
     TaskTargets tt;
     std::vector<double> target, mask, free_atoms;
     if (task.property == "energy") {
-      for (const auto& s : batch) {
+      for (const Sample* sp : batch) {
+        const Sample& s = *sp;
         double refs = 0;
         if (task.element_references.defined())
           for (int64_t z : s.atoms.numbers) refs += task.element_references.data_ptr<double>()[z];
@@ -64,7 +65,8 @@ std::vector<TaskTargets> make_targets(const std::vector<LossTask>& tasks, const 
       tt.target = torch::tensor(target, torch::kFloat64).to(fopts.dtype(torch::kFloat64));
       tt.mask = torch::tensor(mask, torch::kFloat64).to(fopts.dtype(torch::kFloat64));
     } else if (task.property == "forces") {
-      for (const auto& s : batch) {
+      for (const Sample* sp : batch) {
+        const Sample& s = *sp;
         const int64_t n = static_cast<int64_t>(s.atoms.numbers.size());
         const bool ds = has_dataset(task, s.atoms.task) && s.labels.has_forces;
         int64_t valid = 0;
@@ -88,7 +90,8 @@ std::vector<TaskTargets> make_targets(const std::vector<LossTask>& tasks, const 
       if (task.reduction == Reduction::kPerStructure)
         tt.free_atoms = torch::tensor(free_atoms, torch::kFloat64).to(fopts);
     } else {  // stress
-      for (const auto& s : batch) {
+      for (const Sample* sp : batch) {
+        const Sample& s = *sp;
         const bool ds = has_dataset(task, s.atoms.task) && s.labels.has_stress;
         for (int k = 0; k < 9; ++k) {
           const double v = s.labels.stress[k];

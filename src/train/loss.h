@@ -54,7 +54,7 @@ struct TaskTargets {
 };
 
 // Host labels -> device targets for every task.
-std::vector<TaskTargets> make_targets(const std::vector<LossTask>& tasks, const std::vector<Sample>& batch,
+std::vector<TaskTargets> make_targets(const std::vector<LossTask>& tasks, const std::vector<const Sample*>& batch,
                                       const torch::TensorOptions& float_options);
 
 // Raw model outputs for a batch.

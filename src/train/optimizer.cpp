@@ -64,8 +64,8 @@ void AdamW::step(const torch::Tensor& loss) {
   // clip_grad_norm_: scale by max_norm / (norm + 1e-6) when that is below 1.
   auto scale = options_.clip_norm > 0
                    ? torch::clamp_max(options_.clip_norm / (grad_norm_ + 1e-6), 1.0) : torch::ones_like(grad_norm_);
-  // A rejected step's gradient becomes zero (where, so NaN cannot leak through).
-  g.copy_(torch::where(ok, g * scale, torch::zeros({}, g.options())));
+  // A rejected step's gradient becomes zero (masked, so NaN cannot leak through).
+  g.mul_(scale).masked_fill_(ok.logical_not(), 0.0);
 
   const double b1 = options_.beta1, b2 = options_.beta2;
   w.mul_(1.0 - lr * options_.weight_decay * okf);
@@ -74,8 +74,11 @@ void AdamW::step(const torch::Tensor& loss) {
   auto t = torch::clamp_min(applied_, 1.0);
   auto step_size = (lr / (1.0 - torch::pow(b1, t))) * okf;
   auto bias2_sqrt = torch::sqrt(1.0 - torch::pow(b2, t));
-  auto denom = (exp_avg_sq_.sqrt() / bias2_sqrt.to(w.scalar_type())).add_(options_.eps);
-  w.addcdiv_(exp_avg_ * -step_size.to(w.scalar_type()), denom);
+  // w -= step_size * m / denom, as m / (denom / -step_size); a rejected step
+  // divides by -0 and adds -0.
+  auto denom = exp_avg_sq_.sqrt().div_(bias2_sqrt.to(w.scalar_type())).add_(options_.eps)
+                   .div_(-step_size.to(w.scalar_type()));
+  w.addcdiv_(exp_avg_, denom);
   // AveragedModel: the first update copies, then ema += (1 - decay)(w - ema).
   if (ema_.defined()) ema_.lerp_(w, steps_ == 1 ? okf : (1.0 - options_.ema_decay) * okf);
 }

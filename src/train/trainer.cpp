@@ -17,6 +17,18 @@ bool has_property(const std::vector<LossTask>& tasks, const std::string& propert
   return std::any_of(tasks.begin(), tasks.end(), [&](const LossTask& t) { return t.property == property; });
 }
 
+// Energy, force and stress MAEs from per-task error sums and counts (NaN where nothing was seen).
+Trainer::Errors property_maes(const std::vector<LossTask>& tasks, const double* error_sums, const double* counts) {
+  double err[3] = {0, 0, 0}, n[3] = {0, 0, 0};
+  for (size_t t = 0; t < tasks.size(); ++t) {
+    const int k = tasks[t].property == "energy" ? 0 : tasks[t].property == "forces" ? 1 : 2;
+    err[k] += error_sums[t];
+    n[k] += counts[t];
+  }
+  auto mae = [&](int k) { return n[k] > 0 ? err[k] / n[k] : std::nan(""); };
+  return {mae(0), mae(1), mae(2)};
+}
+
 }  // namespace
 
 Trainer::Trainer(UmaModel model, TrainOptions options)
@@ -61,12 +73,12 @@ int64_t Trainer::add_sample(const Sample& sample) {
   return num_samples() - 1;
 }
 
-Predictions Trainer::predict(const std::vector<Sample>& samples, const std::vector<int64_t>& capacities,
+Predictions Trainer::predict(const std::vector<const Sample*>& samples, const std::vector<int64_t>& capacities,
                              bool create_graph) {
   const auto fopts = torch::TensorOptions().dtype(options_.dtype).device(options_.device);
   const auto dopts = fopts.dtype(torch::kFloat64);
   std::vector<Atoms> systems;
-  for (const auto& s : samples) systems.push_back(s.atoms);
+  for (const Sample* s : samples) systems.push_back(s->atoms);
   BatchInput batch = make_batch_input(systems, fopts);
   const BatchTensors& in = batch.in;
   const int64_t B = static_cast<int64_t>(systems.size());
@@ -105,10 +117,10 @@ Predictions Trainer::predict(const std::vector<Sample>& samples, const std::vect
 LossTerms Trainer::forward(const std::vector<int64_t>& indices, std::vector<double>& counts, bool reduce,
                            bool backward) {
   if (indices.empty()) throw Error("internal: empty training batch");
-  std::vector<Sample> batch;
+  std::vector<const Sample*> batch;
   std::vector<int64_t> capacities;
   for (int64_t i : indices) {
-    batch.push_back(samples_.at(i));
+    batch.push_back(&samples_.at(i));
     capacities.push_back(std::max<int64_t>(edges_[i], 1));
   }
   // Equal edge blocks let every MoLE layer run as one batched GEMM.
@@ -161,37 +173,28 @@ void Trainer::step(const std::vector<int64_t>& indices) {
 }
 
 Trainer::Errors Trainer::errors(const std::vector<int64_t>& indices, bool average) {
-  torch::Tensor raw;
-  if (average && optimizer_->average().defined()) {
-    raw = flat_->values().clone();
-    torch::NoGradGuard no_grad;
-    flat_->values().copy_(optimizer_->average());
-  }
   std::vector<double> counts;
   LossTerms terms;
+  with_weights(average, [&] { terms = forward(indices, counts, /*reduce=*/false, /*backward=*/false); });
+  auto sums = to_host(terms.error_sums);
+  return property_maes(tasks_, sums.data_ptr<double>(), counts.data() + tasks_.size());
+}
+
+void Trainer::with_weights(bool average, const std::function<void()>& fn) {
+  if (!average || !optimizer_->average().defined()) return fn();
+  auto swap_in = [&](const torch::Tensor& values) {
+    torch::NoGradGuard no_grad;   // only for the copy: fn may need autograd
+    flat_->values().copy_(values);
+  };
+  const auto raw = flat_->values().detach().clone();
+  swap_in(optimizer_->average());
   try {
-    terms = forward(indices, counts, /*reduce=*/false, /*backward=*/false);
+    fn();
   } catch (...) {
-    if (raw.defined()) flat_->values().detach().copy_(raw);
+    swap_in(raw);
     throw;
   }
-  if (raw.defined()) {
-    torch::NoGradGuard no_grad;
-    flat_->values().copy_(raw);
-  }
-  auto sums = to_host(terms.error_sums);
-  Errors e;
-  double err[3] = {0, 0, 0}, n[3] = {0, 0, 0};
-  for (size_t t = 0; t < tasks_.size(); ++t) {
-    const int k = tasks_[t].property == "energy" ? 0 : tasks_[t].property == "forces" ? 1 : 2;
-    err[k] += sums.data_ptr<double>()[t];
-    n[k] += counts[tasks_.size() + t];
-  }
-  const double nan = std::nan("");
-  e.energy = n[0] > 0 ? err[0] / n[0] : nan;
-  e.forces = n[1] > 0 ? err[1] / n[1] : nan;
-  e.stress = n[2] > 0 ? err[2] / n[2] : nan;
-  return e;
+  swap_in(raw);
 }
 
 TrainStats Trainer::read_stats() {
@@ -208,18 +211,11 @@ TrainStats Trainer::read_stats() {
   s.steps = stat_steps_;
   const double steps = std::max<int64_t>(stat_steps_, 1);
   s.loss = summed[0] / steps;
-  double e_err = 0, f_err = 0, s_err = 0, e_n = 0, f_n = 0, s_n = 0;
-  for (int64_t t = 0; t < T; ++t) {
-    s.task_losses.push_back(summed[1 + t] / steps);
-    const double err = summed[1 + T + t], n = error_counts_[t];
-    if (tasks_[t].property == "energy") e_err += err, e_n += n;
-    else if (tasks_[t].property == "forces") f_err += err, f_n += n;
-    else s_err += err, s_n += n;
-  }
-  const double nan = std::nan("");
-  s.energy_mae = e_n > 0 ? e_err / e_n : nan;
-  s.forces_mae = f_n > 0 ? f_err / f_n : nan;
-  s.stress_mae = s_n > 0 ? s_err / s_n : nan;
+  for (int64_t t = 0; t < T; ++t) s.task_losses.push_back(summed[1 + t] / steps);
+  const auto maes = property_maes(tasks_, summed.data() + 1 + T, error_counts_.data());
+  s.energy_mae = maes.energy;
+  s.forces_mae = maes.forces;
+  s.stress_mae = maes.stress;
   s.skipped = static_cast<int64_t>(local[1 + 2 * T]);
   s.grad_norm = local[2 + 2 * T];
   s.lr = optimizer_->current_lr();
@@ -252,17 +248,7 @@ void Trainer::copy_weights(UmaModel& dst, bool average) const {
 }
 
 void Trainer::save_model(const std::string& path, bool average) {
-  if (!average || !optimizer_->average().defined()) return uma::save_model(model_, path);
-  torch::NoGradGuard no_grad;
-  auto raw = flat_->values().clone();
-  flat_->values().copy_(optimizer_->average());
-  try {
-    uma::save_model(model_, path);
-  } catch (...) {
-    flat_->values().copy_(raw);
-    throw;
-  }
-  flat_->values().copy_(raw);
+  with_weights(average, [&] { uma::save_model(model_, path); });
 }
 
 void Trainer::save_state(const std::string& path) const {

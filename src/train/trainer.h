@@ -99,7 +99,10 @@ class Trainer {
   uint64_t weights_hash() const;
 
  private:
-  Predictions predict(const std::vector<Sample>& batch, const std::vector<int64_t>& capacities, bool create_graph);
+  // Runs fn with the averaged weights in place (when `average` and there is
+  // an average), then puts the raw ones back.
+  void with_weights(bool average, const std::function<void()>& fn);
+  Predictions predict(const std::vector<const Sample*>& batch, const std::vector<int64_t>& capacities, bool create_graph);
   // Loss terms (gradient left in the flat buffer when `backward`); counts: per
   // task the loss denominators then the metric denominators, summed over processes.
   LossTerms forward(const std::vector<int64_t>& indices, std::vector<double>& counts, bool reduce, bool backward);
