@@ -24,6 +24,7 @@
 #include "train/sampler.h"
 #include "train/trainer.h"
 #include "training_data.h"
+#include "transfers.h"
 
 using namespace LAMMPS_NS;
 using namespace FixConst;
@@ -37,7 +38,7 @@ bool is_keyword(const std::string &w) {
                                 "lr",     "weight_decay", "warmup",    "total_steps", "warmup_factor", "lr_min_factor",
                                 "clip",   "ema",        "use",         "energy_coef", "forces_coef",   "stress_coef",
                                 "forces_reduction", "routing_dropout", "seed", "shuffle", "write_frames",
-                                "checkpoint", "print", "state", "holdout"};
+                                "checkpoint", "print", "state", "holdout", "deterministic"};
   return std::find_if(std::begin(words), std::end(words), [&](const char *k) { return w == k; }) != std::end(words);
 }
 
@@ -123,6 +124,7 @@ FixUMATrain::FixUMATrain(LAMMPS *lmp, int narg, char **arg) : Fix(lmp, narg, arg
     } else if (key == "routing_dropout") o.routing_dropout = non_negative(i + 1, "routing_dropout");
     else if (key == "seed") seed_ = static_cast<unsigned long long>(non_negative(i + 1, "seed"));
     else if (key == "shuffle") shuffle_ = utils::logical(FLERR, value, false, lmp) == 1;
+    else if (key == "deterministic") o.deterministic = utils::logical(FLERR, value, false, lmp) == 1;
     else if (key == "write_frames") frames_file_ = value;
     else if (key == "print") print_every_ = static_cast<int>(positive(i + 1, "print"));
     else if (key == "state") state_file_ = value;
@@ -176,14 +178,18 @@ void FixUMATrain::create_trainer() {
       MPI_Allreduce(MPI_IN_PLACE, v.data(), static_cast<int>(v.size()), MPI_DOUBLE, MPI_SUM, world_comm);
     };
     // Reduce to rank 0, then broadcast: every rank gets the very same bits.
+    // On a GPU this is one counted read and one upload per step (no
+    // CUDA-aware MPI or NCCL yet); on the CPU the buffer is reduced in place.
     o.sum_gradients = [world_comm](torch::Tensor &g) {
-      auto host = g.device().is_cpu() ? g : g.to(torch::kCPU);
+      const bool on_host = g.device().is_cpu();
+      auto host = on_host ? g : uma::to_host(g);
       int me = 0;
       MPI_Comm_rank(world_comm, &me);
       const int n = static_cast<int>(host.numel());
-      MPI_Reduce(me == 0 ? MPI_IN_PLACE : host.data_ptr(), host.data_ptr(), n, MPI_FLOAT, MPI_SUM, 0, world_comm);
-      MPI_Bcast(host.data_ptr(), n, MPI_FLOAT, 0, world_comm);
-      if (!g.device().is_cpu()) g.copy_(host);
+      void *data = host.data_ptr();   // host data
+      MPI_Reduce(me == 0 ? MPI_IN_PLACE : data, data, n, MPI_FLOAT, MPI_SUM, 0, world_comm);
+      MPI_Bcast(data, n, MPI_FLOAT, 0, world_comm);
+      if (!on_host) g.copy_(uma::upload(host, g.options()));   // same device
     };
   }
   try {
@@ -264,7 +270,7 @@ void FixUMATrain::collect_frame() {
     types.push_back(type);
     for (int c = 0; c < 3; ++c) pos.push_back(all[5 * k + 2 + c] - domain->boxlo[c]);
   }
-  s.atoms.positions = torch::tensor(pos, torch::kFloat64).view({n, 3});
+  s.atoms.positions = torch::from_blob(pos.data(), {n, 3}, torch::kFloat64).clone();   // host data
   s.atoms.cell = {{{domain->xprd, 0.0, 0.0}, {domain->xy, domain->yprd, 0.0}, {domain->xz, domain->yz, domain->zprd}}};
   s.atoms.pbc = {domain->xperiodic != 0, domain->yperiodic != 0, domain->zperiodic != 0};
   s.atoms.task = pair_task_;
@@ -336,7 +342,7 @@ bool FixUMATrain::label_frame(uma::Sample &s, std::string &message) {
     std::vector<int> types;
     for (int64_t z : s.atoms.numbers)
       types.push_back(static_cast<int>(std::find(type_z_.begin() + 1, type_z_.end(), z) - type_z_.begin()));
-    const auto *x = s.atoms.positions.data_ptr<double>();
+    const auto *x = s.atoms.positions.data_ptr<double>();   // host data
     if (lammps_create_atoms(ref.get(), n, ids.data(), types.data(), x, nullptr, nullptr, 0) != n) {
       message = "not every atom of the frame could be placed in the reference's box";
       return false;

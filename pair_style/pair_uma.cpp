@@ -19,9 +19,11 @@
 #include "update.h"
 #include "utils.h"
 
+#include "device.h"
 #include "elements.h"
 #include "engine.h"
 #include "model.h"
+#include "transfers.h"
 
 using namespace LAMMPS_NS;
 
@@ -32,11 +34,11 @@ namespace {
 class SumOverRanks : public torch::autograd::Function<SumOverRanks> {
  public:
   static torch::Tensor reduce(const torch::Tensor& x, MPI_Fint comm) {
-    auto host = x.detach().to(torch::kCPU).contiguous().clone();
+    auto host = uma::to_host(x);   // one counted read and one upload per call
     const MPI_Datatype type = host.scalar_type() == torch::kFloat64 ? MPI_DOUBLE : MPI_FLOAT;
-    MPI_Allreduce(MPI_IN_PLACE, host.data_ptr(), static_cast<int>(host.numel()), type, MPI_SUM,
+    MPI_Allreduce(MPI_IN_PLACE, host.data_ptr(), static_cast<int>(host.numel()), type, MPI_SUM,  // host data
                   MPI_Comm_f2c(comm));
-    return host.to(x.device());
+    return uma::upload(host, x.options());
   }
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, torch::Tensor x, int64_t comm) {
     ctx->saved_data["comm"] = comm;
@@ -69,10 +71,15 @@ PairUMA::PairUMA(LAMMPS* lmp) : Pair(lmp) {
   centroidstressflag = CENTROID_NOTAVAIL;
   comm_reverse = 9;
   comm_reverse_off = 9;   // ghost rows are sent home with newton off too
+  // compute pair ... uma: host reads and uploads of the latest step, and
+  // their totals since the run began
+  nextra = 4;
+  pvector = new double[nextra]();
 }
 
 PairUMA::~PairUMA() {
   if (copymode) return;
+  delete[] pvector;
   if (allocated) {
     memory->destroy(setflag);
     memory->destroy(cutsq);
@@ -113,8 +120,8 @@ void PairUMA::settings(int narg, char** arg) {
       if (spin_ < 0) error->all(FLERR, "Pair style uma: spin is a multiplicity (2S+1 >= 1), got {}", spin_);
       spin_set_ = true;
     } else if (key == "precision") {
-      if (value != "fp32" && value != "fp64")
-        error->all(FLERR, "Pair style uma: precision must be fp32 or fp64, got '{}'", value);
+      if (value != "fp32" && value != "fp64" && value != "tf32")
+        error->all(FLERR, "Pair style uma: precision must be fp32, fp64 or tf32, got '{}'", value);
       precision_ = value;
     } else if (key == "device") {
       if (value != "auto" && value != "cpu" && value != "cuda")
@@ -169,17 +176,20 @@ void PairUMA::coeff(int narg, char** arg) {
 }
 
 std::string PairUMA::device_name() const {
-  if (device_ == "cpu") return "cpu";
-  if (device_ == "auto" && !torch::cuda::is_available()) return "cpu";
-  if (!torch::cuda::is_available())
-    error->all(FLERR, "Pair style uma: device cuda requested but LibTorch sees no CUDA device");
   // one GPU per rank: the node-local rank picks the device
   MPI_Comm node;
   int local = 0;
   MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, comm->me, MPI_INFO_NULL, &node);
   MPI_Comm_rank(node, &local);
   MPI_Comm_free(&node);
-  return "cuda:" + std::to_string(local % static_cast<int>(torch::cuda::device_count()));
+  try {
+    const auto device = uma::resolve_device(device_, local);
+    uma::make_current(device);
+    return device.str();
+  } catch (const std::exception& e) {
+    error->all(FLERR, "Pair style uma: {}", e.what());
+  }
+  return "cpu";
 }
 
 void PairUMA::create_engine() {
@@ -215,9 +225,14 @@ void PairUMA::create_engine() {
 
   uma::EngineOptions opts;
   opts.dtype = precision_ == "fp64" ? torch::kFloat64 : torch::kFloat32;
+  opts.tf32 = precision_ == "tf32";
   opts.device = torch::Device(device_name());
   opts.stress = true;
-  engine_ = std::make_unique<uma::Engine>(model, opts);
+  try {
+    engine_ = std::make_unique<uma::Engine>(model, opts);
+  } catch (const std::exception& e) {
+    error->all(FLERR, "Pair style uma: {}", e.what());
+  }
   merges_logged_ = 0;
   if (comm->me == 0)
     utils::logmesg(lmp, "pair uma: model {} ({}, {} layers, cutoff {} A), task {}, charge {}, spin {}, "
@@ -231,6 +246,7 @@ void PairUMA::init_style() {
                       "not units {}", update->unit_style);
   if (model_path_.empty()) error->all(FLERR, "Pair style uma: pair_coeff * * MODEL ... is missing");
   if (!engine_) create_engine();
+  for (int k = 0; k < nextra; ++k) pvector[k] = 0.0;   // transfer counts start with the run
   // An owned atom's energy depends on everything within (layers + 1) x cutoff:
   // the edge-degree embedding is one message-passing hop before the layers.
   // The ghosts must cover that between reneighborings.
@@ -261,6 +277,7 @@ void PairUMA::set_weights(const std::function<void(uma::UmaModel &)> &copy) {
 
 void PairUMA::compute(int eflag, int vflag) {
   ev_init(eflag, vflag);
+  const long long reads0 = uma::host_read_count(), uploads0 = uma::upload_count();
   engine_->request_atom_virial(vflag_atom != 0);
   try {
     if (comm->nprocs == 1)
@@ -279,6 +296,10 @@ void PairUMA::compute(int eflag, int vflag) {
     utils::logmesg(lmp, "pair uma: composition changed at step {}; experts merged again\n",
                    update->ntimestep);
   merges_logged_ = merges;
+  pvector[0] = static_cast<double>(uma::host_read_count() - reads0);
+  pvector[1] = static_cast<double>(uma::upload_count() - uploads0);
+  pvector[2] += pvector[0];
+  pvector[3] += pvector[1];
 }
 
 // One rank: the owned atoms are the whole system, periodic as the box is.
@@ -290,41 +311,52 @@ void PairUMA::compute_whole(int, int) {
 
   std::vector<int> index;
   uma::Atoms a;
-  std::vector<double> pos;
   for (int i = 0; i < nlocal; ++i) {
     if (type_z_[type[i]] == 0) continue;
     index.push_back(i);
     a.numbers.push_back(type_z_[type[i]]);
-    for (int k = 0; k < 3; ++k) pos.push_back(x[i][k] - domain->boxlo[k]);
   }
   const int n = static_cast<int>(index.size());
   if (n == 0) return;
-  a.positions = torch::from_blob(pos.data(), {n, 3}, torch::kFloat64).clone();
+  a.positions = torch::empty({n, 3}, torch::kFloat64);
+  double* pos = a.positions.data_ptr<double>();   // host data
+  for (int k = 0; k < n; ++k)
+    for (int d = 0; d < 3; ++d) pos[3 * k + d] = x[index[k]][d] - domain->boxlo[d];
   a.cell = {{{domain->xprd, 0.0, 0.0}, {domain->xy, domain->yprd, 0.0}, {domain->xz, domain->yz, domain->zprd}}};
   a.pbc = {domain->xperiodic != 0, domain->yperiodic != 0, domain->zperiodic != 0};
   a.charge = charge_;
   a.spin = spin_;
   a.task = task_;
 
-  uma::Evaluation ev;
+  // One packed read: forces, and energy and virials only when LAMMPS asks.
+  uma::HostEvaluation r;
   for (int attempt = 0;; ++attempt) {
-    ev = engine_->evaluate({a});
-    if (engine_->accept(ev)) break;
+    if (engine_->fetch(engine_->evaluate({a}), read_request(), r)) break;
     if (attempt == 3) error->one(FLERR, "Pair style uma: internal: edge capacity did not converge");
   }
-  const auto r = uma::Engine::read(ev);
-  const auto F = r.forces.accessor<double, 2>();
-  const auto Ea = r.atom_energy.accessor<double, 1>();
+  const auto F = r.forces.accessor<double, 2>();   // host data
   for (int k = 0; k < n; ++k)
     for (int d = 0; d < 3; ++d) f[index[k]][d] += F[k][d];
   if (eflag_global) eng_vdwl += r.energy[0];
-  if (eflag_atom)
+  if (eflag_atom) {
+    const auto Ea = r.atom_energy.accessor<double, 1>();   // host data
     for (int k = 0; k < n; ++k) eatom[index[k]] += Ea[k];
-  if (vflag_global) add_virial(virial, r.virial.accessor<double, 3>()[0]);
+  }
+  if (vflag_global) add_virial(virial, r.virial.accessor<double, 3>()[0]);   // host data
   if (vflag_atom) {
-    const auto V = r.atom_virial.accessor<double, 3>();
+    const auto V = r.atom_virial.accessor<double, 3>();   // host data
     for (int k = 0; k < n; ++k) add_virial(vatom[index[k]], V[k]);
   }
+}
+
+uma::ReadRequest PairUMA::read_request() const {
+  uma::ReadRequest what;
+  what.energy = eflag_global != 0;
+  what.forces = true;
+  what.atom_energy = eflag_atom != 0;
+  what.virial = vflag_global != 0;
+  what.atom_virial = vflag_atom != 0;
+  return what;
 }
 
 std::vector<long long> PairUMA::global_composition(int nowned, const int* z) const {
@@ -382,12 +414,12 @@ void PairUMA::compute_local(int, int) {
   piece.n_targets = within[layers_];
   for (int k = 0; k < layers_; ++k) piece.layer_targets.push_back(within[layers_ - 1 - k]);
   // float32 keeps 7 digits: coordinates relative to an atom of this rank
-  std::vector<double> pos;
   const double* origin = n > 0 ? x[index[0]] : domain->boxlo;
   const double o[3] = {origin[0], origin[1], origin[2]};
+  piece.positions = torch::empty({n, 3}, torch::kFloat64);
+  double* pos = piece.positions.data_ptr<double>();   // host data
   for (int k = 0; k < n; ++k)
-    for (int d = 0; d < 3; ++d) pos.push_back(x[index[k]][d] - o[d]);
-  piece.positions = torch::from_blob(pos.data(), {n, 3}, torch::kFloat64).clone();
+    for (int d = 0; d < 3; ++d) pos[3 * k + d] = x[index[k]][d] - o[d];
   const auto counts = global_composition(n_owned, z.data());
   piece.composition.assign(counts.begin(), counts.end());
   piece.charge = charge_;
@@ -401,15 +433,13 @@ void PairUMA::compute_local(int, int) {
 
   // Every rank repeats the step if any rank's edge capacity overflowed, so
   // that the collectives inside the model stay matched.
-  uma::Evaluation ev;
+  uma::HostEvaluation r;
   for (int attempt = 0;; ++attempt) {
-    ev = engine_->evaluate_local(piece);
-    int ok = engine_->accept(ev) ? 1 : 0, all_ok = 0;
+    int ok = engine_->fetch(engine_->evaluate_local(piece), read_request(), r) ? 1 : 0, all_ok = 0;
     MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, world);
     if (all_ok) break;
     if (attempt == 3) error->one(FLERR, "Pair style uma: internal: edge capacity did not converge");
   }
-  const auto r = uma::Engine::read(ev);
 
   if (atom->nmax > nmax_fold_) {
     memory->destroy(fold_);
@@ -419,11 +449,11 @@ void PairUMA::compute_local(int, int) {
   for (int i = 0; i < nall; ++i)
     for (int d = 0; d < 9; ++d) fold_[i][d] = 0.0;
   fold_virial_ = vflag_atom != 0;
-  const auto F = r.forces.accessor<double, 2>();
+  const auto F = r.forces.accessor<double, 2>();   // host data
   for (int k = 0; k < n; ++k)
     for (int d = 0; d < 3; ++d) fold_[index[k]][d] = F[k][d];
   if (vflag_atom) {
-    const auto V = r.atom_virial.accessor<double, 3>();
+    const auto V = r.atom_virial.accessor<double, 3>();   // host data
     for (int k = 0; k < n; ++k) add_virial(fold_[index[k]] + 3, V[k]);   // rows zeroed above
   }
   // Ghost rows go home whatever newton_pair says; the ghosts keep nothing.
@@ -435,10 +465,10 @@ void PairUMA::compute_local(int, int) {
   }
   if (eflag_global) eng_vdwl += r.energy[0];
   if (eflag_atom) {
-    const auto Ea = r.atom_energy.accessor<double, 1>();
+    const auto Ea = r.atom_energy.accessor<double, 1>();   // host data
     for (int k = 0; k < n_owned; ++k) eatom[index[k]] += Ea[k];
   }
-  if (vflag_global) add_virial(virial, r.virial.accessor<double, 3>()[0]);
+  if (vflag_global) add_virial(virial, r.virial.accessor<double, 3>()[0]);   // host data
 }
 
 int PairUMA::pack_reverse_comm(int n, int first, double* buf) {

@@ -19,6 +19,7 @@
 namespace uma {
 class Engine;
 class UmaModel;
+struct ReadRequest;
 }
 
 namespace LAMMPS_NS {
@@ -73,6 +74,7 @@ class PairUMA : public Pair {
   void allocate();
   void create_engine();
   std::string device_name() const;
+  uma::ReadRequest read_request() const;   // what this step's flags ask the engine for
   void compute_whole(int eflag, int vflag);
   void compute_local(int eflag, int vflag);
   std::vector<long long> global_composition(int nowned_mapped, const int *mapped_z) const;

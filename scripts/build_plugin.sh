@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the engine, the uma tool, the engine tests and umaplugin.so inside the
-# LAMMPS root (g++ 16, LibTorch 2.14, against /opt/lammps) from a copy of this
-# tree in ROOT/src/uma-check; the build folder there persists between runs.
+# LAMMPS root (g++ 16, the torch wheel's LibTorch in /opt/torch, against
+# /opt/lammps) from a copy of this tree in ROOT/src/uma-check; the build
+# folder there persists between runs.
 # usage: build_plugin.sh ROOT
 set -euo pipefail
 root="$1"
@@ -20,6 +21,7 @@ tar -C "$src" --exclude=./build --exclude='./build-*' --exclude=.git -cf - . | t
     launcher="-DCMAKE_CXX_COMPILER_LAUNCHER=ccache"
   fi
   cmake -S . -B build-root -DCMAKE_BUILD_TYPE=Release -DUMA_BUILD_PLUGIN=ON $launcher \
+    -DUMA_TORCH_DIR=/opt/torch/site-packages/torch \
     -DCMAKE_PREFIX_PATH=/opt/lammps -DUMA_LAMMPS_SOURCE_DIR=/src/lammps/src > build-root.log 2>&1 ||
     { tail -20 build-root.log; exit 1; }
   cmake --build build-root -j"$(nproc)" >> build-root.log 2>&1 || { grep -m5 -A5 error build-root.log; exit 1; }'

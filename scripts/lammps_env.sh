@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
 # Builds, once, the LAMMPS environment the plugin is built against, cached
 # under $UMA_CACHE and keyed by this script's contents:
-#   - a Debian sid root (debootstrap) with g++, CMake, Open MPI, LibTorch
-#     (libtorch-dev) and Kokkos >= 5.1 (libkokkos-dev; Debian ships no Kokkos
-#     source and bookworm no Kokkos at all, so LAMMPS is built inside sid);
+#   - a Debian sid root (debootstrap) with g++, CMake, Open MPI and Kokkos
+#     >= 5.1 (libkokkos-dev; Debian ships no Kokkos source and bookworm no
+#     Kokkos at all, so LAMMPS is built inside sid);
+#   - the LibTorch of the project's pinned PyPI torch wheel (CUDA-capable, it
+#     runs on CPUs too), hard-linked into /opt/torch from the Python
+#     environment scripts/env.sh made: the engine and the plugin link the same
+#     LibTorch everywhere;
 #   - LAMMPS 4 Jul 2026 from Debian's source package, with PLUGIN, KOKKOS
 #     (external Kokkos, OpenMP), MOLECULE, MANYBODY, KSPACE, EXTRA-FIX and MPI,
 #     installed to /opt/lammps inside the root.
@@ -13,7 +17,7 @@ cd "$(dirname "$0")/.."
 source scripts/env.sh >/dev/null   # its progress lines go to stderr
 log() { printf '[lammps-env] %s\n' "$*" >&2; }
 
-packages="g++ cmake make ca-certificates libopenmpi-dev openmpi-bin libkokkos-dev libtorch-dev
+packages="g++ cmake make ca-certificates libopenmpi-dev openmpi-bin libkokkos-dev
   nlohmann-json3-dev libcli11-dev libgtest-dev libgmock-dev python3"
 lammps_flags="-D CMAKE_BUILD_TYPE=Release -D BUILD_SHARED_LIBS=on -D CMAKE_INSTALL_PREFIX=/opt/lammps
   -D BUILD_MPI=on -D BUILD_OMP=on -D PKG_PLUGIN=on -D PKG_KOKKOS=on -D EXTERNAL_KOKKOS=on
@@ -72,11 +76,9 @@ if [ ! -f "$lammps_done" ]; then
     cmake --install build > /dev/null'
   touch "$lammps_done"
 fi
-# Packages that change nothing that is built, keyed separately: an optimised
-# BLAS behind libblas.so.3, where Debian's LibTorch does its CPU GEMMs (the
-# reference BLAS the root starts with is about 9x slower), and ccache for the
-# plugin builds (scripts/build_plugin.sh).
-runtime_packages="libopenblas0-openmp ccache"
+# Packages that change nothing that is built, keyed separately: ccache for
+# the plugin builds (scripts/build_plugin.sh).
+runtime_packages="ccache"
 runtime_done="$root/.runtime-$(printf '%s' "$runtime_packages" | sha256sum | cut -c1-12)"
 if [ ! -f "$runtime_done" ]; then
   log "installing $runtime_packages in the sid root"
@@ -86,6 +88,18 @@ if [ ! -f "$runtime_done" ]; then
     apt-get install -y -qq --no-install-recommends $PACKAGES >/dev/null 2>&1 ||
       { apt-get update -qq && apt-get install -y -qq --no-install-recommends $PACKAGES >/dev/null; }'
   touch "$runtime_done"
+fi
+# The torch wheel's LibTorch and its CUDA libraries, keyed by the Python
+# environment (hard links: no copy of the 4 GB where the file system allows).
+site=$("$UMA_PYTHON" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+torch_done="$root/opt/torch/.complete-$(basename "$(dirname "$(dirname "$UMA_PYTHON")")")"
+if [ ! -f "$torch_done" ]; then
+  log "placing the torch wheel's LibTorch in the sid root (/opt/torch)"
+  rm -rf "$root/opt/torch" && mkdir -p "$root/opt/torch/site-packages"
+  for d in torch nvidia; do
+    cp -al "$site/$d" "$root/opt/torch/site-packages/" 2>/dev/null || cp -a "$site/$d" "$root/opt/torch/site-packages/"
+  done
+  touch "$torch_done"
 fi
 # the installed lmp and the plugin find liblammps through the loader cache
 if [ ! -f "$root/etc/ld.so.conf.d/lammps.conf" ]; then

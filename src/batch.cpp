@@ -2,8 +2,16 @@
 
 #include <cmath>
 
+#include "engine.h"
+#include "error.h"
+
 namespace uma {
-namespace {
+
+double cell_volume(const Matrix3& c) {
+  return std::abs(c[0][0] * (c[1][1] * c[2][2] - c[1][2] * c[2][1]) -
+                  c[0][1] * (c[1][0] * c[2][2] - c[1][2] * c[2][0]) +
+                  c[0][2] * (c[1][0] * c[2][1] - c[1][1] * c[2][0]));
+}
 
 Matrix3 inverse(const Matrix3& m) {
   const double det = m[0][0] * (m[1][1] * m[2][2] - m[1][2] * m[2][1]) -
@@ -18,73 +26,121 @@ Matrix3 inverse(const Matrix3& m) {
   return r;
 }
 
-torch::Tensor host_tensor(const std::vector<int64_t>& v, const torch::Device& device) {
-  return torch::tensor(v, torch::kLong).to(device);
-}
-
-}  // namespace
-
-double cell_volume(const Matrix3& c) {
-  return std::abs(c[0][0] * (c[1][1] * c[2][2] - c[1][2] * c[2][1]) -
-                  c[0][1] * (c[1][0] * c[2][2] - c[1][2] * c[2][0]) +
-                  c[0][2] * (c[1][0] * c[2][1] - c[1][1] * c[2][0]));
-}
-
-BatchInput make_batch_input(const std::vector<Atoms>& systems, const torch::TensorOptions& fopts) {
-  const auto device = fopts.device();
-  const auto dopts = fopts.dtype(torch::kFloat64);
+BatchTensors upload_layout(const std::vector<Atoms>& systems, const torch::Device& device) {
   const int64_t B = static_cast<int64_t>(systems.size());
-  BatchInput out;
-  BatchTensors& in = out.in;
-  std::vector<torch::Tensor> pos_parts;
-  std::vector<int64_t> numbers, batch, natoms, charge, spin;
-  std::vector<double> inverse_cells, periodic;
+  BatchTensors in;
+  // packed as [numbers N | batch N | natoms B | charge B | spin B]
+  std::vector<int64_t> numbers, batch, tail;
   in.atom_offsets.push_back(0);
   for (int64_t b = 0; b < B; ++b) {
     const Atoms& a = systems[b];
     const int64_t n = static_cast<int64_t>(a.numbers.size());
-    pos_parts.push_back(a.positions.to(fopts));
     numbers.insert(numbers.end(), a.numbers.begin(), a.numbers.end());
     batch.insert(batch.end(), n, b);
-    natoms.push_back(n);
-    charge.push_back(a.charge);
-    spin.push_back(a.spin);
     in.datasets.push_back(a.task);
     in.atom_offsets.push_back(in.atom_offsets.back() + n);
-    for (const auto& row : a.cell) out.cells.insert(out.cells.end(), row.begin(), row.end());
-    out.volumes.push_back(cell_volume(a.cell));
-    out.graph.push_back({in.atom_offsets[b], n, graph_cell(a.cell, a.pbc), a.pbc});
-    const Matrix3 inv = inverse(out.graph.back().cell);
-    for (const auto& row : inv) inverse_cells.insert(inverse_cells.end(), row.begin(), row.end());
-    for (int k = 0; k < 3; ++k) periodic.push_back(a.pbc[k] ? 1.0 : 0.0);
   }
-  in.numbers = host_tensor(numbers, device);
-  in.batch = host_tensor(batch, device);
-  in.natoms = host_tensor(natoms, device);
-  in.charge = host_tensor(charge, device);
-  in.spin = host_tensor(spin, device);
+  const int64_t N = in.atom_offsets.back();
+  for (const auto& a : systems) numbers.push_back(static_cast<int64_t>(a.numbers.size()));
+  for (const auto& a : systems) numbers.push_back(a.charge);
+  for (const auto& a : systems) numbers.push_back(a.spin);
+  numbers.insert(numbers.begin() + N, batch.begin(), batch.end());
+  auto packed = upload(numbers, torch::TensorOptions().dtype(torch::kLong).device(device));
+  in.numbers = packed.narrow(0, 0, N);
+  in.batch = packed.narrow(0, N, N);
+  in.natoms = packed.narrow(0, 2 * N, B);
+  in.charge = packed.narrow(0, 2 * N + B, B);
+  in.spin = packed.narrow(0, 2 * N + 2 * B, B);
+  return in;
+}
 
-  // Wrap into the cell along periodic directions.
-  torch::NoGradGuard no_grad;
-  auto pos = torch::cat(pos_parts, 0);
-  auto cell = torch::tensor(out.cells, torch::kFloat64).to(dopts).view({B, 3, 3}).index_select(0, in.batch);
-  auto inv = torch::tensor(inverse_cells, torch::kFloat64).to(dopts).view({B, 3, 3}).index_select(0, in.batch);
-  auto frac = torch::bmm(pos.to(torch::kFloat64).unsqueeze(1), inv).squeeze(1);
-  auto mask = torch::tensor(periodic, torch::kFloat64).to(dopts).view({B, 3}).index_select(0, in.batch);
-  auto image = (torch::floor(frac) * mask).to(fopts.dtype());
-  out.positions = pos - torch::bmm(image.unsqueeze(1), cell.to(fopts.dtype())).squeeze(1);
+std::vector<SystemGeometry> geometry_of(const std::vector<Atoms>& systems) {
+  std::vector<SystemGeometry> out;
+  for (const auto& a : systems) out.push_back({a.positions, a.cell, a.pbc, -1});
   return out;
 }
 
-torch::Tensor cell_tensor(const BatchInput& batch, const torch::TensorOptions& options) {
-  const int64_t B = static_cast<int64_t>(batch.graph.size());
-  return torch::tensor(batch.cells, torch::kFloat64).to(options).view({B, 3, 3});
+Geometry upload_geometry(const std::vector<SystemGeometry>& systems, const torch::TensorOptions& fopts,
+                         StagingBuffer& staging) {
+  const auto device = fopts.device();
+  const int64_t B = static_cast<int64_t>(systems.size());
+  Geometry out;
+  // Host-side positions go into the staging buffer after the per-system
+  // numbers: [graph cells 9B | inverse graph cells 9B | periodic 3B |
+  // 1/volume B | positions of the host-side systems].
+  const int64_t header = 22 * B;
+  int64_t host_values = 0, N = 0;
+  for (const auto& s : systems) {
+    if (s.positions.device().is_cpu()) host_values += 3 * s.positions.size(0);
+    out.graph.push_back({N, s.positions.size(0), graph_cell(s.cell, s.pbc), s.pbc, s.ntargets});
+    N += s.positions.size(0);
+  }
+  double* buf = staging.host(header + host_values, device);
+  for (int64_t b = 0; b < B; ++b) {
+    const auto& s = systems[b];
+    const Matrix3& g = out.graph[b].cell;
+    const Matrix3 inv = inverse(g);
+    for (int i = 0; i < 3; ++i)
+      for (int j = 0; j < 3; ++j) {
+        buf[9 * b + 3 * i + j] = g[i][j];
+        buf[9 * B + 9 * b + 3 * i + j] = inv[i][j];
+      }
+    for (int k = 0; k < 3; ++k) buf[18 * B + 3 * b + k] = s.pbc[k] ? 1.0 : 0.0;
+    const double v = cell_volume(s.cell);
+    out.volumes.push_back(v);
+    buf[21 * B + b] = v > 1e-6 ? 1.0 / v : std::nan("");
+  }
+  int64_t at = header;
+  for (int64_t b = 0; b < B; ++b) {
+    const auto& s = systems[b];
+    if (!s.positions.device().is_cpu()) continue;
+    if (staging.put(at, s.positions) > 0)
+      throw Error((B > 1 ? "system " + std::to_string(b) + ": " : std::string()) +
+                  "positions contain NaN or infinite values");
+    at += 3 * s.positions.size(0);
+  }
+  auto packed = staging.send(fopts.dtype(torch::kFloat64));
+  out.cells = packed.narrow(0, 0, 9 * B).view({B, 3, 3});
+  auto inv = packed.narrow(0, 9 * B, 9 * B).view({B, 3, 3});
+  auto periodic = packed.narrow(0, 18 * B, 3 * B).view({B, 3});
+  out.inv_volume = packed.narrow(0, 21 * B, B);
+
+  std::vector<torch::Tensor> parts;
+  at = header;
+  for (const auto& s : systems) {
+    const int64_t n = s.positions.size(0);
+    if (s.positions.device().is_cpu()) {
+      parts.push_back(packed.narrow(0, at, 3 * n).view({n, 3}));
+      at += 3 * n;
+    } else {
+      TORCH_CHECK(s.positions.device() == device, "positions live on ", s.positions.device(),
+                  ", the model on ", device);
+      parts.push_back(s.positions.detach().to(torch::kFloat64));
+    }
+  }
+  torch::NoGradGuard no_grad;
+  auto pos = parts.size() == 1 ? parts[0] : torch::cat(parts, 0);             // [N, 3] float64
+  out.nonfinite = (~torch::isfinite(pos)).sum();
+  // Wrap into the cell along periodic directions, in the model's dtype (the
+  // image is found from the positions as the model sees them); the system of
+  // each atom comes from the host-known block sizes, without a lookup table.
+  const auto dtype = fopts.dtype().toScalarType();
+  std::vector<torch::Tensor> wrapped;
+  for (int64_t b = 0; b < B; ++b) {
+    auto p = pos.narrow(0, out.graph[b].first_atom, out.graph[b].natoms).to(dtype);
+    auto image = (torch::floor(p.to(torch::kFloat64).matmul(inv[b])) * periodic[b]).to(dtype);
+    wrapped.push_back(p - image.matmul(out.cells[b].to(dtype)));
+  }
+  out.positions = B == 1 ? wrapped[0] : torch::cat(wrapped, 0);
+  return out;
 }
 
 torch::Tensor edge_vectors(const torch::Tensor& pos, const RadiusGraph& graph, const torch::Tensor& cells) {
   torch::NoGradGuard no_grad;
-  auto shift = torch::bmm(graph.offsets.to(cells.scalar_type()).unsqueeze(1),
-                          cells.index_select(0, graph.edge_system)).squeeze(1);
+  // in the positions' dtype, as the model sees them
+  auto cell = cells.to(pos.scalar_type());
+  auto shift = torch::bmm(graph.offsets.to(cell.scalar_type()).unsqueeze(1),
+                          cell.index_select(0, graph.edge_system)).squeeze(1);
   return pos.index_select(0, graph.src) - pos.index_select(0, graph.tgt) + shift;
 }
 

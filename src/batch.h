@@ -1,34 +1,52 @@
-// A batch of systems gathered from the host into the model's device tensors:
-// the inputs the backbone reads, positions wrapped into their cells, and the
-// per-system geometry the graph builder and the stress need.
+// A batch of systems gathered from the host into the model's device tensors,
+// in two counted uploads: the per-layout integers (atomic numbers, system of
+// each atom, charge, spin), which callers cache while the layout holds, and
+// the per-step geometry (positions and cells), packed into one staging buffer.
 #pragma once
 
+#include <array>
 #include <vector>
 
 #include <torch/torch.h>
 
 #include "backbone.h"
-#include "engine.h"
+#include "radius_graph.h"
+#include "transfers.h"
 
 namespace uma {
 
-struct BatchInput {
-  BatchTensors in;
-  torch::Tensor positions;           // [N, 3] wrapped along periodic directions, model dtype
-  std::vector<GraphSystem> graph;    // [B] one block of the radius graph per system
-  std::vector<double> cells;         // [B * 9] rows are lattice vectors
-  std::vector<double> volumes;       // [B] |det cell| (0 for a cell without volume)
+struct Atoms;
+
+// One system's geometry as the host holds it.
+struct SystemGeometry {
+  torch::Tensor positions;            // [n, 3] Angstrom, any dtype; CPU or the model's device
+  Matrix3 cell{};                     // rows are lattice vectors
+  std::array<bool, 3> pbc{false, false, false};
+  int64_t ntargets = -1;              // see GraphSystem
 };
 
-// `systems` must already be valid (Engine::validate).
-BatchInput make_batch_input(const std::vector<Atoms>& systems, const torch::TensorOptions& float_options);
+struct Geometry {
+  torch::Tensor positions;            // [N, 3] model dtype, wrapped along periodic directions
+  torch::Tensor cells;                // [B, 3, 3] float64 graph cells (see graph_cell)
+  torch::Tensor inv_volume;           // [B] float64, 1 / |det cell| (NaN without volume)
+  torch::Tensor nonfinite;            // [] long: non-finite values among positions on the device
+  std::vector<GraphSystem> graph;     // [B] host: one block of the radius graph per system
+  std::vector<double> volumes;        // [B] host: |det cell| (0 for a cell without volume)
+};
 
-// [B, 3, 3] cells on `options`' device in its dtype.
-torch::Tensor cell_tensor(const BatchInput& batch, const torch::TensorOptions& options);
+// Per-layout integer inputs, one upload.  `systems` must be valid.
+BatchTensors upload_layout(const std::vector<Atoms>& systems, const torch::Device& device);
+
+// Per-step geometry, one upload (positions already on the device travel no
+// further).  Throws uma::Error if host positions hold NaN or inf.
+Geometry upload_geometry(const std::vector<SystemGeometry>& systems, const torch::TensorOptions& float_options,
+                         StagingBuffer& staging);
+std::vector<SystemGeometry> geometry_of(const std::vector<Atoms>& systems);
 
 // Edge vectors r_src - r_tgt + n . cell for the graph's edges, without grad.
 torch::Tensor edge_vectors(const torch::Tensor& positions, const RadiusGraph& graph, const torch::Tensor& cells);
 
 double cell_volume(const Matrix3& cell);
+Matrix3 inverse(const Matrix3& m);
 
 }  // namespace uma

@@ -1,5 +1,7 @@
 #include "edge_rotation.h"
 
+#include "transfers.h"
+
 #include <cmath>
 #include <limits>
 #include <map>
@@ -54,7 +56,7 @@ torch::Tensor rotation_matrix(const torch::Tensor& q) {
 torch::Tensor l2_basis() {
   const double r2 = 1.0 / std::sqrt(2.0), r6 = 1.0 / std::sqrt(6.0);
   auto a = torch::zeros({5, 3, 3}, torch::kFloat64);
-  auto A = a.accessor<double, 3>();
+  auto A = a.accessor<double, 3>();   // host data
   A[0][0][2] = A[0][2][0] = r2;
   A[1][0][1] = A[1][1][0] = r2;
   A[2][0][0] = -r6; A[2][1][1] = 2 * r6; A[2][2][2] = -r6;
@@ -72,7 +74,7 @@ torch::Tensor cached(const char* name, const torch::TensorOptions& opts, Make ma
                           std::string(c10::toString(opts.dtype().toScalarType()));
   std::lock_guard<std::mutex> lock(mutex);
   auto it = cache.find(key);
-  if (it == cache.end()) it = cache.emplace(key, make().to(opts)).first;
+  if (it == cache.end()) it = cache.emplace(key, upload(make(), opts)).first;
   return it->second;
 }
 
@@ -89,7 +91,7 @@ torch::Tensor l2_coupling(const torch::TensorOptions& opts) {
 
 torch::Tensor m_layout_permutation(torch::Device device) {
   return cached("m_layout", torch::dtype(torch::kLong).device(device),
-                [] { return torch::tensor({0, 2, 6, 3, 7, 1, 5, 8, 4}, torch::kLong); });
+                [] { return torch::tensor({0, 2, 6, 3, 7, 1, 5, 8, 4}, torch::kLong); });   // host data
 }
 
 torch::Tensor edge_wigner(const torch::Tensor& vec) {

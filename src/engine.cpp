@@ -9,17 +9,14 @@
 #include <string>
 
 #include "batch.h"
+#include "device.h"
 #include "error.h"
-#include "host_reads.h"
+#include "transfers.h"
 
 namespace uma {
 namespace {
 
 bool any_periodic(const Atoms& a) { return a.pbc[0] || a.pbc[1] || a.pbc[2]; }
-
-torch::Tensor host_doubles(const std::vector<double>& v, const torch::TensorOptions& opts) {
-  return torch::tensor(v, torch::kFloat64).to(opts);
-}
 
 }  // namespace
 
@@ -34,7 +31,14 @@ Engine::Engine(UmaModel model, EngineOptions options)
     mallopt(M_MMAP_MAX, 0);
     mallopt(M_TRIM_THRESHOLD, std::numeric_limits<int>::max());
   }
-  model_->to(options_.device, options_.dtype);
+  if (options_.tf32) {
+    if (!options_.device.is_cuda() || options_.dtype != torch::kFloat32)
+      throw Error("precision tf32 needs a CUDA device (TF32 is a GPU tensor-core format of float32)");
+    at::globalContext().setAllowTF32CuBLAS(true);
+    at::globalContext().setAllowTF32CuDNN(true);
+  }
+  make_current(options_.device);   // before anything is allocated there
+  model_->to(options_.device, options_.dtype);   // bulk transfer
   model_->eval();
   for (auto& p : model_->parameters()) p.requires_grad_(false);
 }
@@ -65,8 +69,6 @@ void validate_systems(const UmaModel& model, const std::vector<Atoms>& systems) 
       throw Error(where + "charge " + std::to_string(a.charge) + " is outside -100..100");
     if (a.spin < 0 || a.spin > 100)
       throw Error(where + "spin multiplicity " + std::to_string(a.spin) + " is outside 0..100");
-    if (a.positions.device().is_cpu() && !torch::isfinite(a.positions).all().item<bool>())
-      throw Error(where + "positions contain NaN or infinite values");
     for (const auto& row : a.cell)
       for (double v : row)
         if (!std::isfinite(v)) throw Error(where + "the cell contains NaN or infinite values");
@@ -75,13 +77,30 @@ void validate_systems(const UmaModel& model, const std::vector<Atoms>& systems) 
   }
 }
 
-struct Engine::Prepared {
-  std::vector<GraphSystem> graph;
-  std::vector<double> cells;                // [B * 9] rows are lattice vectors
-  std::vector<std::vector<int64_t>> keys;   // MoLE merge key per system
-  std::vector<double> energy_scale, energy_shift, atom_shift, force_scale, stress_scale,
-      stress_shift, inv_volume;
+struct Engine::Layout {
+  std::vector<int64_t> key;                 // what it was built for (with `tasks`)
+  std::vector<std::string> tasks;
+  BatchTensors in;                          // device integers of the atoms
+  BatchTensors composition;                 // what the expert routing sees (local: the whole system)
+  std::vector<std::vector<int64_t>> mole_keys;   // MoLE merge key per system
   std::vector<int64_t> layer_targets;       // local evaluation: see LocalAtoms
+  // [B] energy_scale, energy_shift, force_scale, stress_scale, stress_shift; [N] atom_shift
+  torch::Tensor energy_scale, energy_shift, force_scale, stress_scale, stress_shift, atom_shift;
+
+  // One upload of the per-layout normalisers.
+  void upload_constants(const std::vector<double>& per_system, const std::vector<double>& per_atom,
+                        const torch::Device& device) {
+    std::vector<double> packed(per_system);
+    packed.insert(packed.end(), per_atom.begin(), per_atom.end());
+    auto t = upload(packed, torch::TensorOptions().dtype(torch::kFloat64).device(device));
+    const int64_t B = static_cast<int64_t>(per_system.size() / 5);
+    energy_scale = t.narrow(0, 0, B);
+    energy_shift = t.narrow(0, B, B);
+    force_scale = t.narrow(0, 2 * B, B);
+    stress_scale = t.narrow(0, 3 * B, B);
+    stress_shift = t.narrow(0, 4 * B, B);
+    atom_shift = t.narrow(0, 5 * B, static_cast<int64_t>(per_atom.size()));
+  }
 };
 
 std::vector<int64_t> Engine::mole_key(const std::vector<int64_t>& counts, int64_t charge,
@@ -95,22 +114,134 @@ std::vector<int64_t> Engine::mole_key(const std::vector<int64_t>& counts, int64_
   return key;
 }
 
-nn::MoleContext Engine::mole_context(const BatchTensors& composition, const torch::Tensor& system_emb,
-                                     const std::vector<std::vector<int64_t>>& keys,
+const Engine::Layout& Engine::whole_layout(const std::vector<Atoms>& systems) {
+  std::vector<int64_t> key{static_cast<int64_t>(systems.size())};
+  std::vector<std::string> tasks;
+  for (const Atoms& a : systems) {
+    key.push_back(static_cast<int64_t>(a.numbers.size()));
+    key.insert(key.end(), a.numbers.begin(), a.numbers.end());
+    key.insert(key.end(), {a.charge, a.spin, a.pbc[0], a.pbc[1], a.pbc[2]});
+    tasks.push_back(a.task);
+  }
+  if (layout_ && layout_->key == key && layout_->tasks == tasks) return *layout_;
+
+  auto layout = std::make_shared<Layout>();
+  layout->key = std::move(key);
+  layout->tasks = tasks;
+  layout->in = upload_layout(systems, options_.device);
+  layout->composition = layout->in;
+  const int64_t Z = model_->config().backbone.max_num_elements;
+  std::vector<double> per_system(5 * systems.size()), per_atom;
+  const size_t B = systems.size();
+  for (size_t b = 0; b < B; ++b) {
+    const Atoms& a = systems[b];
+    const int64_t n = static_cast<int64_t>(a.numbers.size());
+    const auto& out = model_->outputs(a.task);
+    std::vector<int64_t> counts(Z, 0);
+    double refs = 0;
+    for (int64_t z : a.numbers) {
+      const double r = out.element_references.defined()
+                           ? out.element_references.accessor<double, 1>()[z] : 0.0;  // host data
+      refs += r;
+      ++counts[z];
+      per_atom.push_back(r + out.energy_mean / n);
+    }
+    layout->mole_keys.push_back(mole_key(counts, a.charge, a.spin, a.task));
+    per_system[b] = out.energy_rmsd;
+    per_system[B + b] = out.energy_mean + refs;
+    per_system[2 * B + b] = out.forces_rmsd;
+    per_system[3 * B + b] = out.stress_rmsd;
+    per_system[4 * B + b] = out.stress_mean;
+  }
+  layout->upload_constants(per_system, per_atom, options_.device);
+  layout_ = layout;
+  return *layout_;
+}
+
+const Engine::Layout& Engine::local_layout(const LocalAtoms& piece, int64_t N) {
+  std::vector<int64_t> key{-1, N, piece.n_owned, piece.n_targets, piece.charge, piece.spin};
+  key.insert(key.end(), piece.numbers.begin(), piece.numbers.end());
+  key.push_back(-1);
+  key.insert(key.end(), piece.layer_targets.begin(), piece.layer_targets.end());
+  key.push_back(-1);
+  key.insert(key.end(), piece.composition.begin(), piece.composition.end());
+  if (layout_ && layout_->key == key && layout_->tasks == std::vector<std::string>{piece.task}) {
+    layout_->in.reduce = piece.sum_over_processes;
+    return *layout_;
+  }
+  const auto& cfg = model_->config();
+  auto layout = std::make_shared<Layout>();
+  layout->key = std::move(key);
+  layout->tasks = {piece.task};
+  int64_t total = 0;
+  for (int64_t c : piece.composition) total += c;
+
+  // A process without atoms still takes part in every reduction the model
+  // makes: it runs on one placeholder ghost that has no neighbours.
+  Atoms atoms;
+  atoms.numbers = piece.numbers.empty() ? std::vector<int64_t>{1} : piece.numbers;
+  atoms.charge = piece.charge;
+  atoms.spin = piece.spin;
+  atoms.task = piece.task;
+  // The integers in one upload: the atoms' and the whole system's composition.
+  Atoms whole = atoms;
+  whole.numbers.clear();
+  for (size_t z = 0; z < piece.composition.size(); ++z)
+    whole.numbers.insert(whole.numbers.end(), piece.composition[z], static_cast<int64_t>(z));
+  BatchTensors both = upload_layout({atoms, whole}, options_.device);
+  BatchTensors& in = layout->in;
+  in.numbers = both.numbers.narrow(0, 0, N);
+  in.batch = both.batch.narrow(0, 0, N);          // all zero
+  in.natoms = both.natoms.narrow(0, 1, 1);        // the whole system's count
+  in.charge = both.charge.narrow(0, 0, 1);
+  in.spin = both.spin.narrow(0, 0, 1);
+  in.datasets = {piece.task};
+  in.atom_offsets = {0, N};
+  in.owned = piece.n_owned;
+  in.reduce = piece.sum_over_processes;
+  BatchTensors& composition = layout->composition;
+  composition.numbers = both.numbers.narrow(0, N, total);
+  composition.batch = torch::zeros({total}, both.batch.options());   // a fill, not an upload
+  composition.natoms = in.natoms;
+
+  layout->mole_keys.push_back(mole_key(piece.composition, piece.charge, piece.spin, piece.task));
+  const auto& out = model_->outputs(piece.task);
+  std::vector<double> per_atom;
+  double refs = 0;
+  for (int64_t i = 0; i < N; ++i) {
+    const bool owned = i < piece.n_owned;
+    const double r = out.element_references.defined() && owned
+                         ? out.element_references.accessor<double, 1>()[atoms.numbers[i]] : 0.0;  // host data
+    refs += r;
+    per_atom.push_back(owned ? r + out.energy_mean / total : 0.0);
+  }
+  layout->upload_constants({out.energy_rmsd, out.energy_mean * piece.n_owned / total + refs,
+                            out.forces_rmsd, out.stress_rmsd, out.stress_mean},
+                           per_atom, options_.device);
+  if (!piece.layer_targets.empty()) {
+    layout->layer_targets = piece.layer_targets;
+    if (piece.numbers.empty()) layout->layer_targets.assign(cfg.backbone.num_layers, 1);
+  }
+  layout_ = layout;
+  return *layout_;
+}
+
+nn::MoleContext Engine::mole_context(const Layout& layout, const torch::Tensor& system_emb,
                                      const std::vector<int64_t>& edge_rows) {
   nn::MoleContext ctx;
   auto backbone = model_->backbone();
   if (backbone->config().num_experts == 0) return ctx;
   ctx.row_offsets = edge_rows;
+  const auto& keys = layout.mole_keys;
   bool uniform = options_.merge_mole;
   for (size_t b = 1; b < keys.size() && uniform; ++b) uniform = keys[b] == keys[0];
   if (!uniform) {
-    ctx.coefficients = backbone->expert_coefficients(composition, system_emb);
+    ctx.coefficients = backbone->expert_coefficients(layout.composition, system_emb);
     return ctx;
   }
   if (!merged_ || keys[0] != merged_key_) {
     torch::NoGradGuard no_grad;
-    auto coeff = backbone->expert_coefficients(composition, system_emb)[0];
+    auto coeff = backbone->expert_coefficients(layout.composition, system_emb)[0];
     for (auto& layer : backbone->mole_layers()) layer->set_merged(coeff);
     merged_key_ = keys[0];
     merged_ = true;
@@ -120,26 +251,41 @@ nn::MoleContext Engine::mole_context(const BatchTensors& composition, const torc
   return ctx;
 }
 
-Evaluation Engine::run(BatchTensors& in, const torch::Tensor& pos, const Prepared& prep,
-                       const BatchTensors& composition) {
+torch::Tensor Engine::system_sum(const torch::Tensor& x, const std::vector<int64_t>& offsets,
+                                 const torch::Tensor& lengths) const {
+  const int64_t B = static_cast<int64_t>(offsets.size()) - 1;
+  if (B == 1) return x.narrow(0, 0, offsets[1]).sum(0, /*keepdim=*/true);
+  return torch::segment_reduce(x, "sum", lengths, /*indices=*/{}, /*offsets=*/{}, /*axis=*/0,
+                               /*unsafe=*/true, /*initial=*/0);
+}
+
+Evaluation Engine::run(const Layout& layout, const Geometry& geo) {
   const auto dopts = torch::TensorOptions().dtype(torch::kFloat64).device(options_.device);
   const auto fopts = torch::TensorOptions().dtype(options_.dtype).device(options_.device);
-  const int64_t B = static_cast<int64_t>(prep.graph.size());
+  const BatchTensors& in = layout.in;
+  const auto& pos = geo.positions;
+  const int64_t B = static_cast<int64_t>(geo.graph.size());
   const int64_t N = pos.size(0);
 
-  RadiusGraph graph = graph_.build(pos, prep.graph);
+  RadiusGraph graph = graph_.build(pos, geo.cells, geo.graph);
+  if (graph.row_offsets != edge_block_offsets_) {   // the capacities changed: new block lengths
+    std::vector<int64_t> lengths;
+    for (int64_t b = 0; b < B; ++b) lengths.push_back(graph.row_offsets[b + 1] - graph.row_offsets[b]);
+    edge_block_lengths_ = upload(lengths, dopts.dtype(torch::kLong));
+    edge_block_offsets_ = graph.row_offsets;
+  }
   // The edge vectors are the leaves the energy is differentiated by: forces
   // and virials both follow from dE/dr_edge.
-  torch::Tensor vec = edge_vectors(pos, graph, host_doubles(prep.cells, dopts).to(options_.dtype).view({B, 3, 3}));
+  torch::Tensor vec = edge_vectors(pos, graph, geo.cells);
   vec.requires_grad_(true);
   EdgeInput edges{graph.src, graph.tgt, graph.valid, graph.edge_system, vec, graph.row_offsets, {}};
-  if (!prep.layer_targets.empty()) {
+  if (!layout.layer_targets.empty()) {
     // Edges are ordered by target: those into atoms [0, t) are a prefix.
     // One counted read of L numbers sizes the per-block edge sets.
     std::vector<torch::Tensor> counts;
-    for (int64_t t : prep.layer_targets) counts.push_back((graph.valid & (graph.tgt < t)).sum());
+    for (int64_t t : layout.layer_targets) counts.push_back((graph.valid & (graph.tgt < t)).sum());
     auto host = to_host(torch::stack(counts));
-    edges.layer_edges.assign(host.data_ptr<int64_t>(), host.data_ptr<int64_t>() + host.numel());
+    edges.layer_edges.assign(host.data_ptr<int64_t>(), host.data_ptr<int64_t>() + host.numel());  // host data
     // Never an empty edge set: an extra edge into an atom past the prefix
     // only changes features nothing reads afterwards.
     for (auto& n : edges.layer_edges) n = std::max<int64_t>(n, 1);
@@ -147,40 +293,42 @@ Evaluation Engine::run(BatchTensors& in, const torch::Tensor& pos, const Prepare
 
   auto backbone = model_->backbone();
   auto system_emb = backbone->system_embedding(in);
-  auto ctx = mole_context(composition, system_emb, prep.keys, graph.row_offsets);
+  auto ctx = mole_context(layout, system_emb, graph.row_offsets);
   auto raw_atom = model_->atom_energies(in, edges, system_emb, ctx).to(torch::kFloat64);  // [N]
   if (in.owned >= 0)   // ghosts carry no energy of their own
     raw_atom = torch::cat({raw_atom.narrow(0, 0, in.owned),
                            torch::zeros({N - in.owned}, dopts)});
-  auto raw_energy = torch::zeros({B}, dopts).index_add(0, in.batch, raw_atom);
+  auto raw_energy = system_sum(raw_atom, in.atom_offsets, in.natoms);
   auto g = torch::autograd::grad({raw_energy.sum()}, {vec})[0];   // [E, 3] dE/dr_edge
 
   Evaluation ev;
-  auto escale = host_doubles(prep.energy_scale, dopts);
-  ev.energy = raw_energy * escale + host_doubles(prep.energy_shift, dopts);
-  ev.atom_energy = raw_atom * escale.index_select(0, in.batch) + host_doubles(prep.atom_shift, dopts);
-  auto fscale = host_doubles(prep.force_scale, dopts);
-  auto pair_force = g * fscale.to(options_.dtype).index_select(0, graph.edge_system).unsqueeze(1);
+  const auto& escale = layout.energy_scale;
+  ev.energy = raw_energy * escale + layout.energy_shift;
+  ev.atom_energy = raw_atom * (B == 1 ? escale : escale.index_select(0, in.batch)) + layout.atom_shift;
+  const auto& fscale = layout.force_scale;
+  auto edge_fscale = B == 1 ? fscale.to(options_.dtype) : fscale.to(options_.dtype).index_select(0, graph.edge_system);
+  auto pair_force = g * edge_fscale.unsqueeze(1);
   ev.forces = torch::zeros({N, 3}, fopts).index_add(0, graph.tgt, pair_force)
                   .index_add(0, graph.src, -pair_force);
   if (options_.stress || options_.atom_virial) {
     // dE/d strain = sum_edges r (x) dE/dr; the virial W = -dE/d strain.
     auto r_g = vec.detach().to(torch::kFloat64).unsqueeze(2) * g.to(torch::kFloat64).unsqueeze(1);
-    auto de_dstrain = torch::zeros({B, 3, 3}, dopts).index_add(0, graph.edge_system, r_g);
+    auto de_dstrain = system_sum(r_g, graph.row_offsets, edge_block_lengths_);
     de_dstrain = (de_dstrain + de_dstrain.transpose(1, 2)) / 2;
     ev.virial = -de_dstrain * fscale.view({B, 1, 1});
     if (options_.stress && in.owned < 0)
-      ev.stress = de_dstrain * (host_doubles(prep.inv_volume, dopts) *
-                                host_doubles(prep.stress_scale, dopts)).view({B, 1, 1}) +
-                  host_doubles(prep.stress_shift, dopts).view({B, 1, 1});
+      ev.stress = de_dstrain * (geo.inv_volume * layout.stress_scale).view({B, 1, 1}) +
+                  layout.stress_shift.view({B, 1, 1});
     if (options_.atom_virial) {
-      auto w = r_g * (fscale.index_select(0, graph.edge_system) * -0.5).view({-1, 1, 1});
+      auto edge_half = B == 1 ? fscale * -0.5 : fscale.index_select(0, graph.edge_system) * -0.5;
+      auto w = r_g * edge_half.view({-1, 1, 1});
       w = (w + w.transpose(1, 2)) / 2;
       ev.atom_virial = torch::zeros({N, 3, 3}, dopts).index_add(0, graph.src, w).index_add(0, graph.tgt, w);
     }
   }
   ev.edge_counts = graph.counts;
   ev.coincident = graph.coincident;
+  ev.nonfinite = geo.nonfinite;
   ev.capacities = graph_.capacities();
   return ev;
 }
@@ -188,44 +336,15 @@ Evaluation Engine::run(BatchTensors& in, const torch::Tensor& pos, const Prepare
 Evaluation Engine::evaluate(const std::vector<Atoms>& systems) {
   validate(systems);
   const auto fopts = torch::TensorOptions().dtype(options_.dtype).device(options_.device);
-  const int64_t B = static_cast<int64_t>(systems.size());
-  const int64_t Z = model_->config().backbone.max_num_elements;
-
-  BatchInput batch = make_batch_input(systems, fopts);
-  BatchTensors& in = batch.in;
-  Prepared prep;
-  prep.graph = batch.graph;
-  prep.cells = batch.cells;
-  for (int64_t b = 0; b < B; ++b) {
-    const Atoms& a = systems[b];
-    const int64_t n = static_cast<int64_t>(a.numbers.size());
-    const auto& out = model_->outputs(a.task);
-    std::vector<int64_t> counts(Z, 0);
-    double refs = 0;
-    for (int64_t z : a.numbers) {
-      const double r = out.element_references.defined()
-                           ? out.element_references.data_ptr<double>()[z] : 0.0;
-      refs += r;
-      ++counts[z];
-      prep.atom_shift.push_back(r + out.energy_mean / n);
-    }
-    prep.keys.push_back(mole_key(counts, a.charge, a.spin, a.task));
-    prep.energy_scale.push_back(out.energy_rmsd);
-    prep.energy_shift.push_back(out.energy_mean + refs);
-    prep.force_scale.push_back(out.forces_rmsd);
-    prep.stress_scale.push_back(out.stress_rmsd);
-    prep.stress_shift.push_back(out.stress_mean);
-    const double v = batch.volumes[b];
-    prep.inv_volume.push_back(v > 1e-6 ? 1.0 / v : std::nan(""));
-  }
-  return run(in, batch.positions, prep, in);
+  const Layout& layout = whole_layout(systems);
+  const Geometry geo = upload_geometry(geometry_of(systems), fopts, staging_);
+  return run(layout, geo);
 }
 
 Evaluation Engine::evaluate_local(const LocalAtoms& piece) {
   const auto& cfg = model_->config();
   const int64_t Z = cfg.backbone.max_num_elements;
   const auto fopts = torch::TensorOptions().dtype(options_.dtype).device(options_.device);
-  const auto lopts = torch::TensorOptions().dtype(torch::kLong).device(options_.device);
 
   int64_t N = static_cast<int64_t>(piece.numbers.size());
   if (piece.n_owned < 0 || piece.n_owned > N) throw Error("n_owned must be within 0..number of atoms");
@@ -243,63 +362,19 @@ Evaluation Engine::evaluate_local(const LocalAtoms& piece) {
   check.spin = piece.spin;
   check.task = piece.task;
   validate({check});
-
-  // A process without atoms still takes part in every reduction the model
-  // makes: it runs on one placeholder ghost that has no neighbours.
-  std::vector<int64_t> numbers = piece.numbers;
-  auto positions = piece.positions.to(fopts).detach();
-  if (N == 0) {
-    numbers = {1};
-    positions = torch::zeros({1, 3}, fopts);
-    N = 1;
-  }
-  const auto& out = model_->outputs(piece.task);
-  Prepared prep;
   const int64_t targets = piece.numbers.empty() ? 1 : piece.n_targets;
   if (targets >= 0 && targets < piece.n_owned) throw Error("n_targets must include every owned atom");
-  prep.graph.push_back({0, N, graph_cell(Matrix3{}, {false, false, false}), {false, false, false}, targets});
-  prep.cells.assign(9, 0.0);
-  prep.keys.push_back(mole_key(piece.composition, piece.charge, piece.spin, piece.task));
-  double refs = 0;
-  for (int64_t i = 0; i < N; ++i) {
-    const bool owned = i < piece.n_owned;
-    const double r = out.element_references.defined() && owned
-                         ? out.element_references.data_ptr<double>()[numbers[i]] : 0.0;
-    refs += r;
-    prep.atom_shift.push_back(owned ? r + out.energy_mean / total : 0.0);
+  if (!piece.layer_targets.empty() && static_cast<int64_t>(piece.layer_targets.size()) != cfg.backbone.num_layers)
+    throw Error("layer_targets needs one entry per block (" + std::to_string(cfg.backbone.num_layers) + ")");
+
+  SystemGeometry sys{piece.positions, Matrix3{}, {false, false, false}, targets};
+  if (N == 0) {   // the placeholder atom (see local_layout)
+    sys.positions = torch::zeros({1, 3}, torch::kFloat64);
+    N = 1;
   }
-  prep.energy_scale.push_back(out.energy_rmsd);
-  prep.energy_shift.push_back(out.energy_mean * piece.n_owned / total + refs);
-  prep.force_scale.push_back(out.forces_rmsd);
-  prep.stress_scale.push_back(out.stress_rmsd);
-  prep.stress_shift.push_back(out.stress_mean);
-  prep.inv_volume.push_back(std::nan(""));
-  if (!piece.layer_targets.empty()) {
-    if (static_cast<int64_t>(piece.layer_targets.size()) != cfg.backbone.num_layers)
-      throw Error("layer_targets needs one entry per block (" + std::to_string(cfg.backbone.num_layers) + ")");
-    prep.layer_targets = piece.layer_targets;
-    if (piece.numbers.empty()) prep.layer_targets.assign(cfg.backbone.num_layers, 1);
-  }
-
-  BatchTensors in;
-  in.numbers = torch::tensor(numbers, torch::kLong).to(lopts);
-  in.batch = torch::zeros({N}, lopts);
-  in.natoms = torch::full({1}, total, lopts);
-  in.charge = torch::full({1}, piece.charge, lopts);
-  in.spin = torch::full({1}, piece.spin, lopts);
-  in.datasets = {piece.task};
-  in.atom_offsets = {0, N};
-  in.owned = piece.n_owned;
-  in.reduce = piece.sum_over_processes;
-
-  // The whole system's composition, for the expert routing.
-  BatchTensors composition;
-  auto counts = torch::tensor(piece.composition, torch::kLong).to(lopts);
-  composition.numbers = torch::repeat_interleave(counts);
-  composition.batch = torch::zeros({total}, lopts);
-  composition.natoms = in.natoms;
-
-  Evaluation ev = run(in, positions, prep, composition);
+  const Layout& layout = local_layout(piece, N);
+  const Geometry geo = upload_geometry({sys}, fopts, staging_);
+  Evaluation ev = run(layout, geo);
   if (piece.numbers.empty()) {   // drop the placeholder
     ev.atom_energy = ev.atom_energy.narrow(0, 0, 0);
     ev.forces = ev.forces.narrow(0, 0, 0);
@@ -308,39 +383,58 @@ Evaluation Engine::evaluate_local(const LocalAtoms& piece) {
   return ev;
 }
 
-bool Engine::accept(const Evaluation& ev) {
-  auto counts = to_host(ev.edge_counts);
-  std::vector<int64_t> c(counts.data_ptr<int64_t>(), counts.data_ptr<int64_t>() + counts.numel());
+bool Engine::fetch(const Evaluation& ev, const ReadRequest& what, HostEvaluation& out) {
+  // [counts B | coincident | nonfinite | requested results...], as float64
+  const int64_t B = ev.edge_counts.numel();
+  std::vector<torch::Tensor> parts{ev.edge_counts.to(torch::kFloat64), ev.coincident.view({1}).to(torch::kFloat64),
+                                   ev.nonfinite.view({1}).to(torch::kFloat64)};
+  auto want = [&](bool asked, const torch::Tensor& t) {
+    const bool take = asked && t.defined();
+    if (take) parts.push_back(t.reshape({-1}).to(torch::kFloat64));
+    return take;
+  };
+  const bool energy = want(what.energy, ev.energy);
+  const bool forces = want(what.forces, ev.forces);
+  const bool atom_energy = want(what.atom_energy, ev.atom_energy);
+  const bool stress = want(what.stress, ev.stress);
+  const bool virial = want(what.virial, ev.virial);
+  const bool atom_virial = want(what.atom_virial, ev.atom_virial);
+  const auto host = to_host(torch::cat(parts));
+  const double* v = host.data_ptr<double>();   // host data
+
+  std::vector<int64_t> counts(v, v + B);
   bool overflow = false;
-  for (size_t b = 0; b < c.size(); ++b) overflow |= c[b] > ev.capacities[b];
+  for (int64_t b = 0; b < B; ++b) overflow |= counts[b] > ev.capacities[b];
+  if (v[B + 1] > 0) throw Error("positions contain NaN or infinite values");
   if (overflow) {
-    graph_.grow(c);
+    graph_.grow(counts);
     return false;
   }
-  if (read_int(ev.coincident) > 0)
-    throw Error("two or more atoms sit at the same position (distance 0)");
+  if (v[B] > 0) throw Error("two or more atoms sit at the same position (distance 0)");
+  out = HostEvaluation();
+  out.edges = counts;
+  int64_t at = B + 2;
+  auto take = [&](const torch::Tensor& like) {   // the next block, shaped like `like`
+    auto t = host.narrow(0, at, like.numel()).view(like.sizes());
+    at += like.numel();
+    return t;
+  };
+  if (energy) {
+    out.energy.assign(v + at, v + at + ev.energy.numel());
+    at += ev.energy.numel();
+  }
+  if (forces) out.forces = take(ev.forces);
+  if (atom_energy) out.atom_energy = take(ev.atom_energy);
+  if (stress) out.stress = take(ev.stress);
+  if (virial) out.virial = take(ev.virial);
+  if (atom_virial) out.atom_virial = take(ev.atom_virial);
   return true;
 }
 
-HostEvaluation Engine::read(const Evaluation& ev) {
-  HostEvaluation out;
-  auto e = to_host(ev.energy);
-  out.energy.assign(e.data_ptr<double>(), e.data_ptr<double>() + e.numel());
-  out.atom_energy = to_host(ev.atom_energy);
-  out.forces = to_host(ev.forces).to(torch::kFloat64);
-  if (ev.stress.defined()) out.stress = to_host(ev.stress);
-  if (ev.virial.defined()) out.virial = to_host(ev.virial);
-  if (ev.atom_virial.defined()) out.atom_virial = to_host(ev.atom_virial);
-  auto counts = to_host(ev.edge_counts);
-  out.edges.assign(counts.data_ptr<int64_t>(), counts.data_ptr<int64_t>() + counts.numel());
-  return out;
-}
-
 HostEvaluation Engine::evaluate_checked(const std::vector<Atoms>& systems) {
-  for (int attempt = 0; attempt < 4; ++attempt) {
-    Evaluation ev = evaluate(systems);
-    if (accept(ev)) return read(ev);
-  }
+  HostEvaluation out;
+  for (int attempt = 0; attempt < 4; ++attempt)
+    if (fetch(evaluate(systems), ReadRequest::all(), out)) return out;
   throw Error("internal: edge capacity did not converge");
 }
 

@@ -1,16 +1,20 @@
 // The evaluation engine: model + on-device graph + merged-MoLE cache.
 //
-// evaluate() leaves everything on the model's device and, in the steady
-// state (same system layout, same composition/charge/spin/task), performs no
-// counted host read.  evaluate_checked() is the convenience for callers that
-// want numbers on the host: it reads the results and the graph's status,
-// grows the edge capacity and repeats the step if it overflowed, and turns
-// coincident atoms into an error.
+// evaluate() leaves everything on the model's device.  In the steady state
+// (same atoms, charge, spin, task and periodicity; positions and cells may
+// change) it makes no counted host read and one counted upload: positions
+// and cells, packed into one staging buffer.  Everything that depends only
+// on the layout (atomic numbers, normalisers, graph constants) stays on the
+// device until the layout changes.  fetch() is the one packed read per step:
+// the graph's status plus the results the caller asks for.
+// evaluate_checked() is the convenience for callers that want everything on
+// the host: it repeats the step while the edge capacity overflows.
 #pragma once
 
 #include <array>
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -18,8 +22,11 @@
 
 #include "model.h"
 #include "radius_graph.h"
+#include "transfers.h"
 
 namespace uma {
+
+struct Geometry;   // batch.h
 
 // One system, as the caller holds it on the host.
 struct Atoms {
@@ -35,6 +42,9 @@ struct Atoms {
 struct EngineOptions {
   torch::Device device = torch::kCPU;
   torch::ScalarType dtype = torch::kFloat32;
+  // float32 matrix products on TF32 tensor cores (CUDA only; a process-wide
+  // LibTorch setting).  Documented deviation: doc/benchmarks.md.
+  bool tf32 = false;
   bool merge_mole = true;   // merge experts once per composition/charge/spin/task
   bool stress = true;
   bool atom_virial = false;  // per-atom virials (each edge's r (x) f split half/half)
@@ -83,9 +93,22 @@ struct Evaluation {
   torch::Tensor atom_virial;   // [N, 3, 3] float64 if options.atom_virial
   torch::Tensor edge_counts;   // [B] edges found (the graph holds min(count, capacity))
   torch::Tensor coincident;    // [] pairs of atoms at distance zero
+  torch::Tensor nonfinite;     // [] non-finite position values (positions given on the device)
   std::vector<int64_t> capacities;
 };
 
+// What fetch() copies to the host besides the graph's status.
+struct ReadRequest {
+  bool energy = true;
+  bool forces = true;
+  bool atom_energy = false;
+  bool stress = false;
+  bool virial = false;
+  bool atom_virial = false;
+  static ReadRequest all() { return {true, true, true, true, true, true}; }
+};
+
+// Host copies; fields that were not requested (or not computed) are empty.
 struct HostEvaluation {
   std::vector<double> energy;
   torch::Tensor atom_energy;   // [N] float64, CPU
@@ -105,12 +128,11 @@ class Engine {
   // One process's share of a decomposed system (B = 1 in the results).
   Evaluation evaluate_local(const LocalAtoms& piece);
 
-  // Reads an evaluation's graph status (counted host reads).  Returns false,
-  // after growing the edge capacities, if a system overflowed them: the step
-  // must then be repeated.  Throws on coincident atoms.
-  bool accept(const Evaluation& ev);
-  // Copies an accepted evaluation to the host.
-  static HostEvaluation read(const Evaluation& ev);
+  // One packed, counted host read: the graph's status and what `what` asks
+  // for.  Returns false, after growing the edge capacities, if a system
+  // overflowed them: the step must then be repeated (`out` is left alone).
+  // Throws uma::Error on coincident atoms or non-finite positions.
+  bool fetch(const Evaluation& ev, const ReadRequest& what, HostEvaluation& out);
 
   const UmaModel& model() const { return model_; }
   const EngineOptions& options() const { return options_; }
@@ -128,20 +150,28 @@ class Engine {
   void validate(const std::vector<Atoms>& systems) const;
 
  private:
-  // Per-system normalisation and geometry gathered on the host.
-  struct Prepared;
-  nn::MoleContext mole_context(const BatchTensors& composition, const torch::Tensor& system_emb,
-                               const std::vector<std::vector<int64_t>>& keys,
+  // Device constants of one layout (atoms, charge, spin, task, periodicity).
+  struct Layout;
+  const Layout& whole_layout(const std::vector<Atoms>& systems);
+  const Layout& local_layout(const LocalAtoms& piece, int64_t N);
+  nn::MoleContext mole_context(const Layout& layout, const torch::Tensor& system_emb,
                                const std::vector<int64_t>& edge_rows);
   std::vector<int64_t> mole_key(const std::vector<int64_t>& counts, int64_t charge, int64_t spin,
                                 const std::string& task) const;
   // Graph, model and gradients with respect to the edge vectors.
-  Evaluation run(BatchTensors& in, const torch::Tensor& pos, const Prepared& prep,
-                 const BatchTensors& composition);
+  Evaluation run(const Layout& layout, const Geometry& geo);
+  // Sums rows of `x` into B systems whose rows are contiguous blocks of the
+  // given host lengths: deterministic on every device (no atomics).
+  torch::Tensor system_sum(const torch::Tensor& x, const std::vector<int64_t>& offsets,
+                           const torch::Tensor& lengths) const;
 
   UmaModel model_;
   EngineOptions options_;
   RadiusGraphBuilder graph_;
+  std::shared_ptr<Layout> layout_;
+  StagingBuffer staging_;
+  std::vector<int64_t> edge_block_offsets_;   // edge blocks the cached lengths belong to
+  torch::Tensor edge_block_lengths_;
   std::vector<int64_t> merged_key_;
   bool merged_ = false;
   int64_t merges_ = 0;

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "error.h"
+#include "transfers.h"
 
 namespace uma {
 
@@ -30,16 +31,21 @@ torch::Tensor EnergyHeadImpl::forward(const torch::Tensor& node_embedding,
   auto scalars = node_embedding.select(1, 0);
   nn::MoleContext ctx;
   if (config_.kind == HeadKind::kDatasetMoE) {
-    const int64_t B = static_cast<int64_t>(datasets.size());
-    const int64_t D = static_cast<int64_t>(config_.datasets.size());
-    std::vector<float> onehot(B * D, 0.0f);
-    for (int64_t b = 0; b < B; ++b) {
-      auto it = std::find(config_.datasets.begin(), config_.datasets.end(), datasets[b]);
-      if (it == config_.datasets.end()) throw Error("the energy head has no dataset '" + datasets[b] + "'");
-      onehot[b * D + (it - config_.datasets.begin())] = 1.0f;
+    // The one-hot dataset rows stay on the device while the datasets do.
+    if (datasets != onehot_datasets_ || !onehot_.defined() || onehot_.device() != scalars.device() ||
+        onehot_.scalar_type() != scalars.scalar_type()) {
+      const int64_t B = static_cast<int64_t>(datasets.size());
+      const int64_t D = static_cast<int64_t>(config_.datasets.size());
+      std::vector<double> onehot(B * D, 0.0);
+      for (int64_t b = 0; b < B; ++b) {
+        auto it = std::find(config_.datasets.begin(), config_.datasets.end(), datasets[b]);
+        if (it == config_.datasets.end()) throw Error("the energy head has no dataset '" + datasets[b] + "'");
+        onehot[b * D + (it - config_.datasets.begin())] = 1.0;
+      }
+      onehot_ = upload(onehot, scalars.options()).view({B, D});
+      onehot_datasets_ = datasets;
     }
-    ctx.coefficients = torch::from_blob(onehot.data(), {B, D}, torch::kFloat32).clone()
-                           .to(scalars.options());
+    ctx.coefficients = onehot_;
     ctx.row_offsets = atom_offsets;
   }
   return energy_block->forward(scalars, ctx).view({-1});

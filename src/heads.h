@@ -33,6 +33,8 @@ class EnergyHeadImpl : public torch::nn::Module {
  private:
   HeadConfig config_;
   EnergyBlock energy_block{nullptr};
+  std::vector<std::string> onehot_datasets_;   // what onehot_ was built for
+  torch::Tensor onehot_;                       // [B, D] dataset one-hot on the model's device
 };
 TORCH_MODULE(EnergyHead);
 

@@ -4,6 +4,7 @@
 
 #include "error.h"
 #include "safetensors.h"
+#include "transfers.h"
 
 namespace uma {
 
@@ -110,7 +111,7 @@ UmaModel load_model(const std::string& path) {
                   c10::str(it->second.sizes()) + ", the configuration needs " +
                   c10::str(p.value().sizes()));
     const auto& stored = it->second;
-    p.value().set_data(stored.is_floating_point() ? stored.clone() : stored.to(torch::kFloat32));
+    p.value().set_data(stored.is_floating_point() ? stored.clone() : stored.to(torch::kFloat32));   // host data
     used.insert(p.key());
   }
   for (const auto& [name, t] : file.tensors)
@@ -123,7 +124,7 @@ UmaModel load_model(const std::string& path) {
 void save_model(const UmaModel& model, const std::string& path) {
   TensorFile file;
   for (const auto& p : model->named_parameters(true))
-    file.tensors[p.key()] = p.value().detach().to(torch::kCPU, torch::kFloat32).contiguous();
+    file.tensors[p.key()] = to_host(p.value()).to(torch::kFloat32);
   for (const auto& t : model->config().tasks)
     if (!t.element_references.empty())
       for (const auto& ds : t.datasets)

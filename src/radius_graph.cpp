@@ -1,14 +1,18 @@
 #include "radius_graph.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
-#include "host_reads.h"
+#include "transfers.h"
 
 namespace uma {
 namespace {
 
+// Candidate pairs per chunk of targets: bounds the peak memory of a build.
 constexpr int64_t kPairsPerChunk = int64_t{1} << 20;
+// A key larger than every (source, image) key: marks candidates not kept.
+constexpr int64_t kNoKey = std::numeric_limits<int64_t>::max();
 
 std::array<double, 3> cross(const std::array<double, 3>& a, const std::array<double, 3>& b) {
   return {a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2], a[0] * b[1] - a[1] * b[0]};
@@ -20,6 +24,185 @@ double norm(const std::array<double, 3>& a) { return std::sqrt(dot(a, a)); }
 
 // Slots beyond the current count: padding costs compute, an overflow costs a re-run.
 int64_t with_headroom(int64_t count) { return count + count / 20 + 16; }
+int64_t candidate_headroom(int64_t count) { return count + count / 8 + 16; }
+int64_t neighbor_headroom(int64_t count) { return count + count / 4 + 8; }
+
+// |a_j x a_k| / V per direction: the reciprocal of the spacing between the
+// lattice planes normal to direction i (1 for graph_cell's unit vectors).
+std::array<double, 3> inverse_spacings(const Matrix3& cell) {
+  const double volume = std::abs(dot(cell[0], cross(cell[1], cell[2])));
+  std::array<double, 3> inv{};
+  for (int k = 0; k < 3; ++k) inv[k] = norm(cross(cell[(k + 1) % 3], cell[(k + 2) % 3])) / volume;
+  return inv;
+}
+
+// ---- the cell list's host-side plan -----------------------------------------
+//
+// Atoms are binned by their fractional coordinates f in the graph cell.  A pair
+// within the cutoff differs by at most `reach` = cutoff * |a_j x a_k| / V in f_i
+// (plus slack for float32 rounding and positions wrapped a hair outside the
+// cell), so with bins at least `reach` wide a target finds all its neighbours
+// in the bins within one of its own.  Periodic directions: nb = floor(1 /
+// reach) bins of width 1/nb; a cell thinner than the cutoff gets one bin and
+// a wider stencil, +-R bins with R = ceil(nb * reach), where bin b + d is bin
+// (b + d) mod nb of image floor((b + d) / nb): distinct d give distinct (bin,
+// image), so no (source, image) pair is seen twice.  Non-periodic directions:
+// a fixed number of bins spread over the atoms' current extent on the device,
+// never narrower than `reach`, stencil +-1.
+//
+// On the device, each bin lists its candidates, the (atom, image) pairs of
+// the bins its stencil reaches, in a fixed number C of slots; each target
+// then tests the C candidates of its own bin.  Every slot count (C, the
+// neighbours kept per target before the max-neighbour rule, the edges) is a
+// host decision checked on the device: see GraphCapacity.
+struct Plan {
+  std::array<bool, 3> periodic{};
+  std::array<int64_t, 3> nb{1, 1, 1};     // bins per direction
+  std::array<int64_t, 3> lo{0, 0, 0}, hi{0, 0, 0};  // stencil offsets lo..hi per direction
+  std::array<int64_t, 3> rep{0, 0, 0};    // image_repeats: the brute force's image ranges
+  std::array<double, 3> reach{};          // bin width needed, in fractional units
+  int64_t free_bins = 1;                  // bins asked for along non-periodic directions
+  int64_t nbins = 1, K = 1, S = 1, zero_image = 0;
+};
+
+int64_t default_free_bins(int64_t natoms, int64_t periodic_bins, int free_directions) {
+  if (free_directions == 0) return 1;
+  // About 8 atoms per bin for dense matter; bins never get narrower than the
+  // cutoff, so extra bins only stay empty.
+  const double target = std::max(1.0, double(natoms) / 8.0) / double(std::max<int64_t>(periodic_bins, 1));
+  const double per = std::ceil(std::pow(std::max(target, 1.0), 1.0 / free_directions) - 1e-9);
+  return std::clamp<int64_t>(static_cast<int64_t>(per), 1, 1024);
+}
+
+Plan make_plan(const GraphSystem& s, const GraphCapacity& c, double cutoff) {
+  Plan p;
+  p.periodic = s.pbc;
+  p.rep = image_repeats(s.cell, s.pbc, cutoff);
+  const auto inv = inverse_spacings(s.cell);
+  int64_t periodic_bins = 1;
+  int free_directions = 0;
+  for (int k = 0; k < 3; ++k) {
+    p.reach[k] = cutoff * inv[k] * (1 + 1e-4) + 2e-5;
+    if (p.periodic[k]) {
+      p.nb[k] = static_cast<int64_t>(std::clamp(std::floor(1.0 / p.reach[k]), 1.0, double(1 << 20)));
+      periodic_bins *= p.nb[k];
+    } else {
+      ++free_directions;
+    }
+  }
+  p.free_bins = c.free_bins > 0 ? c.free_bins : default_free_bins(s.natoms, periodic_bins, free_directions);
+  for (int k = 0; k < 3; ++k)
+    if (!p.periodic[k]) p.nb[k] = p.free_bins;
+  // A cell with much vacuum: coarser bins, at most a few per atom.
+  int64_t limit = 64;
+  while (limit / 4 < s.natoms + 16) limit *= 2;
+  while (p.nb[0] * p.nb[1] * p.nb[2] > limit) {
+    int k = 0;
+    for (int j = 1; j < 3; ++j)
+      if (p.nb[j] > p.nb[k]) k = j;
+    p.nb[k] = (p.nb[k] + 1) / 2;
+  }
+  for (int k = 0; k < 3; ++k) {
+    if (p.periodic[k]) {
+      const int64_t r = static_cast<int64_t>(std::ceil(double(p.nb[k]) * p.reach[k]));
+      p.lo[k] = -r;
+      p.hi[k] = r;
+    } else {
+      p.lo[k] = p.nb[k] > 1 ? -1 : 0;
+      p.hi[k] = -p.lo[k];
+    }
+  }
+  p.nbins = p.nb[0] * p.nb[1] * p.nb[2];
+  p.K = (p.hi[0] - p.lo[0] + 1) * (p.hi[1] - p.lo[1] + 1) * (p.hi[2] - p.lo[2] + 1);
+  p.S = (2 * p.rep[0] + 1) * (2 * p.rep[1] + 1) * (2 * p.rep[2] + 1);
+  p.zero_image = (p.rep[0] * (2 * p.rep[1] + 1) + p.rep[1]) * (2 * p.rep[2] + 1) + p.rep[2];
+  return p;
+}
+
+// The brute force's image list [S x 3], first index slowest.
+std::vector<int64_t> image_list(const std::array<int64_t, 3>& rep) {
+  std::vector<int64_t> img;
+  for (int64_t i = -rep[0]; i <= rep[0]; ++i)
+    for (int64_t j = -rep[1]; j <= rep[1]; ++j)
+      for (int64_t k = -rep[2]; k <= rep[2]; ++k) img.insert(img.end(), {i, j, k});
+  return img;
+}
+
+int64_t floor_div(int64_t a, int64_t b) { return a / b - ((a % b != 0) && ((a < 0) != (b < 0))); }
+
+// Host tables of one system: for every bin and stencil entry, the bin it
+// reaches (nbins: the empty bin) and the image index of that bin; then the
+// brute force's image list.  Appended to `out`.
+void append_tables(const Plan& p, std::vector<int64_t>& out) {
+  const size_t at = out.size();
+  out.resize(at + 2 * p.nbins * p.K);
+  int64_t* bins = out.data() + at;
+  int64_t* images = bins + p.nbins * p.K;
+  for (int64_t b = 0; b < p.nbins; ++b) {
+    const std::array<int64_t, 3> c{b / (p.nb[1] * p.nb[2]), (b / p.nb[2]) % p.nb[1], b % p.nb[2]};
+    int64_t k = 0;
+    for (int64_t d0 = p.lo[0]; d0 <= p.hi[0]; ++d0)
+      for (int64_t d1 = p.lo[1]; d1 <= p.hi[1]; ++d1)
+        for (int64_t d2 = p.lo[2]; d2 <= p.hi[2]; ++d2, ++k) {
+          const std::array<int64_t, 3> d{d0, d1, d2};
+          std::array<int64_t, 3> w{}, n{};
+          bool inside = true;
+          for (int j = 0; j < 3; ++j) {
+            const int64_t u = c[j] + d[j];
+            if (p.periodic[j]) {
+              n[j] = floor_div(u, p.nb[j]);
+              w[j] = u - n[j] * p.nb[j];
+              inside &= std::abs(n[j]) <= p.rep[j];   // beyond the brute force's images
+            } else {
+              inside &= u >= 0 && u < p.nb[j];
+              w[j] = u;
+            }
+          }
+          const int64_t at_k = b * p.K + k;
+          bins[at_k] = inside ? (w[0] * p.nb[1] + w[1]) * p.nb[2] + w[2] : p.nbins;
+          images[at_k] = inside ? ((n[0] + p.rep[0]) * (2 * p.rep[1] + 1) + n[1] + p.rep[1]) * (2 * p.rep[2] + 1) +
+                                      n[2] + p.rep[2]
+                                : p.zero_image;
+        }
+  }
+  const auto img = image_list(p.rep);
+  out.insert(out.end(), img.begin(), img.end());
+}
+
+// ---- arithmetic shared by both builders --------------------------------------
+// Both compute d^2 = |r_tgt - (r_src + n . cell)|^2 with these elementwise
+// operations in the positions' dtype, so their squared distances, and with
+// them every cutoff and max-neighbour decision, are bit-identical.
+
+// n . cell for images [S, 3] and a cell [3, 3] (rows are lattice vectors).
+torch::Tensor image_shifts(const torch::Tensor& images, const torch::Tensor& cell) {
+  return images.select(1, 0).unsqueeze(1) * cell[0] + images.select(1, 1).unsqueeze(1) * cell[1] +
+         images.select(1, 2).unsqueeze(1) * cell[2];
+}
+
+// |v|^2 over the last dimension (size 3).
+torch::Tensor squared_norm(const torch::Tensor& v) {
+  auto x = v.select(-1, 0), y = v.select(-1, 1), z = v.select(-1, 2);
+  return x * x + y * y + z * z;
+}
+
+// Concatenates the blocks.  valid: slot index within its block < edges found.
+void finish(RadiusGraph& g, const std::vector<torch::Tensor>& src, const std::vector<torch::Tensor>& tgt,
+            const std::vector<torch::Tensor>& off, const std::vector<torch::Tensor>& sys,
+            const std::vector<torch::Tensor>& raw_counts, const std::vector<torch::Tensor>& reported_counts,
+            const torch::TensorOptions& lopts) {
+  g.src = torch::cat(src);
+  g.tgt = torch::cat(tgt);
+  g.offsets = torch::cat(off);
+  g.edge_system = torch::cat(sys);
+  auto raw = torch::stack(raw_counts);
+  g.counts = torch::stack(reported_counts);
+  g.sizes = torch::cat({raw, g.candidate_counts, g.neighbor_counts});
+  std::vector<torch::Tensor> valid;
+  for (size_t b = 0; b < raw_counts.size(); ++b)
+    valid.push_back(torch::arange(g.row_offsets[b + 1] - g.row_offsets[b], lopts) < raw_counts[b]);
+  g.valid = torch::cat(valid);
+}
 
 }  // namespace
 
@@ -67,98 +250,66 @@ Matrix3 graph_cell(const Matrix3& cell, const std::array<bool, 3>& pbc) {
   return out;
 }
 
-RadiusGraphBuilder::RadiusGraphBuilder(double cutoff, int64_t max_neighbors)
-    : cutoff_(cutoff), max_neighbors_(max_neighbors) {}
+// ---- brute force (reference) --------------------------------------------------
 
-void RadiusGraphBuilder::grow(const std::vector<int64_t>& counts) {
-  for (size_t b = 0; b < counts.size() && b < capacity_.size(); ++b)
-    if (counts[b] > capacity_[b]) capacity_[b] = with_headroom(counts[b]);
-}
-
-RadiusGraph RadiusGraphBuilder::build(const torch::Tensor& pos,
-                                      const std::vector<GraphSystem>& systems) {
-  std::vector<int64_t> layout;
-  for (const auto& s : systems) layout.push_back(s.natoms);
-  // Sizes that drift a little (ghost atoms in MD) keep their capacities, which
-  // then grow only on overflow; a really new layout is counted first.
-  bool similar = layout.size() == layout_.size();
-  for (size_t b = 0; b < layout.size() && similar; ++b)
-    similar = 5 * std::abs(layout[b] - layout_[b]) <= layout_[b];
-  if (!similar) {
-    // New layout: count with empty blocks, then size the blocks.
-    auto probe = build_with(pos, systems, std::vector<int64_t>(systems.size(), 0));
-    auto counts = to_host(probe.counts);
-    capacity_.assign(systems.size(), 0);
-    for (size_t b = 0; b < systems.size(); ++b)
-      capacity_[b] = with_headroom(counts[b].item<int64_t>());
-    layout_ = layout;
-  }
-  return build_with(pos, systems, capacity_);
-}
-
-RadiusGraph RadiusGraphBuilder::build_with(const torch::Tensor& pos_in,
-                                           const std::vector<GraphSystem>& systems,
-                                           const std::vector<int64_t>& capacity) const {
+RadiusGraph brute_force_radius_graph(const torch::Tensor& pos_in, const torch::Tensor& cells,
+                                     const std::vector<GraphSystem>& systems,
+                                     const std::vector<int64_t>& capacity, double cutoff,
+                                     int64_t max_neighbors) {
   torch::NoGradGuard no_grad;
   const auto pos = pos_in.detach();
   const auto opts = pos.options();
   const auto lopts = opts.dtype(torch::kLong);
-  const double cutoff2 = cutoff_ * cutoff_;
+  const double cutoff2 = cutoff * cutoff;
   const double inf = std::numeric_limits<double>::infinity();
+  const auto cellf = cells.to(pos.scalar_type());
 
   RadiusGraph g;
-  std::vector<torch::Tensor> src, tgt, off, sys;
-  std::vector<torch::Tensor> counts;
+  std::vector<torch::Tensor> src, tgt, off, sys, counts;
   auto coincident = torch::zeros({}, lopts);
   g.row_offsets.push_back(0);
 
   for (size_t b = 0; b < systems.size(); ++b) {
     const auto& s = systems[b];
     const int64_t cap = capacity[b];
-    const auto rep = image_repeats(s.cell, s.pbc, cutoff_);
-    // Image list, first index slowest; cartesian shifts n . cell.
-    std::vector<double> img;
-    for (int64_t i = -rep[0]; i <= rep[0]; ++i)
-      for (int64_t j = -rep[1]; j <= rep[1]; ++j)
-        for (int64_t k = -rep[2]; k <= rep[2]; ++k) img.insert(img.end(), {double(i), double(j), double(k)});
-    const int64_t images = static_cast<int64_t>(img.size() / 3);
-    auto img_t = torch::from_blob(img.data(), {images, 3}, torch::kFloat64).to(opts, /*non_blocking=*/false, /*copy=*/true);
-    std::vector<double> cell_flat;
-    for (const auto& row : s.cell) cell_flat.insert(cell_flat.end(), row.begin(), row.end());
-    auto cell_t = torch::from_blob(cell_flat.data(), {3, 3}, torch::kFloat64).to(opts, false, true);
-    auto shifts = img_t.matmul(cell_t);                                     // [S, 3]
+    const auto rep = image_repeats(s.cell, s.pbc, cutoff);
+    const auto img_host = image_list(rep);
+    const int64_t images = static_cast<int64_t>(img_host.size() / 3);
+    auto img_t = upload(img_host, opts).view({images, 3});
+    auto shifts = image_shifts(img_t, cellf[static_cast<int64_t>(b)]);   // [S, 3]
 
     const int64_t n = s.natoms, a0 = s.first_atom;
     const int64_t targets = s.ntargets < 0 ? n : std::min(s.ntargets, n);
     const int64_t candidates = n * images;
     auto P = pos.narrow(0, a0, n);
     auto source_pos = (P.unsqueeze(1) + shifts.unsqueeze(0)).reshape({candidates, 3});
-    auto source_atom = torch::arange(n, lopts).repeat_interleave(images) + a0;
+    // Candidate order: source atom slowest, image fastest.
+    auto source_atom = (torch::arange(n, lopts) + a0).unsqueeze(1).expand({n, images}).reshape({-1});
     auto source_image = torch::arange(images, lopts).repeat({n});
 
     // Slot cap is the dump slot; padding slots point at the system's last atom.
-    auto src_buf = torch::full({cap + 1}, a0 + n - 1, lopts);
-    auto tgt_buf = torch::full({cap + 1}, a0 + n - 1, lopts);
+    const int64_t pad = std::max<int64_t>(0, a0 + n - 1);
+    auto src_buf = torch::full({cap + 1}, pad, lopts);
+    auto tgt_buf = torch::full({cap + 1}, pad, lopts);
     auto img_buf = torch::zeros({cap + 1}, lopts);
     auto found = torch::zeros({}, lopts);
 
     const int64_t chunk = std::max<int64_t>(1, kPairsPerChunk / std::max<int64_t>(candidates, 1));
     for (int64_t t0 = 0; t0 < targets; t0 += chunk) {
       const int64_t rows = std::min(chunk, targets - t0);
-      auto diff = P.narrow(0, t0, rows).unsqueeze(1) - source_pos.unsqueeze(0);
-      auto d2 = (diff * diff).sum(-1);                                      // [rows, M]
+      auto d2 = squared_norm(P.narrow(0, t0, rows).unsqueeze(1) - source_pos.unsqueeze(0));   // [rows, M]
       auto mask = (d2 <= cutoff2) & (d2 != 0);
       coincident += (d2 == 0).sum() - rows;  // every target meets itself once
-      if (max_neighbors_ > 0 && candidates > max_neighbors_) {
+      if (max_neighbors > 0 && candidates > max_neighbors) {
         auto masked = torch::where(mask, d2, torch::full({}, inf, opts));
-        auto kth = std::get<0>(masked.topk(max_neighbors_ + 1, 1, /*largest=*/false, /*sorted=*/true))
-                       .select(1, max_neighbors_);
+        auto kth = std::get<0>(masked.topk(max_neighbors + 1, 1, /*largest=*/false, /*sorted=*/true))
+                       .select(1, max_neighbors);
         mask = mask & (masked <= (kth + 0.01).unsqueeze(1));
       }
       auto flat = mask.reshape({-1});
       auto rank = torch::cumsum(flat, 0) - 1 + found;
       auto slot = torch::where(flat & (rank < cap), rank, torch::full({}, cap, lopts));
-      auto target_atom = (torch::arange(rows, lopts) + (a0 + t0)).repeat_interleave(candidates);
+      auto target_atom = (torch::arange(rows, lopts) + (a0 + t0)).unsqueeze(1).expand({rows, candidates}).reshape({-1});
       src_buf.scatter_(0, slot, source_atom.repeat({rows}));
       img_buf.scatter_(0, slot, source_image.repeat({rows}));
       tgt_buf.scatter_(0, slot, target_atom);
@@ -170,18 +321,355 @@ RadiusGraph RadiusGraphBuilder::build_with(const torch::Tensor& pos_in,
     sys.push_back(torch::full({cap}, static_cast<int64_t>(b), lopts));
     counts.push_back(found);
     g.row_offsets.push_back(g.row_offsets.back() + cap);
+    g.capacity.push_back({cap, 0, 0, 0});
   }
-  g.src = torch::cat(src);
-  g.tgt = torch::cat(tgt);
-  g.offsets = torch::cat(off);
-  g.edge_system = torch::cat(sys);
-  g.counts = torch::stack(counts);
+  const auto B = static_cast<int64_t>(systems.size());
   g.coincident = coincident;
-  // slot index within its block < edges found in that block
-  auto slot_in_block = torch::arange(g.row_offsets.back(), lopts) -
-                       torch::tensor(g.row_offsets, lopts).index_select(0, g.edge_system);
-  g.valid = slot_in_block < g.counts.index_select(0, g.edge_system);
+  g.candidate_counts = torch::zeros({B}, lopts);
+  g.neighbor_counts = torch::zeros({B}, lopts);
+  finish(g, src, tgt, off, sys, counts, counts, lopts);
   return g;
+}
+
+// ---- cell list ----------------------------------------------------------------
+
+struct RadiusGraphBuilder::Constants {
+  std::vector<int64_t> key;
+  torch::Device device = torch::kCPU;
+  torch::ScalarType dtype = torch::kFloat32;
+  // per system
+  std::vector<torch::Tensor> stencil_bin;   // [nbins, K] long: bin reached (nbins: the empty bin)
+  std::vector<torch::Tensor> stencil_image; // [nbins, K] long: its image index
+  std::vector<torch::Tensor> images;        // [S, 3] position dtype: the brute force's image list
+};
+
+namespace {
+
+std::vector<int64_t> constants_key(const std::vector<Plan>& plans) {
+  std::vector<int64_t> key;
+  for (const auto& p : plans)
+    for (int k = 0; k < 3; ++k)
+      key.insert(key.end(), {int64_t(p.periodic[k]), p.nb[k], p.lo[k], p.hi[k], p.rep[k]});
+  return key;
+}
+
+}  // namespace
+
+RadiusGraphBuilder::RadiusGraphBuilder(double cutoff, int64_t max_neighbors)
+    : cutoff_(cutoff), max_neighbors_(max_neighbors) {}
+
+void RadiusGraphBuilder::set_capacity(std::vector<GraphCapacity> capacity) {
+  capacity_ = std::move(capacity);
+  edge_capacity_.clear();
+  for (const auto& c : capacity_) edge_capacity_.push_back(c.edges);
+}
+
+bool RadiusGraphBuilder::grow_to_fit(const std::vector<int64_t>& sizes) {
+  const size_t B = capacity_.size();
+  if (sizes.size() != 3 * B) return false;
+  bool grew = false;
+  for (size_t b = 0; b < B; ++b) {
+    auto& c = capacity_[b];
+    if (sizes[b] > c.edges) {
+      c.edges = with_headroom(sizes[b]);
+      grew = true;
+    }
+    if (c.candidates > 0 && sizes[B + b] > c.candidates) {
+      c.candidates = candidate_headroom(sizes[B + b]);
+      grew = true;
+    }
+    if (c.neighbors > 0 && sizes[2 * B + b] > c.neighbors) {
+      c.neighbors = neighbor_headroom(sizes[2 * B + b]);
+      grew = true;
+    }
+  }
+  set_capacity(capacity_);
+  return grew;
+}
+
+void RadiusGraphBuilder::grow(const std::vector<int64_t>& counts) {
+  bool overflow = false;
+  for (size_t b = 0; b < counts.size() && b < edge_capacity_.size(); ++b) overflow |= counts[b] > edge_capacity_[b];
+  if (!overflow) return;
+  if (last_sizes_.defined() && static_cast<size_t>(last_sizes_.numel()) == 3 * capacity_.size()) {
+    auto host = to_host(last_sizes_);
+    const int64_t* p = host.data_ptr<int64_t>();   // host data
+    grow_to_fit(std::vector<int64_t>(p, p + host.numel()));
+    return;
+  }
+  for (size_t b = 0; b < counts.size() && b < capacity_.size(); ++b)
+    if (counts[b] > capacity_[b].edges) capacity_[b].edges = with_headroom(counts[b]);
+  set_capacity(capacity_);
+}
+
+RadiusGraph RadiusGraphBuilder::build(const torch::Tensor& pos, const torch::Tensor& cells,
+                                      const std::vector<GraphSystem>& systems) {
+  const size_t B = systems.size();
+  std::vector<int64_t> layout;
+  for (const auto& s : systems) layout.push_back(s.natoms);
+  // Sizes that drift a little (ghost atoms in MD) keep their capacities, which
+  // then grow only on overflow; a really new layout is counted first.
+  bool similar = layout.size() == layout_.size();
+  for (size_t b = 0; b < layout.size() && similar; ++b)
+    similar = 5 * std::abs(layout[b] - layout_[b]) <= layout_[b];
+  if (!similar) {
+    // New layout: count with empty blocks and a guessed candidate capacity,
+    // then size everything from what the probe found.
+    std::vector<GraphCapacity> cap(B);
+    bins_.assign(B, 1);
+    for (size_t b = 0; b < B; ++b) {
+      const auto& s = systems[b];
+      const Plan p = make_plan(s, cap[b], cutoff_);
+      cap[b].free_bins = p.free_bins;   // kept while the layout holds (natoms may drift)
+      const int64_t mean = (s.natoms + p.nbins - 1) / p.nbins;
+      cap[b].candidates = std::max<int64_t>(1, std::min(s.natoms * p.K, 2 * p.K * mean + 32));
+      bins_[b] = p.nbins;
+    }
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      auto probe = build_with(pos, cells, systems, cap);
+      auto host = to_host(probe.sizes);
+      const int64_t* sz = host.data_ptr<int64_t>();   // host data
+      bool fit = true;
+      for (size_t b = 0; b < B; ++b)
+        if (sz[B + b] > cap[b].candidates) {
+          cap[b].candidates = candidate_headroom(sz[B + b]);
+          fit = false;
+        }
+      if (!fit && attempt == 0) continue;  // the candidate count is exact now: count again
+      for (size_t b = 0; b < B; ++b) {
+        cap[b].edges = with_headroom(sz[b]);
+        cap[b].candidates = candidate_headroom(sz[B + b]);
+        cap[b].neighbors = neighbor_headroom(sz[2 * B + b]);
+      }
+      break;
+    }
+    set_capacity(cap);
+    layout_ = layout;
+  } else {
+    // The cell changed shape (NPT) so that a system has fewer, larger bins:
+    // scale its candidate capacity instead of overflowing first.
+    for (size_t b = 0; b < B; ++b) {
+      const Plan p = make_plan(systems[b], capacity_[b], cutoff_);
+      if (p.nbins < bins_[b] && capacity_[b].candidates > 0)
+        capacity_[b].candidates = (capacity_[b].candidates * bins_[b] + p.nbins - 1) / p.nbins;
+      bins_[b] = p.nbins;
+    }
+    set_capacity(capacity_);
+  }
+  return build_with(pos, cells, systems, capacity_);
+}
+
+RadiusGraph RadiusGraphBuilder::build_with(const torch::Tensor& pos_in, const torch::Tensor& cells_in,
+                                           const std::vector<GraphSystem>& systems,
+                                           const std::vector<GraphCapacity>& capacity) const {
+  torch::NoGradGuard no_grad;
+  const auto pos = pos_in.detach();
+  const auto opts = pos.options();
+  const auto lopts = opts.dtype(torch::kLong);
+  const double cutoff2 = cutoff_ * cutoff_;
+  const double inf = std::numeric_limits<double>::infinity();
+  const auto B = static_cast<int64_t>(systems.size());
+  TORCH_CHECK(static_cast<int64_t>(capacity.size()) == B, "one capacity per system");
+  TORCH_CHECK(cells_in.device() == pos.device() && cells_in.dim() == 3 && cells_in.size(0) == B,
+              "cells: one [3, 3] cell per system on the positions' device");
+
+  std::vector<Plan> plans;
+  for (int64_t b = 0; b < B; ++b) plans.push_back(make_plan(systems[b], capacity[b], cutoff_));
+
+  // Per-layout constants: built on the host and uploaded (once, counted) only
+  // when a system's bins, stencil or image ranges change.
+  auto key = constants_key(plans);
+  if (!constants_ || constants_->key != key || constants_->device != pos.device() ||
+      constants_->dtype != pos.scalar_type()) {
+    auto k = std::make_shared<Constants>();
+    k->key = key;
+    k->device = pos.device();
+    k->dtype = pos.scalar_type();
+    std::vector<int64_t> host;
+    for (const auto& p : plans) append_tables(p, host);
+    auto all = upload(host, lopts);
+    int64_t at = 0;
+    for (const auto& p : plans) {
+      k->stencil_bin.push_back(all.narrow(0, at, p.nbins * p.K).view({p.nbins, p.K}));
+      at += p.nbins * p.K;
+      k->stencil_image.push_back(all.narrow(0, at, p.nbins * p.K).view({p.nbins, p.K}));
+      at += p.nbins * p.K;
+      k->images.push_back(all.narrow(0, at, 3 * p.S).view({p.S, 3}).to(pos.scalar_type()));
+      at += 3 * p.S;
+    }
+    constants_ = k;
+  }
+  const Constants& K = *constants_;
+
+  // Reciprocal vectors r_j = (a_{j+1} x a_{j+2}) / det of every cell: f = r . pos.
+  const auto cells = cells_in.to(torch::kFloat64);
+  const auto cellf = cells_in.to(pos.scalar_type());
+  auto a0 = cells.select(1, 0), a1 = cells.select(1, 1), a2 = cells.select(1, 2);
+  auto c12 = torch::linalg_cross(a1, a2, -1), c20 = torch::linalg_cross(a2, a0, -1),
+       c01 = torch::linalg_cross(a0, a1, -1);
+  auto det = (a0 * c12).sum(-1).view({B, 1, 1});
+  auto recip = torch::stack({c12, c20, c01}, 1) / det;   // [B, 3, 3], row j = r_j
+
+  RadiusGraph g;
+  std::vector<torch::Tensor> src, tgt, off, sys, raw_counts, reported, cand_max, nbr_max;
+  auto coincident = torch::zeros({}, lopts);
+  g.row_offsets.push_back(0);
+  g.capacity = capacity;
+
+  for (int64_t b = 0; b < B; ++b) {
+    const auto& s = systems[b];
+    const Plan& p = plans[b];
+    const int64_t n = s.natoms, first = s.first_atom;
+    const int64_t cap_e = capacity[b].edges;
+    const int64_t targets = s.ntargets < 0 ? n : std::min(s.ntargets, n);
+    const int64_t pad = std::max<int64_t>(0, first + n - 1);
+    auto src_buf = torch::full({cap_e + 1}, pad, lopts);   // slot cap_e: the dump slot
+    auto tgt_buf = torch::full({cap_e + 1}, pad, lopts);
+    auto img_buf = torch::zeros({cap_e + 1}, lopts);   // padding: the first image, as the brute force
+    auto found = torch::zeros({}, lopts);
+    auto most_candidates = torch::zeros({}, lopts);
+    auto most_neighbors = torch::zeros({}, lopts);
+    auto overflow = torch::zeros({}, torch::TensorOptions().dtype(torch::kBool).device(pos.device()));
+
+    if (n > 0) {
+      auto P = pos.narrow(0, first, n);
+
+      // Bin of every atom.
+      auto frac = P.to(torch::kFloat64).matmul(recip[b].t());   // [n, 3]
+      auto bin = torch::zeros({n}, lopts);
+      for (int k = 0; k < 3; ++k) {
+        torch::Tensor c;
+        auto f = frac.select(1, k);
+        if (p.nb[k] == 1) {
+          c = torch::zeros({n}, lopts);
+        } else if (p.periodic[k]) {
+          c = (f * double(p.nb[k])).floor().to(torch::kLong).clamp(0, p.nb[k] - 1);
+        } else {
+          // Bins over the current extent, never narrower than the reach.
+          auto lo = f.min();
+          auto width = ((f.max() - lo) * (1.0 / double(p.nb[k]))).clamp_min(p.reach[k]);
+          c = ((f - lo) / width).floor().to(torch::kLong).clamp(0, p.nb[k] - 1);
+        }
+        bin = bin * p.nb[k] + c;
+      }
+      // Atoms sorted by bin (ascending inside a bin); bin nbins is the empty one.
+      auto occupancy = torch::zeros({p.nbins + 1}, lopts).index_add_(0, bin, torch::ones({n}, lopts));
+      auto start = occupancy.cumsum(0) - occupancy;
+      auto order = std::get<1>(torch::sort(bin, /*stable=*/true, /*dim=*/0, /*descending=*/false));
+
+      // Candidates of every bin: the atoms of the bins its stencil reaches,
+      // each with that stencil entry's image, in C slots.  Slot j of bin b
+      // lies in the first stencil entry whose running total exceeds j.
+      const auto& stencil_bin = K.stencil_bin[b];
+      const auto& stencil_image = K.stencil_image[b];
+      const int64_t S = p.S, nbins = p.nbins;
+      const int64_t C = capacity[b].candidates > 0 ? std::min(capacity[b].candidates, n * p.K) : n * p.K;
+      auto per_entry = occupancy.index_select(0, stencil_bin.reshape({-1})).view({nbins, p.K});
+      auto through = per_entry.cumsum(1);                    // [nbins, K] running totals
+      auto total = through.select(1, p.K - 1);
+      most_candidates = total.max();
+      overflow = overflow | (most_candidates > C);
+      auto j = torch::arange(C, lopts).unsqueeze(0).expand({nbins, C}).contiguous();
+      auto entry = torch::searchsorted(through, j, /*out_int32=*/false, /*right=*/true).clamp_max(p.K - 1);
+      auto within = j - (through - per_entry).gather(1, entry);
+      auto filled = j < total.unsqueeze(1);
+      auto reached = stencil_bin.gather(1, entry);
+      auto at = (start.index_select(0, reached.reshape({-1})).view({nbins, C}) + within).clamp(0, n - 1);
+      auto atom = order.index_select(0, at.reshape({-1})).view({nbins, C});
+      auto image = stencil_image.gather(1, entry);
+      auto shifts = image_shifts(K.images[b], cellf[b]);   // [S, 3]
+      // r_src + n . cell, as the brute force; empty slots at infinity, which
+      // no distance test accepts.
+      auto cand_pos = P.index_select(0, atom.reshape({-1})).view({nbins, C, 3}) +
+                      shifts.index_select(0, image.reshape({-1})).view({nbins, C, 3});
+      cand_pos = torch::where(filled.unsqueeze(2), cand_pos, torch::full({}, inf, opts));
+      auto cand_key = (atom * S + image).reshape({-1});   // sorts as the brute force's order
+
+      const int64_t W = capacity[b].neighbors > 0 ? std::min(capacity[b].neighbors, C) : C;
+      const int64_t chunk = std::max<int64_t>(1, kPairsPerChunk / C);
+      auto candidate_index = torch::arange(C, lopts);
+      for (int64_t t0 = 0; t0 < targets; t0 += chunk) {
+        const int64_t rows = std::min(chunk, targets - t0);
+        auto bt = bin.narrow(0, t0, rows);
+        auto d2 = squared_norm(P.narrow(0, t0, rows).unsqueeze(1) - cand_pos.index_select(0, bt));   // [rows, C]
+        auto in_cut = (d2 <= cutoff2) & (d2 != 0);
+        coincident += (d2 == 0).sum() - rows;   // every target meets itself once
+
+        // The neighbours of each target, compacted into W columns in candidate order.
+        auto ahead = in_cut.cumsum(1);   // 1-based position among the row's neighbours
+        most_neighbors = torch::maximum(most_neighbors, ahead.select(1, C - 1).max());
+        torch::Tensor near_d2, near_index;
+        if (W == C) {
+          near_d2 = torch::where(in_cut, d2, torch::full({}, inf, opts));
+          near_index = candidate_index.expand({rows, C});
+        } else {
+          auto col = torch::where(in_cut & (ahead <= W), ahead - 1, torch::full({}, W, lopts));
+          near_d2 = torch::full({rows, W + 1}, inf, opts).scatter_(1, col, d2).narrow(1, 0, W);
+          near_index = torch::zeros({rows, W + 1}, lopts)
+                           .scatter_(1, col, candidate_index.expand({rows, C}))
+                           .narrow(1, 0, W);
+        }
+        auto keep = near_d2 <= cutoff2;
+        if (max_neighbors_ > 0 && W > max_neighbors_) {
+          // the (T+1)-th smallest d^2: the largest of the T+1 smallest
+          auto kth = std::get<0>(near_d2.topk(max_neighbors_ + 1, 1, /*largest=*/false, /*sorted=*/false))
+                         .amax(1);
+          keep = keep & (near_d2 <= (kth + 0.01).unsqueeze(1));
+        }
+        // Order the kept neighbours by (source atom, image).
+        auto key = cand_key.index_select(0, (bt.unsqueeze(1) * C + near_index).reshape({-1})).view({rows, W});
+        auto sorted = std::get<0>(torch::where(keep, key, torch::full({}, kNoKey, lopts)).sort(1)).reshape({-1});
+        auto kept = sorted != kNoKey;
+        auto rank_e = torch::cumsum(kept, 0) - 1 + found;
+        auto slot_e = torch::where(kept & (rank_e < cap_e), rank_e, torch::full({}, cap_e, lopts));
+        auto key_kept = torch::where(kept, sorted, torch::zeros({}, lopts));
+        src_buf.scatter_(0, slot_e, key_kept.div(S, "floor") + first);
+        img_buf.scatter_(0, slot_e, key_kept.remainder(S));
+        tgt_buf.scatter_(0, slot_e, (torch::arange(rows, lopts) + (first + t0)).unsqueeze(1).expand({rows, W}).reshape({-1}));
+        found = found + kept.sum();
+      }
+      overflow = overflow | (most_neighbors > W);
+    }
+    src.push_back(src_buf.narrow(0, 0, cap_e));
+    tgt.push_back(tgt_buf.narrow(0, 0, cap_e));
+    off.push_back(K.images[b].index_select(0, img_buf.narrow(0, 0, cap_e)));
+    sys.push_back(torch::full({cap_e}, b, lopts));
+    raw_counts.push_back(found);
+    // Any overflow shows as more edges than slots.
+    reported.push_back(torch::where(overflow, torch::maximum(found, torch::full({}, cap_e + 1, lopts)), found));
+    cand_max.push_back(most_candidates);
+    nbr_max.push_back(most_neighbors);
+    g.row_offsets.push_back(g.row_offsets.back() + cap_e);
+  }
+  g.coincident = coincident;
+  g.candidate_counts = torch::stack(cand_max);
+  g.neighbor_counts = torch::stack(nbr_max);
+  finish(g, src, tgt, off, sys, raw_counts, reported, lopts);
+  last_sizes_ = g.sizes;
+  return g;
+}
+
+// ---- transitional forms ---------------------------------------------------------
+
+namespace {
+torch::Tensor upload_cells(const std::vector<GraphSystem>& systems, const torch::Device& device) {
+  std::vector<double> flat;
+  for (const auto& s : systems)
+    for (const auto& row : s.cell) flat.insert(flat.end(), row.begin(), row.end());
+  return upload(flat, torch::TensorOptions().dtype(torch::kFloat64).device(device))
+      .view({static_cast<int64_t>(systems.size()), 3, 3});
+}
+}  // namespace
+
+RadiusGraph RadiusGraphBuilder::build(const torch::Tensor& pos, const std::vector<GraphSystem>& systems) {
+  return build(pos, upload_cells(systems, pos.device()), systems);
+}
+
+RadiusGraph RadiusGraphBuilder::build_with(const torch::Tensor& pos, const std::vector<GraphSystem>& systems,
+                                           const std::vector<int64_t>& capacity) const {
+  std::vector<GraphCapacity> c;
+  for (int64_t e : capacity) c.push_back({e, 0, 0, 0});
+  return build_with(pos, upload_cells(systems, pos.device()), systems, c);
 }
 
 }  // namespace uma

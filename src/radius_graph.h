@@ -2,14 +2,24 @@
 //
 // Every system owns a fixed-capacity block of edge slots, so the edge arrays
 // have shapes known on the host and a steady-state build reads nothing back.
-// Edges inside a block are ordered by target atom; unused slots at the end of
-// a block are padding (valid = false) that the model turns into zero messages.
+// Edges inside a block are ordered by target atom, and within one target by
+// source atom, then by image (in the order of brute_force_radius_graph's image
+// list); unused slots at the end of a block are padding (valid = false,
+// pointing at the system's last atom) that the model turns into zero messages.
 // Neighbour rule (fairchem's): keep pairs with 0 < d^2 <= cutoff^2; when a
 // target has more than max_neighbors candidates, keep those with
 // d^2 <= d^2_(T) + 0.01, where d^2_(T) is the (T+1)-th smallest.
+//
+// The production builder is a cell list written in tensor ops (it runs
+// unchanged on CPU and CUDA): atoms are binned in fractional coordinates of
+// the graph cell, bins at least one cutoff wide, and each target looks only at
+// the bins of its stencil.  Its cost is linear in atoms.  Its output is
+// bit-identical to brute_force_radius_graph, the O(N^2 x images) reference
+// kept for the tests.
 #pragma once
 
 #include <array>
+#include <memory>
 #include <vector>
 
 #include <torch/torch.h>
@@ -21,19 +31,41 @@ using Matrix3 = std::array<std::array<double, 3>, 3>;  // rows are lattice vecto
 struct GraphSystem {
   int64_t first_atom = 0;
   int64_t natoms = 0;
-  Matrix3 cell{};
+  Matrix3 cell{};          // graph_cell(...): host copy, for host decisions (bins, images)
   std::array<bool, 3> pbc{};
   int64_t ntargets = -1;   // atoms [0, ntargets) receive edges, the rest only send; -1: all
 };
 
+// Per-system sizes of the fixed-capacity buffers.  Every entry is a host
+// decision; a build reports on the device whether its data fitted.
+struct GraphCapacity {
+  int64_t edges = 0;       // edge slots of the system's block
+  int64_t candidates = 0;  // candidate (atom, image) slots per cell-list bin: the atoms of
+                           // the bins of its stencil (0: natoms x stencil, never overflows)
+  int64_t neighbors = 0;   // neighbours within the cutoff kept per target before the
+                           // max-neighbour rule (0: every candidate, never overflows)
+  int64_t free_bins = 0;   // bins along each non-periodic direction (0: chosen from natoms)
+};
+
 struct RadiusGraph {
   torch::Tensor src, tgt;       // [E] long: neighbour and receiving atom
-  torch::Tensor offsets;        // [E, 3] integer image offsets n (vec = r_src - r_tgt + n . cell)
+  torch::Tensor offsets;        // [E, 3] integer image offsets n (vec = r_src - r_tgt + n . cell), position dtype
   torch::Tensor valid;          // [E] bool
   torch::Tensor edge_system;    // [E] long
-  torch::Tensor counts;         // [B] long: edges found per system (may exceed capacity)
+  // [B] long: edges found per system.  Exceeds capacity.edges whenever
+  // anything of the system overflowed (edges, candidates or neighbours), so
+  // "counts[b] > capacity" is the one overflow test a caller needs.
+  torch::Tensor counts;
   torch::Tensor coincident;     // [] long: pairs of distinct atoms at distance zero
-  std::vector<int64_t> row_offsets;  // [B + 1] host: each system's block of slots
+  // Cell-list occupancy, for growing the right buffer ([B] long each):
+  torch::Tensor candidate_counts; // most candidates of one bin (may exceed capacity.candidates)
+  torch::Tensor neighbor_counts;  // most neighbours within the cutoff of one target,
+                                  // before the max-neighbour rule (may exceed capacity.neighbors)
+  // [3B] long: raw edge counts (not raised on overflow), candidate_counts,
+  // neighbor_counts, packed for one read; see RadiusGraphBuilder::grow_to_fit.
+  torch::Tensor sizes;
+  std::vector<int64_t> row_offsets;   // [B + 1] host: each system's block of slots
+  std::vector<GraphCapacity> capacity;  // [B] host: the capacities it was built with
 };
 
 // Integer image ranges per lattice direction that can hold a neighbour within
@@ -46,29 +78,72 @@ std::array<int64_t, 3> image_repeats(const Matrix3& cell, const std::array<bool,
 // (so image ranges and wrapping never depend on an arbitrary vacuum vector).
 Matrix3 graph_cell(const Matrix3& cell, const std::array<bool, 3>& pbc);
 
+// The reference builder: every target against every atom and every image
+// n in [-rep, rep]^3 (rep = image_repeats, first lattice index slowest).
+// O(N^2 x images) time; memory bounded by chunking over targets.  Same
+// contract and output as RadiusGraphBuilder::build_with with `capacity`
+// edge slots per system (candidate_counts and neighbor_counts are zeros).  Uploads
+// its image lists (counted); for tests and benchmarks.
+RadiusGraph brute_force_radius_graph(const torch::Tensor& pos, const torch::Tensor& cells,
+                                     const std::vector<GraphSystem>& systems,
+                                     const std::vector<int64_t>& capacity, double cutoff,
+                                     int64_t max_neighbors);
+
 class RadiusGraphBuilder {
  public:
   RadiusGraphBuilder(double cutoff, int64_t max_neighbors);
 
   // pos: [N, 3] wrapped into the cell along periodic directions.
-  // Builds with the current capacities (sizing them first, with one counted
-  // host read, when the systems' layout is new).
-  RadiusGraph build(const torch::Tensor& pos, const std::vector<GraphSystem>& systems);
-
-  // Raises capacities so that `counts` (host, per system) fit, with headroom.
-  void grow(const std::vector<int64_t>& counts);
-  const std::vector<int64_t>& capacities() const { return capacity_; }
+  // cells: [B, 3, 3] float64 on pos's device, each system's graph_cell
+  // (systems[b].cell is its host copy).
+  // Builds with the current capacities, sizing them first when the systems'
+  // layout (atoms per system) is new: one counted host read (two when the
+  // first guess of the candidate capacity was too small).  Otherwise it reads
+  // nothing, and uploads nothing unless the bin layout changed (new cell
+  // shape: bins per direction or image ranges), which costs one upload.
+  RadiusGraph build(const torch::Tensor& pos, const torch::Tensor& cells,
+                    const std::vector<GraphSystem>& systems);
 
   // Builds with capacities the caller chose (one per system); never reads.
+  RadiusGraph build_with(const torch::Tensor& pos, const torch::Tensor& cells,
+                         const std::vector<GraphSystem>& systems,
+                         const std::vector<GraphCapacity>& capacity) const;
+
+  // After an overflow: `sizes` is the host copy of RadiusGraph::sizes (one
+  // read).  Raises, with headroom, every capacity it shows was too small and
+  // returns true when any did (the graph was incomplete: build again).
+  bool grow_to_fit(const std::vector<int64_t>& sizes);
+
+  // The same for a caller that read only RadiusGraph::counts: when any count
+  // exceeds its edge capacity, reads the sizes of this builder's most recent
+  // build (one counted read, only on this overflow path) and grows from them.
+  void grow(const std::vector<int64_t>& counts);
+
+  // Edge capacities per system, and all capacities.
+  const std::vector<int64_t>& capacities() const { return edge_capacity_; }
+  const std::vector<GraphCapacity>& graph_capacities() const { return capacity_; }
+
+  // Transitional forms that take the cells from systems[b].cell and upload
+  // them (one counted upload per call).  Prefer the forms above.
+  RadiusGraph build(const torch::Tensor& pos, const std::vector<GraphSystem>& systems);
   RadiusGraph build_with(const torch::Tensor& pos, const std::vector<GraphSystem>& systems,
                          const std::vector<int64_t>& capacity) const;
 
+  // Per-layout constants (stencils, image lists) kept on the device; public
+  // for the implementation's helpers only.
+  struct Constants;
+
  private:
+  void set_capacity(std::vector<GraphCapacity> capacity);
 
   double cutoff_;
   int64_t max_neighbors_;
-  std::vector<int64_t> layout_;    // natoms per system the capacities belong to
-  std::vector<int64_t> capacity_;
+  std::vector<int64_t> layout_;        // natoms per system the capacities belong to
+  std::vector<GraphCapacity> capacity_;
+  std::vector<int64_t> edge_capacity_;
+  std::vector<int64_t> bins_;          // bins per system when capacity_ was last set or scaled
+  mutable std::shared_ptr<Constants> constants_;
+  mutable torch::Tensor last_sizes_;   // RadiusGraph::sizes of the latest build, for grow()
 };
 
 }  // namespace uma

@@ -5,6 +5,7 @@
 
 #include "error.h"
 #include "extxyz.h"
+#include "transfers.h"
 
 namespace uma {
 namespace {
@@ -31,7 +32,7 @@ std::vector<Sample> read_training_data(const std::string& path, const std::strin
     const int64_t n = static_cast<int64_t>(f.numbers.size());
     Sample s;
     s.atoms.numbers = f.numbers;
-    s.atoms.positions = torch::tensor(f.positions, torch::kFloat64).view({n, 3});
+    s.atoms.positions = torch::tensor(f.positions, torch::kFloat64).view({n, 3});   // host data
     s.atoms.cell = f.cell;
     s.atoms.pbc = f.pbc;
     auto info = [&](const std::string& key) -> const std::string* {
@@ -78,8 +79,8 @@ void write_training_data(const std::string& path, const std::vector<Sample>& sam
   for (const auto& s : samples) {
     Frame f;
     f.numbers = s.atoms.numbers;
-    auto pos = s.atoms.positions.to(torch::kCPU, torch::kFloat64).contiguous();
-    f.positions.assign(pos.data_ptr<double>(), pos.data_ptr<double>() + pos.numel());
+    auto pos = to_host(s.atoms.positions).to(torch::kFloat64);
+    f.positions.assign(pos.data_ptr<double>(), pos.data_ptr<double>() + pos.numel());   // host data
     f.cell = s.atoms.cell;
     f.pbc = s.atoms.pbc;
     f.has_cell = true;

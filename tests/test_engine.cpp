@@ -7,33 +7,78 @@
 #include <tuple>
 
 #include "extxyz.h"
-#include "host_reads.h"
+#include "transfers.h"
 #include "test_util.h"
 
 namespace uma::test {
 namespace {
 
-TEST(HostReads, SteadyStateEvaluationReadsNothing) {
-  Engine engine(random_model(small_config()));
+// The steady-state budget: evaluate() makes no host read and one upload
+// (positions and cells, packed); fetch() is one read, whatever it returns.
+TEST(Transfers, SteadyStateEvaluationReadsNothingAndUploadsOnce) {
+  EngineOptions opts;
+  opts.device = test_device();
+  Engine engine(random_model(small_config(4, /*dataset_head=*/true)), opts);
   const std::vector<Atoms> one{copper_cell()};
   const std::vector<Atoms> batch{copper_cell(), molecule(), triclinic_cell()};
   for (const auto* systems : {&one, &batch}) {
-    engine.evaluate(*systems);  // first call sizes the graph (counted reads allowed)
-    reset_host_read_count();
+    HostEvaluation first;
+    while (!engine.fetch(engine.evaluate(*systems), ReadRequest::all(), first)) {}  // sizes the graph
     for (int i = 0; i < 3; ++i) {
-      Atoms moved = (*systems)[0];
-      moved.positions = moved.positions + 0.01 * i;
       std::vector<Atoms> step = *systems;
-      step[0] = moved;
-      auto ev = engine.evaluate(step);
-      EXPECT_TRUE(ev.forces.defined());
+      step[0].positions = step[0].positions + 0.01 * (i + 1);   // moves, and
+      step[0].cell[0][0] += 0.01 * (i + 1);                      // the cell changes (NPT)
+      reset_transfer_counts();
+      Evaluation ev;
+      {
+        NoSyncGuard no_sync;
+        ev = engine.evaluate(step);
+      }
+      EXPECT_EQ(host_read_count(), 0) << "systems: " << systems->size();
+      EXPECT_EQ(upload_count(), 1) << "systems: " << systems->size();
+      HostEvaluation r;
+      ASSERT_TRUE(engine.fetch(ev, ReadRequest(), r));
+      EXPECT_EQ(host_read_count(), 1);
+      EXPECT_EQ(r.forces.size(0), ev.forces.size(0));
+      EXPECT_EQ(r.energy.size(), systems->size());
+      EXPECT_FALSE(r.virial.defined());   // not asked for
     }
-    EXPECT_EQ(host_read_count(), 0) << "systems: " << systems->size();
   }
-  // evaluate_checked reads its results, and says so.
-  reset_host_read_count();
-  engine.evaluate_checked(one);
-  EXPECT_GT(host_read_count(), 0);
+  // A new layout (another charge) uploads its constants once, then settles.
+  std::vector<Atoms> charged = one;
+  charged[0].charge = 1;
+  engine.evaluate(charged);
+  reset_transfer_counts();
+  engine.evaluate(charged);
+  EXPECT_EQ(upload_count(), 1);
+  EXPECT_EQ(host_read_count(), 0);
+}
+
+// fetch() returns exactly what evaluate() left on the device, for each request.
+TEST(Transfers, FetchReturnsWhatWasAsked) {
+  EngineOptions opts;
+  opts.dtype = torch::kFloat64;
+  opts.atom_virial = true;
+  Engine engine(random_model(small_config()), opts);
+  const std::vector<Atoms> systems{copper_cell(), molecule()};
+  HostEvaluation all;
+  while (!engine.fetch(engine.evaluate(systems), ReadRequest::all(), all)) {}
+  auto ev = engine.evaluate(systems);
+  ReadRequest some;
+  some.energy = false;
+  some.atom_virial = true;
+  HostEvaluation r;
+  ASSERT_TRUE(engine.fetch(ev, some, r));
+  EXPECT_TRUE(r.energy.empty());
+  EXPECT_FALSE(r.stress.defined());
+  EXPECT_TRUE(torch::equal(r.forces, all.forces));
+  EXPECT_TRUE(torch::equal(r.atom_virial, all.atom_virial));
+  EXPECT_TRUE(torch::equal(to_host(ev.forces), all.forces));
+  // (the molecule has no cell, hence a NaN stress)
+  EXPECT_TRUE(torch::allclose(to_host(ev.stress), all.stress, 0.0, 0.0, /*equal_nan=*/true));
+  EXPECT_TRUE(std::isnan(all.stress[1][0][0].item<double>()));
+  EXPECT_EQ(all.energy.size(), 2u);
+  EXPECT_EQ(all.edges, r.edges);
 }
 
 // All (target, source, image) triples within the cutoff, by brute force on the host.

@@ -112,10 +112,8 @@ TEST_P(LocalEvaluation, TwoPiecesAddUpToTheWhole) {
   for (const auto* owned : {&left, &right}) {
     std::vector<int> order;
     const auto piece = make_piece(c, *owned, cutoff, layers, prune, &order);
-    Evaluation ev;
-    do ev = local_engine.evaluate_local(piece);
-    while (!local_engine.accept(ev));
-    const auto r = Engine::read(ev);
+    HostEvaluation r;
+    while (!local_engine.fetch(local_engine.evaluate_local(piece), ReadRequest::all(), r)) {}
     energy += r.energy[0];
     virial += r.virial[0];
     auto index = torch::tensor(std::vector<int64_t>(order.begin(), order.end()), torch::kLong);
@@ -143,10 +141,8 @@ TEST(LocalEvaluation, ProcessWithoutAtomsRunsAPlaceholder) {
   empty.composition[29] = 4;
   empty.task = "omat";
   empty.layer_targets = {0, 0};
-  Evaluation ev;
-  do ev = engine.evaluate_local(empty);
-  while (!engine.accept(ev));
-  const auto r = Engine::read(ev);
+  HostEvaluation r;
+  while (!engine.fetch(engine.evaluate_local(empty), ReadRequest::all(), r)) {}
   EXPECT_EQ(r.energy[0], 0.0);
   EXPECT_EQ(r.forces.size(0), 0);
 }

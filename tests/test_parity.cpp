@@ -73,6 +73,7 @@ TEST_P(FairchemParity, EnergyForcesStress) {
     const std::string key = file + "/" + dtype;
     if (!engines.count(key)) {
       EngineOptions o;
+      o.device = uma::test::test_device();
       o.dtype = dtype == "float64" ? torch::kFloat64 : torch::kFloat32;
       o.merge_mole = merge;
       engines[key] = std::make_unique<Engine>(load_model(fixtures_dir() + "/" + file), o);

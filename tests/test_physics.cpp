@@ -10,6 +10,7 @@ namespace {
 
 Engine fp64_engine(bool merge = true, const nlohmann::json& cfg = small_config()) {
   EngineOptions o;
+  o.device = test_device();
   o.dtype = torch::kFloat64;
   o.merge_mole = merge;
   return Engine(random_model(cfg), o);

@@ -11,11 +11,50 @@
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
+#include "device.h"
 #include "engine.h"
 #include "error.h"
 #include "model.h"
 
+#if __has_include(<cuda_runtime_api.h>)
+#include <c10/cuda/CUDAFunctions.h>
+#define UMA_TEST_HAS_CUDA_HEADERS 1
+#endif
+
 namespace uma::test {
+
+// The device the parity, physics, transfer-budget and training tests run
+// on: $UMA_TEST_DEVICE (cpu, cuda or cuda:N), CPU by default.
+inline torch::Device test_device() {
+  const char* env = std::getenv("UMA_TEST_DEVICE");
+  return resolve_device(env && *env ? env : "cpu");
+}
+
+// While alive on a CUDA test device, any synchronisation between the host
+// and the GPU (a blocking copy, an .item(), a data-dependent shape) throws:
+// LibTorch's synchronisation debug mode, set to error.  On the CPU it does
+// nothing; the transfer counters carry the check there.
+class NoSyncGuard {
+ public:
+  NoSyncGuard() {
+#ifdef UMA_TEST_HAS_CUDA_HEADERS
+    if (test_device().is_cuda()) {
+      c10::cuda::warning_state().set_sync_debug_mode(c10::cuda::SyncDebugMode::L_ERROR);
+      active_ = true;
+    }
+#endif
+  }
+  ~NoSyncGuard() {
+#ifdef UMA_TEST_HAS_CUDA_HEADERS
+    if (active_) c10::cuda::warning_state().set_sync_debug_mode(c10::cuda::SyncDebugMode::L_DISABLED);
+#endif
+  }
+  NoSyncGuard(const NoSyncGuard&) = delete;
+  NoSyncGuard& operator=(const NoSyncGuard&) = delete;
+
+ private:
+  bool active_ = false;
+};
 
 // Parity fixtures: $UMA_FIXTURES_DIR (the test command regenerates them
 // through fairchem) or, without it, the committed tests/fixtures.

@@ -8,7 +8,13 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#if __has_include(<cuda_runtime_api.h>)
+#include <c10/cuda/CUDACachingAllocator.h>
+#define UMA_BENCH_CUDA_STATS 1
+#endif
+
 #include "commands.h"
+#include "device.h"
 #include "engine.h"
 #include "extxyz.h"
 #include "model.h"
@@ -56,6 +62,18 @@ std::vector<double> time_repeats(int repeats, F&& f) {
   return t;
 }
 
+// Peak memory LibTorch's caching allocator has held on a GPU (MB); -1 where
+// this build cannot ask (no CUDA headers) or the device is the CPU.
+double peak_device_mb(const torch::Device& device) {
+#ifdef UMA_BENCH_CUDA_STATS
+  if (device.is_cuda()) {
+    const auto s = c10::cuda::CUDACachingAllocator::getDeviceStats(device.index());
+    return static_cast<double>(s.allocated_bytes[0].peak) / (1024.0 * 1024.0);
+  }
+#endif
+  return -1.0;
+}
+
 nlohmann::json stats(std::vector<double> t) {
   std::sort(t.begin(), t.end());
   return {{"min", t.front()}, {"median", t[t.size() / 2]}, {"max", t.back()}, {"all", t}};
@@ -65,7 +83,9 @@ nlohmann::json stats(std::vector<double> t) {
 
 int bench(const BenchArgs& a) {
   EngineOptions opt;
+  opt.device = resolve_device(a.device);
   opt.dtype = a.precision == "fp64" ? torch::kFloat64 : torch::kFloat32;
+  opt.tf32 = a.precision == "tf32";
   opt.merge_mole = a.merge;
   const auto t_load = Clock::now();
   Engine engine(load_model(a.model), opt);
@@ -94,10 +114,13 @@ int bench(const BenchArgs& a) {
   const double median = sorted[sorted.size() / 2];
 
   // A plain float32 GEMM of similar size: [edges, 512] x [512, 512].
-  auto A = torch::randn({std::max<int64_t>(edges, 512), 512});
-  auto B = torch::randn({512, 512});
-  torch::mm(A, B);
-  const auto gemm_t = time_repeats(5, [&] { torch::mm(A, B); });
+  // (On a GPU each timed product ends with a read of one element, so that the
+  // time covers the kernel.)
+  auto A = torch::randn({std::max<int64_t>(edges, 512), 512}, torch::TensorOptions().device(opt.device));
+  auto B = torch::randn({512, 512}, torch::TensorOptions().device(opt.device));
+  auto gemm = [&] { torch::mm(A, B)[0][0].item<float>(); };
+  gemm();
+  const auto gemm_t = time_repeats(5, gemm);
   const double gemm_flops = 2.0 * A.size(0) * 512.0 * 512.0;
   const double gemm_best = *std::min_element(gemm_t.begin(), gemm_t.end());
 
@@ -109,6 +132,11 @@ int bench(const BenchArgs& a) {
       {"edges", edges},
       {"edge_slots", slots},
       {"threads", torch::get_num_threads()},
+      {"device", opt.device.str()},
+      {"precision", a.precision},
+      {"ms_per_step", 1e3 * median},
+      {"steps_per_s", 1.0 / median},
+      {"peak_device_mb", peak_device_mb(opt.device)},
       {"load_s", load_s},
       {"first_call_s", first_s},
       {"time_s", stats(times)},

@@ -11,10 +11,11 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
-#include "host_reads.h"
+#include "device.h"
 #include "model.h"
 #include "train/trainer.h"
 #include "training_data.h"
+#include "transfers.h"
 
 namespace uma::tool {
 namespace {
@@ -35,6 +36,7 @@ std::unique_ptr<at::ObserverContext> count_aten(const at::RecordFunction& fn) {
 
 int bench_train(const BenchTrainArgs& a) {
   train::TrainOptions o;
+  o.device = resolve_device(a.device);
   // fairchem's perf_check task settings.
   o.loss.energy_coefficient = 10;
   o.loss.forces_coefficient = 50;
@@ -54,7 +56,7 @@ int bench_train(const BenchTrainArgs& a) {
   aten_calls = 0;
   by_name = a.ops;
   auto handle = at::addGlobalCallback(at::RecordFunctionCallback(count_aten).scopes({at::RecordScope::FUNCTION}));
-  reset_host_read_count();
+  reset_transfer_counts();
   trainer.step(batch);
   const int64_t reads = host_read_count();
   at::removeCallback(handle);

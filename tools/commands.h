@@ -3,11 +3,12 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace uma::tool {
 
 struct BenchArgs {
-  std::string model, structure, task = "omat", precision = "fp32";
+  std::string model, structure, task = "omat", precision = "fp32", device = "cpu";
   int repeats = 5;
   bool merge = true;
 };
@@ -32,7 +33,7 @@ struct TestArgs {
 int test(const TestArgs& args);
 
 struct BenchTrainArgs {
-  std::string model, data;
+  std::string model, data, device = "cpu";
   int steps = 5, warmup = 2;
   bool ops = false;   // also list the most frequent ATen operators
 };
@@ -42,5 +43,26 @@ int bench_train(const BenchTrainArgs& args);
 
 // Times repeated evaluations of one structure and prints one JSON object.
 int bench(const BenchArgs& args);
+
+struct BenchGraphArgs {
+  std::vector<int64_t> sizes{6, 13, 25};   // fcc supercells n x n x n (4 n^3 atoms)
+  int repeats = 5;
+  int64_t max_brute = 10000;                // atoms: larger sizes skip the brute force
+  int64_t max_neighbors = 30;
+  double cutoff = 6.0, rattle = 0.05;
+  std::string device = "cpu", precision = "fp32";
+  bool json = false;
+};
+
+// Times the cell-list radius graph against the brute-force reference on fcc Cu.
+int bench_graph(const BenchGraphArgs& args);
+
+struct InitArgs {
+  std::string config, out;
+  uint64_t seed = 2026;
+};
+
+// Writes a model file with seeded random weights for a model configuration.
+int init(const InitArgs& args);
 
 }  // namespace uma::tool

@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "commands.h"
+#include "device.h"
 #include "error.h"
 #include "model.h"
 #include "train/sampler.h"
@@ -29,7 +30,7 @@ void print_errors(const char* what, const train::Trainer::Errors& e) {
 int train(const TrainArgs& a) {
   auto model = load_model(a.model);
   train::TrainOptions o;
-  o.device = a.device == "cuda" ? torch::Device(torch::kCUDA) : torch::Device(torch::kCPU);
+  o.device = resolve_device(a.device);
   o.loss.energy_coefficient = a.energy_coef;
   o.loss.forces_coefficient = a.forces_coef;
   o.loss.stress_coefficient = a.stress_coef;

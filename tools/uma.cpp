@@ -2,16 +2,19 @@
 //
 //   uma info MODEL
 //   uma eval MODEL STRUCTURE.extxyz [--task T] [--charge Q] [--spin S]
-//            [--device cpu|cuda] [--precision fp32|fp64] [--json]
+//            [--device cpu|cuda|cuda:N] [--precision fp32|fp64|tf32] [--json]
 //   uma bench MODEL STRUCTURE.extxyz [--repeats N]
 //   uma train MODEL DATA.extxyz --out OUT [--steps N] [--max-atoms M] ...
 //   uma test MODEL DATA.extxyz [--task T]
+//   uma bench-graph [--sizes 6 13 25] [--repeats N] [--max-brute ATOMS] [--json]
+//   uma init CONFIG.json OUT.safetensors [--seed N]      (random weights: timing only)
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "device.h"
 #include "elements.h"
 #include "engine.h"
 #include "error.h"
@@ -54,11 +57,9 @@ struct EvalArgs {
 
 int cmd_eval(const EvalArgs& a) {
   uma::EngineOptions opt;
-  if (a.device == "cuda") {
-    if (!torch::cuda::is_available()) throw uma::Error("--device cuda: no CUDA device is available");
-    opt.device = torch::Device(torch::kCUDA, 0);
-  }
+  opt.device = uma::resolve_device(a.device);
   opt.dtype = a.precision == "fp64" ? torch::kFloat64 : torch::kFloat32;
+  opt.tf32 = a.precision == "tf32";
   opt.merge_mole = !a.no_merge;
   opt.atom_virial = a.json;
   uma::Engine engine(uma::load_model(a.model), opt);
@@ -136,8 +137,9 @@ int main(int argc, char** argv) {
   eval->add_option("--task", ev.task, "dataset head (default: the frame's task= label)");
   eval->add_option("--charge", ev.charge, "total charge (default: frame label or 0)");
   eval->add_option("--spin", ev.spin, "spin multiplicity (default: frame label, 1 for omol, else 0)");
-  eval->add_option("--device", ev.device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
-  eval->add_option("--precision", ev.precision, "fp32 or fp64")->check(CLI::IsMember({"fp32", "fp64"}));
+  eval->add_option("--device", ev.device, "cpu, cuda or cuda:N");
+  eval->add_option("--precision", ev.precision, "fp32, fp64 or tf32 (CUDA only)")
+      ->check(CLI::IsMember({"fp32", "fp64", "tf32"}));
   eval->add_flag("--json", ev.json, "print JSON instead of tables");
   eval->add_flag("--no-merge", ev.no_merge, "do not merge the experts (evaluate the full mixture)");
 
@@ -147,7 +149,9 @@ int main(int argc, char** argv) {
   bench_cmd->add_option("STRUCTURE", bench.structure, "structure file (first frame is used)")->required();
   bench_cmd->add_option("--task", bench.task, "dataset head");
   bench_cmd->add_option("--repeats", bench.repeats, "timed evaluations after one warm-up")->check(CLI::PositiveNumber);
-  bench_cmd->add_option("--precision", bench.precision, "fp32 or fp64")->check(CLI::IsMember({"fp32", "fp64"}));
+  bench_cmd->add_option("--precision", bench.precision, "fp32, fp64 or tf32 (CUDA only)")
+      ->check(CLI::IsMember({"fp32", "fp64", "tf32"}));
+  bench_cmd->add_option("--device", bench.device, "cpu, cuda or cuda:N");
   bool bench_no_merge = false;
   bench_cmd->add_flag("--no-merge", bench_no_merge, "evaluate the full expert mixture");
 
@@ -175,7 +179,7 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0.0, 1.0));
   train_cmd->add_option("--seed", tr.seed, "sampler and dropout seed");
   train_cmd->add_option("--print-every", tr.print_every, "steps between progress lines")->check(CLI::PositiveNumber);
-  train_cmd->add_option("--device", tr.device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
+  train_cmd->add_option("--device", tr.device, "cpu, cuda or cuda:N");
 
   uma::tool::TestArgs te;
   auto* test_cmd = app.add_subcommand("test", "energy, force and stress MAEs of a model on labelled extxyz");
@@ -190,6 +194,26 @@ int main(int argc, char** argv) {
   bench_train_cmd->add_option("--steps", bt.steps, "timed steps")->check(CLI::PositiveNumber);
   bench_train_cmd->add_option("--warmup", bt.warmup, "untimed steps first")->check(CLI::NonNegativeNumber);
   bench_train_cmd->add_flag("--ops", bt.ops, "list the most frequent ATen operators of one step");
+  bench_train_cmd->add_option("--device", bt.device, "cpu, cuda or cuda:N");
+
+  uma::tool::BenchGraphArgs bg;
+  auto* bench_graph_cmd = app.add_subcommand("bench-graph", "time the cell-list radius graph against the brute force on fcc Cu");
+  bench_graph_cmd->add_option("--sizes", bg.sizes, "supercells n x n x n of the 4-atom cell (default 6 13 25)")
+      ->check(CLI::PositiveNumber);
+  bench_graph_cmd->add_option("--repeats", bg.repeats, "timed builds after one warm-up")->check(CLI::PositiveNumber);
+  bench_graph_cmd->add_option("--max-brute", bg.max_brute, "skip the brute force above this many atoms");
+  bench_graph_cmd->add_option("--cutoff", bg.cutoff, "cutoff (A)")->check(CLI::PositiveNumber);
+  bench_graph_cmd->add_option("--max-neighbors", bg.max_neighbors, "max_neighbors (0: none)")->check(CLI::NonNegativeNumber);
+  bench_graph_cmd->add_option("--rattle", bg.rattle, "random displacement per axis (A)")->check(CLI::NonNegativeNumber);
+  bench_graph_cmd->add_option("--device", bg.device, "cpu, cuda or cuda:N");
+  bench_graph_cmd->add_option("--precision", bg.precision, "fp32 or fp64")->check(CLI::IsMember({"fp32", "fp64"}));
+  bench_graph_cmd->add_flag("--json", bg.json, "print JSON");
+
+  uma::tool::InitArgs in;
+  auto* init_cmd = app.add_subcommand("init", "write a model file with seeded random weights for a model config (timing only)");
+  init_cmd->add_option("CONFIG", in.config, "model configuration JSON (a model file's config metadata)")->required();
+  init_cmd->add_option("OUT", in.out, "model file to write (.safetensors)")->required();
+  init_cmd->add_option("--seed", in.seed, "random seed");
 
   CLI11_PARSE(app, argc, argv);
   bench.merge = !bench_no_merge;
@@ -200,6 +224,8 @@ int main(int argc, char** argv) {
     if (*train_cmd) return uma::tool::train(tr);
     if (*test_cmd) return uma::tool::test(te);
     if (*bench_train_cmd) return uma::tool::bench_train(bt);
+    if (*bench_graph_cmd) return uma::tool::bench_graph(bg);
+    if (*init_cmd) return uma::tool::init(in);
   } catch (const uma::Error& e) {
     std::fprintf(stderr, "uma: error: %s\n", e.what());
     return 1;

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "error.h"
+#include "transfers.h"
 
 namespace uma::train {
 namespace {
@@ -55,15 +56,15 @@ std::vector<TaskTargets> make_targets(const std::vector<LossTask>& tasks, const 
         const Sample& s = *sp;
         double refs = 0;
         if (task.element_references.defined())
-          for (int64_t z : s.atoms.numbers) refs += task.element_references.data_ptr<double>()[z];
+          for (int64_t z : s.atoms.numbers) refs += task.element_references.data_ptr<double>()[z];  // host data
         const bool ok = has_dataset(task, s.atoms.task) && s.labels.has_energy && std::isfinite(s.labels.energy);
         target.push_back(ok ? (s.labels.energy - refs - task.mean) / task.rmsd : 0.0);
         mask.push_back(ok);
         tt.count += ok;
         tt.metric_count += ok;
       }
-      tt.target = torch::tensor(target, torch::kFloat64).to(fopts.dtype(torch::kFloat64));
-      tt.mask = torch::tensor(mask, torch::kFloat64).to(fopts.dtype(torch::kFloat64));
+      tt.target = upload(target, fopts.dtype(torch::kFloat64));
+      tt.mask = upload(mask, fopts.dtype(torch::kFloat64));
     } else if (task.property == "forces") {
       for (const Sample* sp : batch) {
         const Sample& s = *sp;
@@ -85,10 +86,10 @@ std::vector<TaskTargets> make_targets(const std::vector<LossTask>& tasks, const 
           tt.count += valid;
         }
       }
-      tt.target = torch::tensor(target, torch::kFloat64).to(fopts).view({N, 3});
-      tt.mask = torch::tensor(mask, torch::kFloat64).to(fopts);
+      tt.target = upload(target, fopts).view({N, 3});
+      tt.mask = upload(mask, fopts);
       if (task.reduction == Reduction::kPerStructure)
-        tt.free_atoms = torch::tensor(free_atoms, torch::kFloat64).to(fopts);
+        tt.free_atoms = upload(free_atoms, fopts);
     } else {  // stress
       for (const Sample* sp : batch) {
         const Sample& s = *sp;
@@ -102,8 +103,8 @@ std::vector<TaskTargets> make_targets(const std::vector<LossTask>& tasks, const 
           tt.metric_count += ok;
         }
       }
-      tt.target = torch::tensor(target, torch::kFloat64).to(fopts).view({B, 9});
-      tt.mask = torch::tensor(mask, torch::kFloat64).to(fopts).view({B, 9});
+      tt.target = upload(target, fopts).view({B, 9});
+      tt.mask = upload(mask, fopts).view({B, 9});
     }
     out.push_back(tt);
   }

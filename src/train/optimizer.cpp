@@ -29,8 +29,8 @@ FlatParameters::FlatParameters(const std::vector<torch::Tensor>& parameters) : p
   for (auto& p : parameters_) {
     const int64_t n = p.numel();
     auto slot = values_.narrow(0, offset, n);
-    slot.copy_(p.reshape({-1}));
-    p.set_data(slot.view(p.sizes()));
+    slot.copy_(p.reshape({-1}));   // same device
+    p.set_data(slot.view(p.sizes()));   // same device
     p.mutable_grad() = grads_.narrow(0, offset, n).view(p.sizes());
     offset += n;
   }
@@ -94,11 +94,11 @@ void AdamW::load_state(const std::vector<torch::Tensor>& s, int64_t steps) {
   if (s.size() != expected || s[0].numel() != exp_avg_.numel() || s[1].numel() != exp_avg_sq_.numel())
     throw Error("the optimizer state does not match this model and these settings");
   torch::NoGradGuard no_grad;
-  exp_avg_.copy_(s[0]);
-  exp_avg_sq_.copy_(s[1]);
-  applied_.copy_(s[2][0]);
-  skipped_.copy_(s[3][0]);
-  if (ema_.defined()) ema_.copy_(s[4]);
+  exp_avg_.copy_(s[0]);   // same device
+  exp_avg_sq_.copy_(s[1]);   // same device
+  applied_.copy_(s[2][0]);   // same device
+  skipped_.copy_(s[3][0]);   // same device
+  if (ema_.defined()) ema_.copy_(s[4]);   // same device
   steps_ = steps;
 }
 

@@ -2,12 +2,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <numeric>
 
 #include "batch.h"
+#include "device.h"
 #include "engine.h"
 #include "error.h"
-#include "host_reads.h"
+#include "transfers.h"
 #include "safetensors.h"
 
 namespace uma::train {
@@ -35,7 +37,13 @@ Trainer::Trainer(UmaModel model, TrainOptions options)
     : model_(std::move(model)),
       options_(std::move(options)),
       graph_(model_->config().backbone.cutoff, model_->config().backbone.max_neighbors) {
-  model_->to(options_.device, options_.dtype);
+  if (options_.deterministic && options_.device.is_cuda()) {
+    // cuBLAS reads this when its first handle is made.
+    setenv("CUBLAS_WORKSPACE_CONFIG", ":4096:8", /*overwrite=*/0);
+    at::globalContext().setDeterministicAlgorithms(true, /*warn_only=*/false);
+  }
+  make_current(options_.device);   // before anything is allocated there
+  model_->to(options_.device, options_.dtype);   // bulk transfer
   model_->train();
   std::vector<torch::Tensor> trainable;
   for (auto& p : model_->named_parameters()) {
@@ -63,12 +71,17 @@ int64_t Trainer::add_sample(const Sample& sample) {
     throw Error("forces label has " + std::to_string(sample.labels.forces.size()) + " numbers for " +
                 std::to_string(n) + " atoms (expected " + std::to_string(3 * n) + ")");
   const auto fopts = torch::TensorOptions().dtype(options_.dtype).device(options_.device);
-  BatchInput batch = make_batch_input({sample.atoms}, fopts);
-  RadiusGraph g = graph_.build(batch.positions, batch.graph);
-  if (read_int(g.coincident) > 0) throw Error("two or more atoms sit at the same position (distance 0)");
-  edges_.push_back(read_int(g.counts));
+  StagingBuffer staging;
+  const Geometry geo = upload_geometry(geometry_of({sample.atoms}), fopts, staging);
+  RadiusGraph g = graph_.build(geo.positions, geo.cells, geo.graph);
+  const auto status = to_host(torch::stack({g.coincident, g.counts[0]}));
+  if (status[0].item<int64_t>() > 0)  // host data
+    throw Error("two or more atoms sit at the same position (distance 0)");
+  edges_.push_back(status[1].item<int64_t>());  // host data
   Sample kept = sample;
-  kept.atoms.positions = sample.atoms.positions.to(torch::kCPU, torch::kFloat64).contiguous();
+  kept.atoms.positions = sample.atoms.positions.device().is_cpu()
+                             ? sample.atoms.positions.to(torch::kFloat64).contiguous()
+                             : to_host(sample.atoms.positions).to(torch::kFloat64);
   samples_.push_back(std::move(kept));
   return num_samples() - 1;
 }
@@ -79,13 +92,15 @@ Predictions Trainer::predict(const std::vector<const Sample*>& samples, const st
   const auto dopts = fopts.dtype(torch::kFloat64);
   std::vector<Atoms> systems;
   for (const Sample* s : samples) systems.push_back(s->atoms);
-  BatchInput batch = make_batch_input(systems, fopts);
-  const BatchTensors& in = batch.in;
+  const BatchTensors in = upload_layout(systems, options_.device);
+  const Geometry geo = upload_geometry(geometry_of(systems), fopts, staging_);
   const int64_t B = static_cast<int64_t>(systems.size());
-  const int64_t N = batch.positions.size(0);
+  const int64_t N = geo.positions.size(0);
 
-  RadiusGraph graph = graph_.build_with(batch.positions, batch.graph, capacities);
-  auto vec = edge_vectors(batch.positions, graph, cell_tensor(batch, fopts)).requires_grad_(true);
+  std::vector<GraphCapacity> capacity;
+  for (int64_t edges : capacities) capacity.push_back({edges, 0, 0, 0});
+  RadiusGraph graph = graph_.build_with(geo.positions, geo.cells, geo.graph, capacity);
+  auto vec = edge_vectors(geo.positions, graph, geo.cells).requires_grad_(true);
   EdgeInput edges{graph.src, graph.tgt, graph.valid, graph.edge_system, vec, graph.row_offsets, {}};
   auto backbone = model_->backbone();
   auto system_emb = backbone->system_embedding(in);
@@ -102,11 +117,11 @@ Predictions Trainer::predict(const std::vector<const Sample*>& samples, const st
                                  create_graph)[0];                                          // [E, 3]
   pred.forces = torch::zeros({N, 3}, fopts).index_add(0, graph.tgt, g).index_add(0, graph.src, -g);
   if (has_property(tasks_, "stress")) {
-    std::vector<double> inv_volume;
-    for (double v : batch.volumes) inv_volume.push_back(v > 1e-6 ? 1.0 / v : 0.0);
+    // 0 (no stress label can apply) where the cell has no volume
+    auto inv_volume = torch::nan_to_num(geo.inv_volume, 0.0, 0.0, 0.0).to(options_.dtype);
     auto r_g = vec.detach().unsqueeze(2) * g.unsqueeze(1);                                  // [E, 3, 3]
     auto s = torch::zeros({B, 3, 3}, fopts).index_add(0, graph.edge_system, r_g);
-    s = (s + s.transpose(1, 2)) * torch::tensor(inv_volume, torch::kFloat64).to(fopts).view({B, 1, 1}) / 2;
+    s = (s + s.transpose(1, 2)) * inv_volume.view({B, 1, 1}) / 2;
     pred.stress = s.view({B, 9});
   }
   pred.natoms = in.natoms;
@@ -177,14 +192,14 @@ Trainer::Errors Trainer::errors(const std::vector<int64_t>& indices, bool averag
   LossTerms terms;
   with_weights(average, [&] { terms = forward(indices, counts, /*reduce=*/false, /*backward=*/false); });
   auto sums = to_host(terms.error_sums);
-  return property_maes(tasks_, sums.data_ptr<double>(), counts.data() + tasks_.size());
+  return property_maes(tasks_, sums.data_ptr<double>(), counts.data() + tasks_.size());  // host data
 }
 
 void Trainer::with_weights(bool average, const std::function<void()>& fn) {
   if (!average || !optimizer_->average().defined()) return fn();
   auto swap_in = [&](const torch::Tensor& values) {
     torch::NoGradGuard no_grad;   // only for the copy: fn may need autograd
-    flat_->values().copy_(values);
+    flat_->values().copy_(values);   // same device
   };
   const auto raw = flat_->values().detach().clone();
   swap_in(optimizer_->average());
@@ -202,7 +217,7 @@ TrainStats Trainer::read_stats() {
   auto packed = to_host(torch::cat({loss_sum_.view({1}), task_loss_sums_, error_sums_,
                                     optimizer_->skipped().view({1}).to(torch::kFloat64),
                                     optimizer_->grad_norm().view({1}).to(torch::kFloat64)}));
-  std::vector<double> local(packed.data_ptr<double>(), packed.data_ptr<double>() + packed.numel());
+  std::vector<double> local(packed.data_ptr<double>(), packed.data_ptr<double>() + packed.numel());  // host data
   // Losses are already global (each process holds its share of the global
   // mean), error sums are local: both add up over processes.
   std::vector<double> summed(local.begin(), local.begin() + 1 + 2 * T);
@@ -238,10 +253,10 @@ void Trainer::copy_weights(UmaModel& dst, bool average) const {
     const int64_t n = params[i].numel();
     if (own[i].numel() != n) throw Error("copy_weights: the models differ in shape");
     if (!trainable_[i]) {
-      params[i].copy_(own[i]);
+      params[i].copy_(own[i]);   // same device
       continue;
     }
-    params[i].copy_(source.narrow(0, offset, n).view(params[i].sizes()));
+    params[i].copy_(source.narrow(0, offset, n).view(params[i].sizes()));   // same device
     offset += n;
   }
   if (offset != source.numel()) throw Error("copy_weights: the models differ in size");
@@ -255,8 +270,8 @@ void Trainer::save_state(const std::string& path) const {
   TensorFile file;
   auto state = optimizer_->state();
   const char* names[] = {"exp_avg", "exp_avg_sq", "applied", "skipped", "ema"};
-  for (size_t i = 0; i < state.size(); ++i) file.tensors[names[i]] = state[i].to(torch::kCPU).contiguous();
-  file.tensors["weights"] = flat_->values().to(torch::kCPU).contiguous();
+  for (size_t i = 0; i < state.size(); ++i) file.tensors[names[i]] = to_host(state[i]);
+  file.tensors["weights"] = to_host(flat_->values());
   file.metadata["format"] = "lammps-uma-optimizer";
   file.metadata["steps"] = std::to_string(optimizer_->steps_taken());
   write_safetensors(path, file);
@@ -268,18 +283,19 @@ void Trainer::load_state(const std::string& path) {
     throw Error(path + " is not a lammps-uma optimizer state file");
   std::vector<torch::Tensor> state;
   for (const char* name : {"exp_avg", "exp_avg_sq", "applied", "skipped", "ema"})
-    if (file.tensors.count(name)) state.push_back(file.tensors[name].to(options_.device));
+    if (file.tensors.count(name))
+      state.push_back(move_bulk(file.tensors[name], file.tensors[name].options().device(options_.device)));
   const auto& w = file.tensors["weights"];
   if (!w.defined() || w.numel() != flat_->numel())
     throw Error(path + " holds the optimizer state of a model of another size");
   optimizer_->load_state(state, std::stoll(file.metadata["steps"]));
   torch::NoGradGuard no_grad;
-  flat_->values().copy_(w);
+  flat_->values().copy_(move_bulk(w, flat_->values().options()));   // same device
 }
 
 uint64_t Trainer::weights_hash() const {
   auto host = to_host(flat_->values());
-  const auto* bytes = static_cast<const unsigned char*>(host.data_ptr());
+  const auto* bytes = static_cast<const unsigned char*>(host.data_ptr());  // host data
   uint64_t h = 1469598103934665603ull;   // FNV-1a
   for (int64_t i = 0; i < host.numel() * static_cast<int64_t>(host.element_size()); ++i)
     h = (h ^ bytes[i]) * 1099511628211ull;

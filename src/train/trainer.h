@@ -20,6 +20,7 @@
 
 #include "model.h"
 #include "radius_graph.h"
+#include "transfers.h"
 #include "train/loss.h"
 #include "train/optimizer.h"
 #include "training_data.h"
@@ -38,6 +39,11 @@ struct TrainOptions {
   // that pads the edges by at most this fraction; otherwise split views.
   double mole_padding = 0.25;
   uint64_t seed = 0;                // dropout RNG
+  // Bit-identical steps from run to run on CUDA as on the CPU: LibTorch's
+  // deterministic algorithms (sums into atoms without float atomics, fixed
+  // cuBLAS workspaces).  A process-wide setting, made when the trainer is
+  // built on a GPU; on the CPU every step is deterministic anyway.
+  bool deterministic = true;
   // Data parallelism.  sum_host: element-wise in-place sum of host numbers
   // over processes (valid-sample counts, statistics); sum_gradients: in-place
   // sum of a device tensor over processes.  Unset: this process trains alone.
@@ -110,6 +116,7 @@ class Trainer {
   UmaModel model_;
   TrainOptions options_;
   RadiusGraphBuilder graph_;
+  StagingBuffer staging_;
   std::vector<LossTask> tasks_;
   std::vector<Sample> samples_;
   std::vector<int64_t> edges_;   // per sample

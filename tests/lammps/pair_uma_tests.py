@@ -491,7 +491,9 @@ def case_errors(h, r):
         ("spin", f"pair_style uma task oc20 spin 2\npair_coeff * * {MODEL} Cu\nrun 0",
          "task 'oc20' takes no charge or spin input"),
         ("keyword", "pair_style uma task omat cutoff 5", "unknown keyword 'cutoff'"),
-        ("precision", "pair_style uma precision fp16", "precision must be fp32 or fp64"),
+        ("precision", "pair_style uma precision fp16", "precision must be fp32, fp64 or tf32"),
+        ("tf32", f"pair_style uma task omat precision tf32 device cpu\npair_coeff * * {MODEL} Cu\nrun 0",
+         "precision tf32 needs a CUDA device"),
         ("wildcard", f"pair_style uma task omat\npair_coeff 1 1 {MODEL} Cu", "must start with * *"),
         ("coincident", f"pair_style uma task omat\npair_coeff * * {MODEL} Cu\n"
          "create_atoms 1 single 0.3 0.2 0.1 units box\ncreate_atoms 1 single 0.3 0.2 0.1 units box\nrun 0",
@@ -506,6 +508,60 @@ def case_errors(h, r):
         out = lammps(h, r, "in." + name, text, fail=True)
         check(msg in out, f"{name}: expected the error to say \"{msg}\"; got:\n{out[-1500:]}")
         print(f"  {name}: refused with \"{msg}\"")
+
+
+def case_gpu_path(h, r):
+    """One CUDA-capable LibTorch (the torch wheel's) in the plugin; device cuda
+    refused cleanly without a GPU; the per-step transfer budget through
+    `compute pair`: 1 upload and 1 packed read per MD step on 1 rank (2 reads
+    on several ranks until the halo exchange lands: the per-block edge counts),
+    between reneighborings."""
+    p = in_root(f"ldd {PLUGIN}")
+    check(p.returncode == 0, "ldd umaplugin.so failed: " + p.stderr)
+    libs = {l.split()[0]: l.split()[2] if "=>" in l else "" for l in p.stdout.splitlines() if l.strip()}
+    for lib in ("libtorch_cuda.so", "libc10_cuda.so", "libtorch_cpu.so"):
+        check(lib in libs, f"umaplugin.so does not link {lib}:\n{p.stdout}")
+        check(libs[lib].startswith("/opt/torch/site-packages/torch/lib/"),
+              f"{lib} resolves to '{libs[lib]}', not the torch wheel in /opt/torch")
+    check(not any("not found" in l for l in p.stdout.splitlines()), "unresolved libraries:\n" + p.stdout)
+    print("  umaplugin.so links the torch wheel's libtorch_cuda, libc10_cuda and libtorch_cpu")
+
+    head = PRE.format(plugin=PLUGIN) + CU_BOX.format(ntypes=1)
+    text = head + f"pair_style uma task omat device cuda\npair_coeff * * {MODEL} Cu\nrun 0\n"
+    if os.path.exists("/dev/nvidia0"):
+        lammps(h, r, "in.cuda", text)
+        print("  device cuda runs (this machine has a GPU)")
+    else:
+        out = lammps(h, r, "in.cuda", text, fail=True)
+        msg = "device cuda requested, but LibTorch sees no CUDA device"
+        check(msg in out and "ERROR" in out, f"device cuda without a GPU: expected \"{msg}\"; got:\n{out[-1500:]}")
+        print(f"  device cuda without a GPU: refused with \"{msg}\"")
+
+    budget = head + f"""pair_style uma task omat
+pair_coeff * * {MODEL} Cu
+velocity all create 300 5 loop geom
+neigh_modify every 20 delay 0 check no
+fix 1 all nve
+compute pu all pair uma
+thermo_style custom step pe c_pu[1] c_pu[2] c_pu[3] c_pu[4]
+thermo {{every}}
+run 0
+run 10
+"""
+    for np_, reads in ((1, 1), (2, 2)):
+        for every in (1, 5):
+            log = lammps(h, r, f"in.budget{np_}_{every}", budget.format(every=every), np_=np_)
+            last, rows = thermo(log)
+            for x in rows:
+                check(x["c_pu[1]"] == reads and x["c_pu[2]"] == 1,
+                      f"{np_} rank(s), thermo {every}, step {int(x['Step'])}: {x['c_pu[1]']:g} reads and "
+                      f"{x['c_pu[2]']:g} uploads (expected {reads} and 1)")
+            # 10 steps + the set-up evaluation at the start of the run
+            check(last["c_pu[3]"] == 11 * reads and last["c_pu[4]"] == 11,
+                  f"{np_} rank(s), thermo {every}: {last['c_pu[3]']:g} reads and {last['c_pu[4]']:g} uploads "
+                  f"over the run (expected {11 * reads} and 11)")
+        print(f"  {np_} rank(s): every MD step made {reads} host read(s) and 1 upload "
+              f"(thermo every step and every 5 steps)")
 
 
 def case_examples(h, r):
@@ -529,6 +585,7 @@ CASES = {
     "ranks": case_ranks, "triclinic": case_triclinic, "molecule": case_molecule,
     "balanced_model": case_balanced_model, "empty_ranks": case_empty_ranks, "composition": case_composition, "md": case_md,
     "restart_data": case_restart_data, "examples": case_examples, "plugin_path": case_plugin_path, "errors": case_errors,
+    "gpu_path": case_gpu_path,
 }
 
 

@@ -1,0 +1,498 @@
+#!/usr/bin/env bash
+# The whole GPU path in one script, for a machine with an NVIDIA GPU, CMake,
+# a C++ compiler and a CUDA-enabled torch in python3, but no network and no
+# package manager (the H200 machine of DESIGN.md section 7).
+#
+#   scripts/gpu_check.sh --prepare DIR   here, with the network: put into DIR what that
+#                                        machine lacks (Debian .debs, stripped LAMMPS source)
+#   scripts/gpu_check.sh DIR             there: build from source, test and time on the GPU
+#   scripts/gpu_check.sh --cpu DIR       the same build from DIR with the network unused,
+#                                        tests on the CPU, benchmarks reduced: the proof
+#                                        that DIR suffices (NOT GPU figures)
+#
+# DIR travels with the working tree as a named `carry` path, so it must be a
+# folder git ignores: --prepare adds it to .git/info/exclude when it lies in
+# the repository (e.g. DIR=gpu-prep -> /gpu-prep/).  See doc/benchmarks.md,
+# "GPU check".
+#
+# The check builds, in $UMA_GPU_BUILD (default build-gpu/), from DIR and this
+# tree only: the .debs unpacked with ar + tar into a sysroot; GoogleTest from
+# its source; the engine, the uma tool and the tests against the torch of
+# $UMA_GPU_PYTHON (default python3); serial LAMMPS (PLUGIN, MANYBODY, STUBS)
+# and umaplugin.so.  It then runs the engine tests (UMA_TEST_DEVICE=cuda, or
+# cpu), `uma bench` on bulk Cu/Si with a full-size UMA-S-shaped model of
+# random weights (`uma init bench/uma-s-1p1-shape.json`), and NVE MD in LAMMPS
+# with pair_style uma.  Every stage is timed; a failed stage is reported as
+# failed and the script exits non-zero at the end.  The summary JSON is printed
+# and written to $OUT/gpu_check.json when $OUT is set (with the stage logs in
+# $OUT/gpu_check_logs/), else to $UMA_GPU_BUILD/gpu_check.json.
+#
+# Knobs: UMA_GPU_PYTHON, UMA_GPU_BUILD, UMA_GPU_JOBS (default: all cores),
+# UMA_GPU_BUDGET_S (stages that would start after this many seconds are
+# skipped and reported; default 540 on a GPU, none with --cpu), UMA_GPU_CCACHE=0
+# (do not use ccache even if present).
+set -uo pipefail   # not -e: a failed stage is recorded and the rest go on
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+REPORT="$ROOT/scripts/gpu_check_report.py"
+LAMMPS_VERSION=20260704
+LAMMPS_TOPDIR="lammps-$LAMMPS_VERSION"
+DEBS=(nlohmann-json3-dev libcli11-dev googletest)
+
+usage() { sed -n '2,13p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+log() { printf '[gpu-check] %s\n' "$*" >&2; }
+die() { log "error: $*"; exit 1; }
+
+# ---------------------------------------------------------------- --prepare
+
+prepare() {
+  local dir
+  dir="$(realpath -m "$1")"
+  mkdir -p "$dir"
+  # DIR travels as a `carry` path: git must ignore it.
+  if git -C "$ROOT" rev-parse --git-dir >/dev/null 2>&1; then
+    case "$dir/" in
+      "$ROOT"/*)
+        local rel="${dir#"$ROOT"/}"
+        if ! git -C "$ROOT" check-ignore -q "$rel/" 2>/dev/null; then
+          local exclude
+          exclude="$(git -C "$ROOT" rev-parse --git-path info/exclude)"
+          case "$exclude" in /*) ;; *) exclude="$ROOT/$exclude" ;; esac
+          mkdir -p "$(dirname "$exclude")"
+          echo "/$rel/" >> "$exclude"
+          log "added /$rel/ to $exclude (DIR must be ignored by git to travel as a carry path)"
+        fi ;;
+    esac
+  fi
+
+  # 1. Debian packages the build needs, as .deb files (unpacked there with ar + tar).
+  log "downloading ${DEBS[*]} (.deb)"
+  rm -rf "$dir/debs" && mkdir -p "$dir/debs"
+  if ! (cd "$dir/debs" && apt-get download "${DEBS[@]}") > "$dir/debs/.apt.log" 2>&1; then
+    log "apt-get download failed; updating the package lists once"
+    apt-get update -qq >/dev/null 2>&1 || true
+    (cd "$dir/debs" && apt-get download "${DEBS[@]}") > "$dir/debs/.apt.log" 2>&1 ||
+      { cat "$dir/debs/.apt.log" >&2; die "apt-get download ${DEBS[*]} failed"; }
+  fi
+  rm -f "$dir/debs/.apt.log"
+
+  # 2. LAMMPS 4 Jul 2026 source, stripped to a serial PLUGIN + MANYBODY build.
+  local cache="${UMA_CACHE:-$HOME/.cache/lammps-uma}" tarball="${UMA_LAMMPS_TARBALL:-}" tree=""
+  if [ -z "$tarball" ]; then
+    tarball="$(ls -t "$cache"/sid-root-*/src/lammps_"$LAMMPS_VERSION"*.orig.tar.* 2>/dev/null | head -1 || true)"
+  fi
+  if [ -z "$tarball" ]; then
+    tree="$(ls -d "$cache"/sid-root-*/src/lammps 2>/dev/null | head -1 || true)"
+    [ -n "$tree" ] && [ -f "$tree/src/version.h" ] ||
+      die "no LAMMPS $LAMMPS_VERSION source: run scripts/lammps_env.sh first (it fetches Debian's lammps source package into \$UMA_CACHE/sid-root-*/src/) or set UMA_LAMMPS_TARBALL"
+  fi
+  local work
+  work="$(mktemp -d)"
+  trap 'rm -rf "$work"' RETURN
+  mkdir -p "$work/$LAMMPS_TOPDIR"
+  local keep=(LICENSE README cmake src third_party doc/lammps.1 bench/in.eam bench/Cu_u3.eam
+              potentials/Cu_u3.eam)
+  if [ -n "$tarball" ]; then
+    log "stripping $tarball"
+    tar -xf "$tarball" -C "$work/$LAMMPS_TOPDIR" "${keep[@]}" || die "cannot extract $tarball"
+  else
+    log "stripping the extracted source $tree"
+    (cd "$tree" && tar -cf - "${keep[@]}") | tar -xf - -C "$work/$LAMMPS_TOPDIR" || die "cannot copy $tree"
+  fi
+  grep -q "#define LAMMPS_VERSION \"4 Jul 2026\"" "$work/$LAMMPS_TOPDIR/src/version.h" ||
+    die "the LAMMPS source is not the 4 Jul 2026 release ($(grep LAMMPS_VERSION "$work/$LAMMPS_TOPDIR/src/version.h"))"
+  # every package folder but the two we build, and the traditional-make files
+  local d
+  for d in "$work/$LAMMPS_TOPDIR"/src/*/; do
+    case "$(basename "$d")" in STUBS|PLUGIN|MANYBODY|fmt|nlohmann) ;; *) rm -rf "$d" ;; esac
+  done
+  rm -f "$dir"/lammps-*.tar.gz
+  local out="$dir/$LAMMPS_TOPDIR-serial-src.tar.gz"
+  tar -C "$work" --owner=0 --group=0 -cf - "$LAMMPS_TOPDIR" | gzip -9n > "$out"
+
+  # 3. What is there, and why.
+  {
+    echo "Prepared by scripts/gpu_check.sh --prepare on $(date -u +%Y-%m-%dT%H:%M:%SZ) for scripts/gpu_check.sh DIR."
+    echo "debs/: Debian bookworm packages, unpacked there with ar + tar (GoogleTest is built from the"
+    echo "       source in googletest; nlohmann-json and CLI11 are header-only)."
+    echo "$(basename "$out"): LAMMPS 4 Jul 2026 (Debian's orig source), only what a serial build"
+    echo "       with PLUGIN and MANYBODY needs (cmake/, core src/, STUBS, fmt, nlohmann, Cu_u3.eam)."
+    echo
+    (cd "$dir" && find . -type f ! -name MANIFEST.txt | sort | xargs sha256sum)
+  } > "$dir/MANIFEST.txt"
+  log "prepared $dir:"
+  (cd "$dir" && find . -type f | sort | xargs ls -l | awk '{printf "  %10d  %s\n", $5, $9}') >&2
+  local total
+  total="$(du -sb "$dir" | cut -f1)"
+  log "total $(awk -v b="$total" 'BEGIN{printf "%.1f MB", b/1e6}')"
+  [ "$total" -lt 30000000 ] || die "DIR is over 30 MB; it must travel with the tree (64 MB in all)"
+  log "carry it to the GPU machine as a named carry path (e.g. carry: [\"${dir#"$ROOT"/}\"]) and run"
+  log "  scripts/gpu_check.sh ${dir#"$ROOT"/}"
+}
+
+# ---------------------------------------------------------------- the check
+
+MODE=gpu
+case "${1:-}" in
+  --prepare) [ $# -eq 2 ] || { usage; exit 2; }; prepare "$2"; exit $? ;;
+  --cpu) MODE=cpu; shift ;;
+  -h|--help) usage; exit 0 ;;
+esac
+[ $# -eq 1 ] || { usage; exit 2; }
+PREP="$(realpath "$1" 2>/dev/null)" || die "no folder $1"
+[ -d "$PREP/debs" ] && ls "$PREP"/lammps-*-serial-src.tar.gz >/dev/null 2>&1 ||
+  die "$PREP is not a prepared folder (run scripts/gpu_check.sh --prepare $1 where the network is)"
+
+# The CPU proof runs with the network cut off where it can (a new network
+# namespace without interfaces), which proves it needs none.
+if [ "$MODE" = cpu ] && [ -z "${UMA_GPU_CHECK_NONET:-}" ] && command -v unshare >/dev/null &&
+   unshare -n true 2>/dev/null; then
+  log "CPU proof: re-running inside 'unshare -n' (no network)"
+  exec unshare -n env UMA_GPU_CHECK_NONET=1 bash "${BASH_SOURCE[0]}" --cpu "$PREP"
+fi
+NETWORK="not cut off (no unshare -n); no network command is used"
+[ -n "${UMA_GPU_CHECK_NONET:-}" ] && NETWORK="cut off (unshare -n: no interfaces)"
+
+PY="${UMA_GPU_PYTHON:-python3}"
+command -v "$PY" >/dev/null || die "no python '$PY' (set UMA_GPU_PYTHON)"
+HPY="$(command -v python3 || echo "$PY")"   # for the bookkeeping (standard library only)
+B="$(realpath -m "${UMA_GPU_BUILD:-$ROOT/build-gpu}")"
+JOBS="${UMA_GPU_JOBS:-$(nproc)}"
+# time limits: the whole check on the GPU machine must fit in 9 minutes
+if [ "$MODE" = gpu ]; then
+  BUDGET="${UMA_GPU_BUDGET_S:-540}"; TESTS_TIMEOUT=360; BENCH_TIMEOUT=120; MD_TIMEOUT=240
+else
+  BUDGET="${UMA_GPU_BUDGET_S:-0}"; TESTS_TIMEOUT=3600; BENCH_TIMEOUT=900; MD_TIMEOUT=900
+fi
+SYSROOT="$B/sysroot"
+LOGS="$B/logs"
+DET="$B/details"
+STAGES="$B/stages.jsonl"
+ENVJSON="$B/environment.json"
+if [ -n "${OUT:-}" ]; then SUMMARY="$OUT/gpu_check.json"; else SUMMARY="$B/gpu_check.json"; fi
+SUMMARY_MODE=$([ "$MODE" = gpu ] && echo gpu || echo cpu-proof)
+mkdir -p "$B" "$LOGS" "$DET"
+rm -f "$STAGES" "$DET"/*.json "$LOGS"/*.log
+unset UMA_PYTHON UMA_SID_ROOT UMA_FIXTURES_DIR   # the engine tests use the committed fixtures
+
+if command -v ninja >/dev/null; then GEN=Ninja; else GEN="Unix Makefiles"; fi
+LAUNCHER=()
+if [ "${UMA_GPU_CCACHE:-1}" != 0 ] && command -v ccache >/dev/null; then
+  LAUNCHER=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
+fi
+# nvcc for find_package(Torch)'s CUDA probe, where the toolkit is not on PATH
+if ! command -v nvcc >/dev/null && [ -x /usr/local/cuda/bin/nvcc ]; then export PATH="/usr/local/cuda/bin:$PATH"; fi
+
+T0=$(date +%s.%N)
+elapsed() { awk -v a="$T0" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b-a}'; }
+
+write_summary() {   # [final]
+  "$HPY" "$REPORT" summary "$STAGES" "$DET" "$ENVJSON" "$SUMMARY_MODE" "$BUDGET" "$(elapsed)" "$SUMMARY" "${1:-0}"
+  if [ -n "${OUT:-}" ]; then   # the logs come back with $OUT; keep them short
+    mkdir -p "$OUT/gpu_check_logs"
+    local f
+    for f in "$LOGS"/*.log; do [ -f "$f" ] && tail -n 400 "$f" > "$OUT/gpu_check_logs/$(basename "$f")"; done
+  fi
+}
+
+record() {   # name status seconds [note]
+  "$HPY" "$REPORT" record "$STAGES" "$1" "$2" "$3" "$DET/$1.json" "${4:-}"
+}
+
+skip() {     # name reason
+  log "$1: SKIPPED ($2)"
+  record "$1" skipped 0 "$2"
+  write_summary
+}
+
+# run_stage NAME FUNCTION: runs it with its output in $LOGS/NAME.log, timed.
+run_stage() {
+  local name="$1"; shift
+  if [ "$BUDGET" != 0 ] && awk -v e="$(elapsed)" -v b="$BUDGET" 'BEGIN{exit !(e > b)}'; then
+    skip "$name" "time budget of $BUDGET s used up"
+    return 1
+  fi
+  log "$name ..."
+  local t0 t1 rc
+  t0=$(date +%s.%N)
+  "$@" > "$LOGS/$name.log" 2>&1
+  rc=$?
+  t1=$(date +%s.%N)
+  local dt
+  dt=$(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.1f", b-a}')
+  if [ $rc -eq 0 ]; then
+    log "$name: passed ($dt s)"
+    record "$name" passed "$dt"
+  else
+    log "$name: FAILED ($dt s, exit $rc); last lines of $LOGS/$name.log:"
+    tail -n 25 "$LOGS/$name.log" | sed 's/^/    /' >&2
+    record "$name" failed "$dt" "exit $rc; log $LOGS/$name.log"
+  fi
+  write_summary
+  return $rc
+}
+
+# ---- stages
+
+st_environment() {
+  "$HPY" - "$ENVJSON" "$MODE" "$NETWORK" "$GEN" "$JOBS" "$PY" <<'EOF'
+import json, platform, shutil, subprocess, sys
+out, mode, network, gen, jobs, py = sys.argv[1:7]
+def first_line(cmd):
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        lines = [l for l in (r.stdout + r.stderr).splitlines() if l.strip()]
+        return lines[0].strip() if r.returncode == 0 and lines else None
+    except (OSError, subprocess.SubprocessError):
+        return None
+env = {"mode": mode, "network": network, "generator": gen, "jobs": int(jobs), "machine": platform.machine(),
+       "cores": __import__("os").cpu_count(), "python": py,
+       "cxx": first_line(["c++", "--version"]), "cmake": first_line(["cmake", "--version"]),
+       "ninja": first_line(["ninja", "--version"]) if shutil.which("ninja") else None,
+       "ccache": bool(shutil.which("ccache")),
+       "nvcc": next((l for l in (subprocess.run(["nvcc", "--version"], capture_output=True, text=True).stdout
+                                 .splitlines()) if "release" in l), None) if shutil.which("nvcc") else None,
+       "gpu": first_line(["nvidia-smi", "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"])
+              if shutil.which("nvidia-smi") else None}
+probe = ("import json, torch; print(json.dumps({'torch': torch.__version__, 'torch_cuda': torch.version.cuda, "
+         "'cuda_available': torch.cuda.is_available(), 'cmake_prefix': torch.utils.cmake_prefix_path, "
+         "'device': torch.cuda.get_device_name(0) if torch.cuda.is_available() else None}))")
+r = subprocess.run([py, "-c", probe], capture_output=True, text=True)
+if r.returncode == 0:
+    env.update(json.loads(r.stdout.strip().splitlines()[-1]))
+else:
+    env["torch_error"] = (r.stderr.strip().splitlines() or ["?"])[-1]
+json.dump(env, open(out, "w"), indent=1)
+print(json.dumps(env, indent=1))
+ok = "torch" in env and (mode == "cpu" or env.get("cuda_available"))
+sys.exit(0 if ok else 1)
+EOF
+}
+
+extract_tar() {   # archive destdir: tar, or Python's tarfile where tar cannot (e.g. no xz)
+  tar -xf "$1" -C "$2" 2>/dev/null ||
+    "$HPY" -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' "$1" "$2"
+}
+
+st_unpack() {
+  rm -rf "$SYSROOT" && mkdir -p "$SYSROOT"
+  local deb tmp
+  for deb in "$PREP"/debs/*.deb; do
+    echo "unpacking $(basename "$deb")"
+    tmp="$(mktemp -d)"
+    (cd "$tmp" && ar x "$deb") || return 1
+    extract_tar "$(ls "$tmp"/data.tar.*)" "$SYSROOT" || return 1
+    rm -rf "$tmp"
+  done
+  [ -f "$SYSROOT/usr/include/nlohmann/json.hpp" ] && [ -f "$SYSROOT/usr/include/CLI/CLI.hpp" ] &&
+    [ -f "$SYSROOT/usr/src/googletest/CMakeLists.txt" ]
+}
+
+# The builds are incremental: a second run on the same machine rebuilds only
+# what changed (the archives keep their files' times).
+st_gtest() {
+  cmake -S "$SYSROOT/usr/src/googletest" -B "$B/gtest-build" -G "$GEN" -DCMAKE_BUILD_TYPE=Release \
+    -DCMAKE_POLICY_VERSION_MINIMUM=3.5 -DBUILD_GMOCK=OFF -DINSTALL_GTEST=ON \
+    -DCMAKE_POSITION_INDEPENDENT_CODE=ON -DCMAKE_INSTALL_PREFIX="$B/gtest" -DCMAKE_INSTALL_LIBDIR=lib \
+    "${LAUNCHER[@]}" &&
+  cmake --build "$B/gtest-build" -j"$JOBS" &&
+  cmake --install "$B/gtest-build"
+}
+
+TORCH_MODE=""
+ENGINE_ARGS=()     # the engine's configure arguments but CMAKE_PREFIX_PATH
+ENGINE_PREFIX=""   # its CMAKE_PREFIX_PATH
+st_engine() {
+  local torch_prefix
+  torch_prefix="$("$PY" -c 'import torch; print(torch.utils.cmake_prefix_path)')" || return 1
+  local torch_dir
+  torch_dir="$("$PY" -c 'import os, torch; print(os.path.dirname(torch.__file__))')"
+  local common=(-G "$GEN" -DCMAKE_BUILD_TYPE=Release -DUMA_BUILD_TESTS=ON -DUMA_PYTHON= -DUMA_SID_ROOT=
+                "-DCMAKE_CXX_FLAGS=-isystem $SYSROOT/usr/include" "${LAUNCHER[@]}")
+  # find_package(Torch) first; where its CUDA probe fails, the wheel's torch/
+  # folder directly (UMA_TORCH_DIR), with the CUDA headers if there are any.
+  ENGINE_ARGS=("${common[@]}" -DUMA_TORCH_DIR=)
+  ENGINE_PREFIX="$torch_prefix;$B/gtest;$SYSROOT/usr"
+  TORCH_MODE="find_package(Torch)"
+  if ! cmake -S "$ROOT" -B "$B/engine" "${ENGINE_ARGS[@]}" "-DCMAKE_PREFIX_PATH=$ENGINE_PREFIX"; then
+    echo "== find_package(Torch) failed; configuring again with UMA_TORCH_DIR=$torch_dir"
+    rm -rf "$B/engine"
+    local flags="-isystem $SYSROOT/usr/include"
+    [ -d /usr/local/cuda/include ] && flags="$flags -isystem /usr/local/cuda/include"
+    ENGINE_ARGS=(-G "$GEN" -DCMAKE_BUILD_TYPE=Release -DUMA_BUILD_TESTS=ON -DUMA_PYTHON= -DUMA_SID_ROOT=
+                 "-DCMAKE_CXX_FLAGS=$flags" "${LAUNCHER[@]}" "-DUMA_TORCH_DIR=$torch_dir")
+    ENGINE_PREFIX="$B/gtest;$SYSROOT/usr"
+    TORCH_MODE="UMA_TORCH_DIR fallback"
+    cmake -S "$ROOT" -B "$B/engine" "${ENGINE_ARGS[@]}" "-DCMAKE_PREFIX_PATH=$ENGINE_PREFIX" || return 1
+  fi
+  "$HPY" -c 'import json, sys; json.dump({"torch_mode": sys.argv[2], "torch_cmake_prefix": sys.argv[3]}, open(sys.argv[1], "w"))' \
+    "$DET/engine.json" "$TORCH_MODE" "$torch_prefix"
+  cmake --build "$B/engine" -j"$JOBS"
+}
+
+st_tests() {
+  local device tj
+  if [ "$MODE" = gpu ]; then device=cuda; tj=$(( JOBS < 8 ? JOBS : 8 )); else device=cpu; tj=$JOBS; fi
+  echo "UMA_TEST_DEVICE=$device ctest -j$tj (engine, tool and static tests; no LAMMPS-root or converter tests here)"
+  local rc
+  (cd "$B/engine" && UMA_TEST_DEVICE=$device timeout "$TESTS_TIMEOUT" \
+     ctest -j"$tj" --output-on-failure -E '^(lammps|converter)\.')
+  rc=$?
+  "$HPY" "$REPORT" ctest "$LOGS/tests.log" "$DET/tests.json"
+  return $rc
+}
+
+STRUCTS="$B/structures"
+st_structures() {
+  rm -rf "$STRUCTS"
+  if [ "$MODE" = gpu ]; then
+    "$HPY" "$ROOT/bench/make_structures.py" "$STRUCTS" cu_1000 cu_4000 si_1000
+  else
+    "$HPY" "$ROOT/bench/make_structures.py" "$STRUCTS" cu_108 si_64
+  fi
+}
+
+MODEL="$B/uma-s-1p1-random.safetensors"
+st_model_init() {
+  rm -f "$MODEL"
+  "$B/engine/uma" init "$ROOT/bench/uma-s-1p1-shape.json" "$MODEL" --seed 2026 &&
+  "$B/engine/uma" info "$MODEL"
+}
+
+st_bench() {
+  local device structs precisions repeats s p rc=0
+  if [ "$MODE" = gpu ]; then
+    device=cuda; structs=(cu_1000 cu_4000 si_1000); precisions=(fp32 tf32); repeats=10
+  else
+    device=cpu; structs=(cu_108 si_64); precisions=(fp32); repeats=1
+  fi
+  echo "[]" > "$DET/bench.json"
+  for s in "${structs[@]}"; do
+    for p in "${precisions[@]}"; do
+      echo "== uma bench $s --device $device --precision $p --repeats $repeats"
+      timeout "$BENCH_TIMEOUT" "$B/engine/uma" bench "$MODEL" "$STRUCTS/$s.extxyz" --task omat \
+        --device "$device" --precision "$p" --repeats "$repeats" > "$B/bench-$s-$p.out" 2>&1
+      local r=$?
+      cat "$B/bench-$s-$p.out"
+      "$HPY" "$REPORT" bench "$s $p" "$B/bench-$s-$p.out" "$r" "$DET/bench.json"
+      [ $r -eq 0 ] || rc=1
+    done
+  done
+  if [ "$MODE" = cpu ]; then
+    echo "tf32 runs are not made in the CPU proof (tf32 is CUDA only)"
+  fi
+  return $rc
+}
+
+LSRC="$B/$LAMMPS_TOPDIR"
+LINST="$B/lammps"
+st_lammps_build() {
+  rm -rf "$LSRC"
+  extract_tar "$(ls "$PREP"/lammps-*-serial-src.tar.gz | head -1)" "$B" || return 1
+  [ -f "$LSRC/src/lammpsplugin.h" ] || { echo "the tarball lacks $LAMMPS_TOPDIR/src"; return 1; }
+  cmake -S "$LSRC/cmake" -B "$B/lammps-build" -G "$GEN" -DCMAKE_BUILD_TYPE=Release \
+    -DBUILD_MPI=off -DBUILD_OMP=off -DBUILD_SHARED_LIBS=on -DPKG_PLUGIN=on -DPKG_MANYBODY=on \
+    -DBUILD_TOOLS=off -DBUILD_DOC=off -DENABLE_TESTING=off -DDOWNLOAD_POTENTIALS=off \
+    -DWITH_JPEG=off -DWITH_PNG=off -DWITH_GZIP=off -DWITH_FFMPEG=off -DWITH_CURL=off \
+    -DCMAKE_INSTALL_PREFIX="$LINST" -DCMAKE_INSTALL_LIBDIR=lib -DCMAKE_INSTALL_RPATH="$LINST/lib" \
+    "${LAUNCHER[@]}" || return 1
+  cmake --build "$B/lammps-build" -j"$JOBS" || return 1
+  cmake --install "$B/lammps-build" > /dev/null || return 1
+  LD_LIBRARY_PATH="$LINST/lib:${LD_LIBRARY_PATH:-}" "$LINST/bin/lmp" -h > "$B/lmp-help.txt" || return 1
+  grep -A3 -e '^Installed packages' "$B/lmp-help.txt"
+  grep -q PLUGIN "$B/lmp-help.txt" && grep -q MANYBODY "$B/lmp-help.txt"
+}
+
+st_plugin() {
+  # the engine's build folder again, now with the plugin (the engine is up to date)
+  cmake -S "$ROOT" -B "$B/engine" "${ENGINE_ARGS[@]}" "-DCMAKE_PREFIX_PATH=$LINST;$ENGINE_PREFIX" -DUMA_BUILD_PLUGIN=ON \
+    "-DUMA_LAMMPS_SOURCE_DIR=$LSRC/src" &&
+  cmake --build "$B/engine" -j"$JOBS" --target umaplugin &&
+  ls -l "$B/engine/umaplugin.so"
+}
+
+st_lammps_md() {
+  local device reps steps
+  if [ "$MODE" = gpu ]; then device=cuda; reps="5 5 10"; steps=200; else device=cpu; reps="3 3 3"; steps=10; fi
+  set -- $reps
+  mkdir -p "$B/md"
+  (
+  cd "$B/md" || exit 1
+  # 0.1 fs steps: the random weights' forces (a few eV/A) would carry atoms far
+  # from the crystal in 200 steps of 1 fs; the cost of a step does not depend on it.
+  cat > in.uma_nve <<EOF
+# written by scripts/gpu_check.sh: NVE of bulk fcc Cu through pair_style uma
+plugin          load \${plugin}
+units           metal
+atom_style      atomic
+boundary        p p p
+lattice         fcc 3.615
+region          box block 0 \${nx} 0 \${ny} 0 \${nz}
+create_box      1 box
+create_atoms    1 box
+mass            1 63.546
+pair_style      uma task omat device \${device}
+pair_coeff      * * \${model} Cu
+velocity        all create 300.0 4928459 loop geom
+timestep        0.0001
+fix             1 all nve
+thermo          50
+thermo_style    custom step temp pe ke etotal press
+run             \${steps}
+EOF
+  rm -f log.lammps
+  LD_LIBRARY_PATH="$LINST/lib:${LD_LIBRARY_PATH:-}" timeout "$MD_TIMEOUT" \
+    "$LINST/bin/lmp" -in in.uma_nve -log log.lammps -var plugin "$B/engine/umaplugin.so" -var model "$MODEL" \
+    -var device "$device" -var nx "$1" -var ny "$2" -var nz "$3" -var steps "$steps"
+  rc=$?
+  "$HPY" "$REPORT" lammps "$B/md/log.lammps" "$DET/lammps_md.json"
+  [ $rc -eq 0 ] && grep -q '^Performance:' log.lammps
+  )
+}
+
+# ---- the run
+
+if [ "$MODE" = cpu ]; then
+  log "CPU PROOF: builds from $PREP with the network unused; tests on the CPU, benchmarks reduced."
+  log "           Its figures are NOT GPU figures."
+fi
+log "mode $MODE, build folder $B, $JOBS jobs, generator $GEN, python $PY, network $NETWORK"
+
+run_stage environment st_environment   # a failure here (no CUDA) still lets the builds run
+ok_unpack=0; ok_gtest=0; ok_engine=0; ok_structs=0; ok_model=0; ok_lammps=0; ok_plugin=0
+
+run_stage unpack st_unpack && ok_unpack=1
+if [ $ok_unpack = 1 ]; then run_stage gtest st_gtest && ok_gtest=1; else skip gtest "needs unpack"; fi
+if [ $ok_gtest = 1 ]; then run_stage engine st_engine && ok_engine=1; else skip engine "needs gtest"; fi
+
+# On the GPU machine LAMMPS builds while the tests run (they wait on the GPU);
+# in the CPU proof (two cores) one thing at a time.
+lammps_pid=""
+if [ $ok_unpack = 1 ] && [ "$MODE" = gpu ] && [ $ok_engine = 1 ]; then
+  log "lammps_build runs alongside the tests"
+  run_stage lammps_build st_lammps_build &
+  lammps_pid=$!
+fi
+if [ $ok_engine = 1 ]; then run_stage tests st_tests; else skip tests "needs engine"; fi
+if [ -n "$lammps_pid" ]; then
+  wait "$lammps_pid" && ok_lammps=1
+elif [ $ok_unpack = 1 ]; then
+  run_stage lammps_build st_lammps_build && ok_lammps=1
+else
+  skip lammps_build "needs unpack"
+fi
+
+run_stage structures st_structures && ok_structs=1
+if [ $ok_engine = 1 ]; then run_stage model_init st_model_init && ok_model=1; else skip model_init "needs engine"; fi
+if [ $ok_model = 1 ] && [ $ok_structs = 1 ]; then run_stage bench st_bench; else skip bench "needs model_init and structures"; fi
+if [ $ok_lammps = 1 ] && [ $ok_engine = 1 ]; then run_stage plugin st_plugin && ok_plugin=1
+else skip plugin "needs lammps_build and engine"; fi
+if [ $ok_plugin = 1 ] && [ $ok_model = 1 ]; then run_stage lammps_md st_lammps_md
+else skip lammps_md "needs plugin and model_init"; fi
+
+write_summary 1
+log "summary written to $SUMMARY"
+status="$("$HPY" -c 'import json, sys; print(json.load(open(sys.argv[1]))["status"])' "$SUMMARY")"
+if [ "$MODE" = cpu ]; then log "(CPU proof: the figures above are CPU figures, not GPU figures)"; fi
+[ "$status" = passed ] || { log "FAILED: $("$HPY" -c 'import json, sys; s=json.load(open(sys.argv[1])); print(", ".join(s["failed_stages"] + [x + " (skipped)" for x in s["skipped_stages"]]))' "$SUMMARY")"; exit 1; }
+log "all stages passed in $(elapsed) s"
