@@ -307,7 +307,7 @@ st_engine() {
   torch_prefix="$("$PY" -c 'import torch; print(torch.utils.cmake_prefix_path)')" || return 1
   local torch_dir
   torch_dir="$("$PY" -c 'import os, torch; print(os.path.dirname(torch.__file__))')"
-  local common=(-G "$GEN" -DCMAKE_BUILD_TYPE=Release -DUMA_BUILD_TESTS=ON -DUMA_PYTHON= -DUMA_SID_ROOT=
+  local common=(-G "$GEN" -DCMAKE_BUILD_TYPE=Release -DUMA_BUILD_TESTS=ON -DUMA_BUILD_PLUGIN=OFF -DUMA_PYTHON= -DUMA_SID_ROOT=
                 "-DCMAKE_CXX_FLAGS=-isystem $SYSROOT/usr/include" "${LAUNCHER[@]}")
   # find_package(Torch) first; where its CUDA probe fails, the wheel's torch/
   # folder directly (UMA_TORCH_DIR), with the CUDA headers if there are any.
@@ -319,7 +319,7 @@ st_engine() {
     rm -rf "$B/engine"
     local flags="-isystem $SYSROOT/usr/include"
     [ -d /usr/local/cuda/include ] && flags="$flags -isystem /usr/local/cuda/include"
-    ENGINE_ARGS=(-G "$GEN" -DCMAKE_BUILD_TYPE=Release -DUMA_BUILD_TESTS=ON -DUMA_PYTHON= -DUMA_SID_ROOT=
+    ENGINE_ARGS=(-G "$GEN" -DCMAKE_BUILD_TYPE=Release -DUMA_BUILD_TESTS=ON -DUMA_BUILD_PLUGIN=OFF -DUMA_PYTHON= -DUMA_SID_ROOT=
                  "-DCMAKE_CXX_FLAGS=$flags" "${LAUNCHER[@]}" "-DUMA_TORCH_DIR=$torch_dir")
     ENGINE_PREFIX="$B/gtest;$SYSROOT/usr"
     TORCH_MODE="UMA_TORCH_DIR fallback"

@@ -155,8 +155,8 @@ def cmd_summary(stages_path, details_dir, env_path, mode, budget, total, out, fi
         if s["name"] == "tests" and d:
             figures["tests"] = {k: d[k] for k in ("total", "passed", "failed", "failed_tests") if k in d}
         if s["name"] == "bench" and isinstance(d, list):
-            figures["uma_bench"] = [{k: r[k] for k in ("run", "atoms", "edges", "precision", "ms_per_step",
-                                                       "steps_per_s", "peak_device_mb", "model_gflops_per_s")
+            figures["uma_bench"] = [{k: r[k] for k in ("run", "atoms", "edges", "device", "precision", "ms_per_step",
+                                                       "steps_per_s", "peak_device_mb", "model_gflops_per_s", "rc", "error")
                                      if k in r} for r in d]
         if s["name"] == "lammps_md" and d:
             figures["lammps_md"] = {k: d[k] for k in ("performance", "timesteps_per_s", "atoms", "steps", "device",

@@ -159,17 +159,23 @@ const Engine::Layout& Engine::whole_layout(const std::vector<Atoms>& systems) {
 }
 
 const Engine::Layout& Engine::local_layout(const LocalAtoms& piece, int64_t N) {
-  std::vector<int64_t> key{-1, N, piece.n_owned, piece.n_targets, piece.charge, piece.spin};
+  // Which atoms receive messages (n_targets, layer_targets) is host-side
+  // information: it changes as ghosts move between hop shells, but uploads
+  // nothing, so it is not part of the key.
+  std::vector<int64_t> key{-1, N, piece.n_owned, piece.charge, piece.spin};
   key.insert(key.end(), piece.numbers.begin(), piece.numbers.end());
   key.push_back(-1);
-  key.insert(key.end(), piece.layer_targets.begin(), piece.layer_targets.end());
-  key.push_back(-1);
   key.insert(key.end(), piece.composition.begin(), piece.composition.end());
+  auto set_targets = [&](Layout& layout) {
+    layout.layer_targets = piece.layer_targets;
+    if (piece.numbers.empty() && !piece.layer_targets.empty())
+      layout.layer_targets.assign(model_->config().backbone.num_layers, 1);
+  };
   if (layout_ && layout_->key == key && layout_->tasks == std::vector<std::string>{piece.task}) {
     layout_->in.reduce = piece.sum_over_processes;
+    set_targets(*layout_);
     return *layout_;
   }
-  const auto& cfg = model_->config();
   auto layout = std::make_shared<Layout>();
   layout->key = std::move(key);
   layout->tasks = {piece.task};
@@ -218,10 +224,7 @@ const Engine::Layout& Engine::local_layout(const LocalAtoms& piece, int64_t N) {
   layout->upload_constants({out.energy_rmsd, out.energy_mean * piece.n_owned / total + refs,
                             out.forces_rmsd, out.stress_rmsd, out.stress_mean},
                            per_atom, options_.device);
-  if (!piece.layer_targets.empty()) {
-    layout->layer_targets = piece.layer_targets;
-    if (piece.numbers.empty()) layout->layer_targets.assign(cfg.backbone.num_layers, 1);
-  }
+  set_targets(*layout);
   layout_ = layout;
   return *layout_;
 }

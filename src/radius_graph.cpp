@@ -569,21 +569,29 @@ RadiusGraph RadiusGraphBuilder::build_with(const torch::Tensor& pos_in, const to
       auto total = through.select(1, p.K - 1);
       most_candidates = total.max();
       overflow = overflow | (most_candidates > C);
-      auto j = torch::arange(C, lopts).unsqueeze(0).expand({nbins, C}).contiguous();
-      auto entry = torch::searchsorted(through, j, /*out_int32=*/false, /*right=*/true).clamp_max(p.K - 1);
-      auto within = j - (through - per_entry).gather(1, entry);
-      auto filled = j < total.unsqueeze(1);
-      auto reached = stencil_bin.gather(1, entry);
-      auto at = (start.index_select(0, reached.reshape({-1})).view({nbins, C}) + within).clamp(0, n - 1);
-      auto atom = order.index_select(0, at.reshape({-1})).view({nbins, C});
-      auto image = stencil_image.gather(1, entry);
       auto shifts = image_shifts(K.images[b], cellf[b]);   // [S, 3]
-      // r_src + n . cell, as the brute force; empty slots at infinity, which
-      // no distance test accepts.
-      auto cand_pos = P.index_select(0, atom.reshape({-1})).view({nbins, C, 3}) +
-                      shifts.index_select(0, image.reshape({-1})).view({nbins, C, 3});
-      cand_pos = torch::where(filled.unsqueeze(2), cand_pos, torch::full({}, inf, opts));
-      auto cand_key = (atom * S + image).reshape({-1});   // sorts as the brute force's order
+      // Built in chunks of bins: the temporaries stay within kPairsPerChunk slots.
+      auto cand_pos = torch::empty({nbins, C, 3}, opts);   // r_src + n . cell, as the brute force
+      auto cand_key = torch::empty({nbins, C}, lopts);     // source * S + image: the brute force's order
+      const int64_t bin_chunk = std::max<int64_t>(1, kPairsPerChunk / C);
+      for (int64_t b0 = 0; b0 < nbins; b0 += bin_chunk) {
+        const int64_t rows = std::min(bin_chunk, nbins - b0);
+        auto run = through.narrow(0, b0, rows);
+        auto j = torch::arange(C, lopts).unsqueeze(0).expand({rows, C}).contiguous();
+        auto entry = torch::searchsorted(run, j, /*out_int32=*/false, /*right=*/true).clamp_max(p.K - 1);
+        auto within = j - (run - per_entry.narrow(0, b0, rows)).gather(1, entry);
+        auto filled = j < total.narrow(0, b0, rows).unsqueeze(1);
+        auto reached = stencil_bin.narrow(0, b0, rows).gather(1, entry);
+        auto at = (start.index_select(0, reached.reshape({-1})).view({rows, C}) + within).clamp(0, n - 1);
+        auto atom = order.index_select(0, at.reshape({-1})).view({rows, C});
+        auto image = stencil_image.narrow(0, b0, rows).gather(1, entry);
+        auto r = P.index_select(0, atom.reshape({-1})).view({rows, C, 3}) +
+                 shifts.index_select(0, image.reshape({-1})).view({rows, C, 3});
+        // empty slots at infinity, which no distance test accepts
+        cand_pos.narrow(0, b0, rows).copy_(torch::where(filled.unsqueeze(2), r, torch::full({}, inf, opts)));   // same device
+        cand_key.narrow(0, b0, rows).copy_(atom * S + image);   // same device
+      }
+      cand_key = cand_key.reshape({-1});
 
       const int64_t W = capacity[b].neighbors > 0 ? std::min(capacity[b].neighbors, C) : C;
       const int64_t chunk = std::max<int64_t>(1, kPairsPerChunk / C);

@@ -104,7 +104,8 @@ class RadiusGraphBuilder {
   RadiusGraph build(const torch::Tensor& pos, const torch::Tensor& cells,
                     const std::vector<GraphSystem>& systems);
 
-  // Builds with capacities the caller chose (one per system); never reads.
+  // Builds with capacities the caller chose (one per system); never reads,
+  // and uploads only when the bin layout changed (as build).
   RadiusGraph build_with(const torch::Tensor& pos, const torch::Tensor& cells,
                          const std::vector<GraphSystem>& systems,
                          const std::vector<GraphCapacity>& capacity) const;
@@ -124,16 +125,16 @@ class RadiusGraphBuilder {
   const std::vector<GraphCapacity>& graph_capacities() const { return capacity_; }
 
   // Transitional forms that take the cells from systems[b].cell and upload
-  // them (one counted upload per call).  Prefer the forms above.
+  // them (one counted upload per call).  Prefer the forms above.  This
+  // build_with takes edge capacities only and sizes the other buffers so that
+  // they cannot overflow (candidates = natoms x stencil): fine for small
+  // training systems, slow for large ones.
   RadiusGraph build(const torch::Tensor& pos, const std::vector<GraphSystem>& systems);
   RadiusGraph build_with(const torch::Tensor& pos, const std::vector<GraphSystem>& systems,
                          const std::vector<int64_t>& capacity) const;
 
-  // Per-layout constants (stencils, image lists) kept on the device; public
-  // for the implementation's helpers only.
-  struct Constants;
-
  private:
+  struct Constants;   // per-layout stencils and image lists, kept on the device
   void set_capacity(std::vector<GraphCapacity> capacity);
 
   double cutoff_;

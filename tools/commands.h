@@ -46,8 +46,8 @@ int bench(const BenchArgs& args);
 
 struct BenchGraphArgs {
   std::vector<int64_t> sizes{6, 13, 25};   // fcc supercells n x n x n (4 n^3 atoms)
-  int repeats = 5;
-  int64_t max_brute = 10000;                // atoms: larger sizes skip the brute force
+  int repeats = 5, brute_repeats = 3;
+  int64_t max_brute = 2000;                 // atoms: larger sizes skip the brute force
   int64_t max_neighbors = 30;
   double cutoff = 6.0, rattle = 0.05;
   std::string device = "cpu", precision = "fp32";

@@ -6,7 +6,7 @@
 //   uma bench MODEL STRUCTURE.extxyz [--repeats N]
 //   uma train MODEL DATA.extxyz --out OUT [--steps N] [--max-atoms M] ...
 //   uma test MODEL DATA.extxyz [--task T]
-//   uma bench-graph [--sizes 6 13 25] [--repeats N] [--max-brute ATOMS] [--json]
+//   uma bench-graph [--sizes 6 13 25] [--repeats N] [--brute-repeats N] [--max-brute ATOMS] [--json]
 //   uma init CONFIG.json OUT.safetensors [--seed N]      (random weights: timing only)
 #include <CLI/CLI.hpp>
 #include <cstdio>
@@ -201,7 +201,9 @@ int main(int argc, char** argv) {
   bench_graph_cmd->add_option("--sizes", bg.sizes, "supercells n x n x n of the 4-atom cell (default 6 13 25)")
       ->check(CLI::PositiveNumber);
   bench_graph_cmd->add_option("--repeats", bg.repeats, "timed builds after one warm-up")->check(CLI::PositiveNumber);
-  bench_graph_cmd->add_option("--max-brute", bg.max_brute, "skip the brute force above this many atoms");
+  bench_graph_cmd->add_option("--brute-repeats", bg.brute_repeats, "timed brute-force builds (no warm-up)")
+      ->check(CLI::PositiveNumber);
+  bench_graph_cmd->add_option("--max-brute", bg.max_brute, "skip the brute force above this many atoms (default 2000)");
   bench_graph_cmd->add_option("--cutoff", bg.cutoff, "cutoff (A)")->check(CLI::PositiveNumber);
   bench_graph_cmd->add_option("--max-neighbors", bg.max_neighbors, "max_neighbors (0: none)")->check(CLI::NonNegativeNumber);
   bench_graph_cmd->add_option("--rattle", bg.rattle, "random displacement per axis (A)")->check(CLI::NonNegativeNumber);

@@ -28,6 +28,33 @@
 #define MPI_INFO_NULL 0
 #endif
 
+// MPI-3 takes the send buffers as const; the stubs as void *.  These
+// overloads take a const send buffer and pass it on (the stubs only read it).
+// Calls with MPI_IN_PLACE (NULL) or a non-const buffer still reach the stubs.
+template <typename T>
+inline int MPI_Allreduce(const T *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
+                         MPI_Comm comm) {
+  return MPI_Allreduce(const_cast<void *>(static_cast<const void *>(sendbuf)), recvbuf, count, datatype, op, comm);
+}
+template <typename T>
+inline int MPI_Reduce(const T *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op, int root,
+                      MPI_Comm comm) {
+  return MPI_Reduce(const_cast<void *>(static_cast<const void *>(sendbuf)), recvbuf, count, datatype, op, root,
+                    comm);
+}
+template <typename T>
+inline int MPI_Allgather(const T *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
+                         MPI_Datatype recvtype, MPI_Comm comm) {
+  return MPI_Allgather(const_cast<void *>(static_cast<const void *>(sendbuf)), sendcount, sendtype, recvbuf,
+                       recvcount, recvtype, comm);
+}
+template <typename T>
+inline int MPI_Allgatherv(const T *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int *recvcounts,
+                          int *displs, MPI_Datatype recvtype, MPI_Comm comm) {
+  return MPI_Allgatherv(const_cast<void *>(static_cast<const void *>(sendbuf)), sendcount, sendtype, recvbuf,
+                        recvcounts, displs, recvtype, comm);
+}
+
 #ifndef MPI_COMM_TYPE_SHARED
 #define MPI_COMM_TYPE_SHARED 1
 // The node-local communicator of a single process is its communicator.

@@ -77,7 +77,12 @@ def case_data_parallel(h, r):
         lb, wb = runs[b]
         check(len(la) == len(lb) == 3, f"{a}/{b}: expected 3 loss lines")
         rel = max(abs(x - y) / abs(x) for x, y in zip(la, lb))
-        check(rel < 1e-5, f"{a} vs {b}: losses differ by {rel:.2e} relative")
+        # One batch of k frames against k ranks with one frame each: the
+        # GEMM shapes differ, so float32 rounding differs, and AdamW's first
+        # steps (update ~ sign of the gradient) amplify it in components whose
+        # gradient is near zero.  Measured: 1.3e-5 relative at the third step
+        # with the torch wheel's MKL GEMMs (below 1e-6 with OpenBLAS).
+        check(rel < 3e-5, f"{a} vs {b}: losses differ by {rel:.2e} relative")
         dw = np.abs(wa - wb)
         check(np.median(dw) < 1e-7 and dw.max() < 5e-4,
               f"{a} vs {b}: weights differ (median {np.median(dw):.2e}, max {dw.max():.2e})")

@@ -548,20 +548,41 @@ thermo {{every}}
 run 0
 run 10
 """
-    for np_, reads in ((1, 1), (2, 2)):
+    # 1 rank: exactly the budget.  Several ranks (until the halo exchange):
+    # one more read per step (the per-block edge counts), and ghosts crossing
+    # the (layers + 1) x cutoff shell change the local atom count, which can
+    # cost a graph-constant upload.  compute pair sums the values over ranks.
+    for every in (1, 5):
+        log = lammps(h, r, f"in.budget2_{every}", budget.format(every=every), np_=2)
+        last, rows = thermo(log)
+        for x in rows[1:]:   # after the set-up
+            check(x["c_pu[1]"] == 2 * 2 and 2 <= x["c_pu[2]"] <= 3 * 2,
+                  f"2 ranks, thermo {every}, step {int(x['Step'])}: {x['c_pu[1]']:g} reads and "
+                  f"{x['c_pu[2]']:g} uploads over both ranks (expected 4, and 2 to 6)")
+        mean_uploads = (last["c_pu[4]"] - rows[0]["c_pu[2]"]) / 10 / 2
+        check(last["c_pu[3]"] - rows[0]["c_pu[1]"] == 10 * 2 * 2, f"2 ranks, thermo {every}: reads over 10 steps")
+    print(f"  2 ranks: 2 reads per rank and step; {mean_uploads:g} uploads per rank and step on average")
+    for np_, reads in ((1, 1),):
         for every in (1, 5):
             log = lammps(h, r, f"in.budget{np_}_{every}", budget.format(every=every), np_=np_)
             last, rows = thermo(log)
-            for x in rows:
+            setup = rows[0]   # step 0: the run's set-up, which reneighbors
+            check(int(setup["Step"]) == 0, "the run's first thermo row is not step 0")
+            # On one rank the set-up keeps the layout; on several, the ghosts
+            # are rebuilt (a new layout: constants and graph sizes again).
+            for x in rows[(1 if np_ > 1 else 0):]:
                 check(x["c_pu[1]"] == reads and x["c_pu[2]"] == 1,
                       f"{np_} rank(s), thermo {every}, step {int(x['Step'])}: {x['c_pu[1]']:g} reads and "
                       f"{x['c_pu[2]']:g} uploads (expected {reads} and 1)")
-            # 10 steps + the set-up evaluation at the start of the run
-            check(last["c_pu[3]"] == 11 * reads and last["c_pu[4]"] == 11,
-                  f"{np_} rank(s), thermo {every}: {last['c_pu[3]']:g} reads and {last['c_pu[4]']:g} uploads "
-                  f"over the run (expected {11 * reads} and 11)")
+            # the 10 steps after the set-up, including those without thermo output
+            steps_reads = last["c_pu[3]"] - setup["c_pu[1]"]
+            steps_uploads = last["c_pu[4]"] - setup["c_pu[2]"]
+            check(steps_reads == 10 * reads and steps_uploads == 10,
+                  f"{np_} rank(s), thermo {every}: {steps_reads:g} reads and {steps_uploads:g} uploads "
+                  f"over 10 steps (expected {10 * reads} and 10)")
         print(f"  {np_} rank(s): every MD step made {reads} host read(s) and 1 upload "
-              f"(thermo every step and every 5 steps)")
+              f"(thermo every step and every 5 steps; the run's set-up: {setup['c_pu[1]']:g} reads, "
+              f"{setup['c_pu[2]']:g} uploads)")
 
 
 def case_examples(h, r):
