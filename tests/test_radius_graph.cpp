@@ -12,6 +12,7 @@
 #include <tuple>
 #include <vector>
 
+#include "batch.h"
 #include "radius_graph.h"
 #include "transfers.h"
 
@@ -31,19 +32,6 @@ struct TestSystem {
   int64_t ntargets = -1;
   int64_t natoms() const { return static_cast<int64_t>(pos.size() / 3); }
 };
-
-Matrix3 inverse(const Matrix3& m) {
-  const double det = m[0][0] * (m[1][1] * m[2][2] - m[1][2] * m[2][1]) -
-                     m[0][1] * (m[1][0] * m[2][2] - m[1][2] * m[2][0]) +
-                     m[0][2] * (m[1][0] * m[2][1] - m[1][1] * m[2][0]);
-  Matrix3 r{};
-  for (int i = 0; i < 3; ++i)
-    for (int j = 0; j < 3; ++j) {
-      const int i1 = (j + 1) % 3, i2 = (j + 2) % 3, j1 = (i + 1) % 3, j2 = (i + 2) % 3;
-      r[i][j] = (m[i1][j1] * m[i2][j2] - m[i1][j2] * m[i2][j1]) / det;
-    }
-  return r;
-}
 
 std::array<double, 3> cross(const std::array<double, 3>& a, const std::array<double, 3>& b) {
   return {a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2], a[0] * b[1] - a[1] * b[0]};
