@@ -235,9 +235,9 @@ run_stage() {
 # ---- stages
 
 st_environment() {
-  "$HPY" - "$ENVJSON" "$MODE" "$NETWORK" "$GEN" "$JOBS" "$PY" <<'EOF'
+  "$HPY" - "$ENVJSON" "$MODE" "$NETWORK" "$GEN" "$JOBS" "$PY" "${#LAUNCHER[@]}" <<'EOF'
 import json, platform, shutil, subprocess, sys
-out, mode, network, gen, jobs, py = sys.argv[1:7]
+out, mode, network, gen, jobs, py, launcher = sys.argv[1:8]
 def first_line(cmd):
     try:
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
@@ -249,7 +249,7 @@ env = {"mode": mode, "network": network, "generator": gen, "jobs": int(jobs), "m
        "cores": __import__("os").cpu_count(), "python": py,
        "cxx": first_line(["c++", "--version"]), "cmake": first_line(["cmake", "--version"]),
        "ninja": first_line(["ninja", "--version"]) if shutil.which("ninja") else None,
-       "ccache": bool(shutil.which("ccache")),
+       "ccache_used": launcher != "0",
        "nvcc": next((l for l in (subprocess.run(["nvcc", "--version"], capture_output=True, text=True).stdout
                                  .splitlines()) if "release" in l), None) if shutil.which("nvcc") else None,
        "gpu": first_line(["nvidia-smi", "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"])

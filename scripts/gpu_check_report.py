@@ -59,7 +59,7 @@ def cmd_ctest(log, out):
     if m:
         total, failed = int(m.group(3)), int(m.group(2))
         res.update(total=total, failed=failed, passed=total - failed)
-    failed_names = re.findall(r"^\s*\d+ - (\S+) \((Failed|Timeout|SEGFAULT|Subprocess aborted|Not Run|Exception)[^)]*\)",
+    failed_names = re.findall(r"^\s*\d+ - (.+?) \((Failed|Timeout|SEGFAULT|Subprocess aborted|Not Run|Exception)[^)]*\)\s*$",
                               text, re.M)
     res["failed_tests"] = [f"{n} ({why})" for n, why in failed_names]
     m = re.search(r"Total Test time \(real\) =\s*([\d.]+) sec", text)
@@ -160,7 +160,7 @@ def cmd_summary(stages_path, details_dir, env_path, mode, budget, total, out, fi
                                      if k in r} for r in d]
         if s["name"] == "lammps_md" and d:
             figures["lammps_md"] = {k: d[k] for k in ("performance", "timesteps_per_s", "atoms", "steps", "device",
-                                                      "loop_s") if k in d}
+                                                      "loop_s", "error") if k in d}
     budget = float(budget)
     summary = {
         "check": "lammps-uma scripts/gpu_check.sh",
