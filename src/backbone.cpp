@@ -1,6 +1,9 @@
 #include "backbone.h"
 
+#include <algorithm>
+
 #include "edge_rotation.h"
+#include "nn/edge_chunks.h"
 #include "nn/edge_matmul.h"
 #include "error.h"
 
@@ -107,36 +110,42 @@ torch::Tensor BackboneImpl::balance_channels(const torch::Tensor& x, const Batch
   return out;
 }
 
+nn::EdgeFrame BackboneImpl::edge_frame(const BatchTensors& in, const EdgeInput& e, const torch::Tensor& vec,
+                                       int64_t begin) {
+  const int64_t n = vec.size(0);
+  nn::EdgeFrame frame;
+  frame.src = e.src.narrow(0, begin, n);
+  frame.tgt = e.tgt.narrow(0, begin, n);
+  // Padding slots get a vector beyond the cutoff, whose envelope is exactly zero.
+  auto far = torch::full({1, 3}, config_.cutoff + 1.0, vec.options());
+  auto v = torch::where(e.valid.narrow(0, begin, n).unsqueeze(1), vec, far);
+  auto dist = v.norm(2, 1);
+  auto D = edge_wigner(v);                                                       // [n, 9, 9]
+  auto perm = m_layout_permutation(vec.device());
+  auto envelope = nn::polynomial_envelope(dist / config_.cutoff);
+  frame.wigner = D.index_select(1, perm);
+  frame.wigner_inv_envelope = D.transpose(1, 2).index_select(2, perm) * envelope.view({-1, 1, 1});
+  frame.x_edge = torch::cat({gaussian_(dist), source_embedding->forward(in.numbers.index_select(0, frame.src)),
+                             target_embedding->forward(in.numbers.index_select(0, frame.tgt))}, 1);
+  return frame;
+}
+
+torch::Tensor BackboneImpl::edge_degree(const nn::EdgeFrame& frame) {
+  // m = 0 radial coefficients rotated back to nodes
+  auto radial = edge_degree_rad->forward(frame.x_edge).view({-1, 3, config_.sphere_channels});
+  return nn::edge_matmul(frame.wigner_inv_envelope.narrow(2, 0, 3), radial);
+}
+
 torch::Tensor BackboneImpl::forward(const BatchTensors& in, const EdgeInput& e,
                                     const torch::Tensor& system_emb, const nn::MoleContext& ctx) {
   const int64_t N = in.numbers.size(0), C = config_.sphere_channels;
-  const auto opts = e.vec.options();
-
-  // Padding slots get a vector beyond the cutoff, whose envelope is exactly zero.
-  auto far = torch::full({1, 3}, config_.cutoff + 1.0, opts);
-  auto vec = torch::where(e.valid.unsqueeze(1), e.vec, far);
-  auto dist = vec.norm(2, 1);
-
-  auto D = edge_wigner(vec);                                                     // [E, 9, 9]
-  auto perm = m_layout_permutation(vec.device());
-  auto envelope = nn::polynomial_envelope(dist / config_.cutoff);
-  nn::EdgeFrame frame;
-  frame.src = e.src;
-  frame.tgt = e.tgt;
-  frame.wigner = D.index_select(1, perm);
-  frame.wigner_inv_envelope = D.transpose(1, 2).index_select(2, perm) * envelope.view({-1, 1, 1});
-  frame.x_edge = torch::cat({gaussian_(dist), source_embedding->forward(in.numbers.index_select(0, e.src)),
-                             target_embedding->forward(in.numbers.index_select(0, e.tgt))}, 1);
-
   auto sys_node = system_emb.index_select(0, in.batch);                        // [N, C]
   auto x0 = sphere_embedding->forward(in.numbers) + sys_node;
-  auto x = torch::cat({x0.unsqueeze(1), torch::zeros({N, 8, C}, opts)}, 1);
+  auto x = torch::cat({x0.unsqueeze(1), torch::zeros({N, 8, C}, e.vec.options())}, 1);
+  if (e.recompute_chunk > 0) return forward_recomputed(in, e, sys_node, x, ctx);
 
-  // Edge-degree embedding: m = 0 radial coefficients rotated back to nodes.
-  auto radial = edge_degree_rad->forward(frame.x_edge).view({-1, 3, C});
-  auto degree = nn::edge_matmul(frame.wigner_inv_envelope.narrow(2, 0, 3), radial);
-  x = x.index_add(0, e.tgt, degree / 5.0);
-
+  auto frame = edge_frame(in, e, e.vec, 0);
+  x = x.index_add(0, e.tgt, edge_degree(frame) / 5.0);
   for (size_t i = 0; i < blocks_.size(); ++i) {
     if (i < e.layer_edges.size()) {
       const int64_t n = e.layer_edges[i];
@@ -150,6 +159,39 @@ torch::Tensor BackboneImpl::forward(const BatchTensors& in, const EdgeInput& e,
       x = blocks_[i]->forward(x, sys_node, frame, ctx);
     }
     x = balance_channels(x, in);
+  }
+  return norm->forward(x);
+}
+
+torch::Tensor BackboneImpl::forward_recomputed(const BatchTensors& in, const EdgeInput& e,
+                                               const torch::Tensor& sys_node, torch::Tensor x,
+                                               const nn::MoleContext& ctx) {
+  const int64_t N = x.size(0), C = config_.sphere_channels;
+  const int64_t all_edges = e.vec.size(0);
+  // The MoLE context of edges [begin, end): system row offsets clipped to it.
+  auto chunk_ctx = [ctx](int64_t begin, int64_t end) {
+    nn::MoleContext c = ctx;
+    for (auto& r : c.row_offsets) r = std::clamp(r, begin, end) - begin;
+    return c;
+  };
+  // Each chunk builds its own frame from its edge vectors: nothing per edge
+  // outlives a chunk.
+  auto degree = nn::chunked_edge_sum(
+      torch::Tensor(), e.vec, e.tgt, all_edges, e.recompute_chunk, {N, 9, C},
+      [this, in, e](const torch::Tensor&, const torch::Tensor& vec, int64_t begin, int64_t) {
+        return edge_degree(edge_frame(in, e, vec, begin));
+      });
+  x = x + degree / 5.0;
+  for (size_t i = 0; i < blocks_.size(); ++i) {
+    const int64_t edges = i < e.layer_edges.size() ? e.layer_edges[i] : all_edges;
+    nn::Block block = blocks_[i];
+    auto h = block->before_edges(x, sys_node);
+    auto summed = nn::chunked_edge_sum(
+        h, e.vec, e.tgt, edges, e.recompute_chunk, {N, 9, C},
+        [this, in, e, block, chunk_ctx](const torch::Tensor& h, const torch::Tensor& vec, int64_t begin, int64_t end) mutable {
+          return block->edge_wise->messages(h, edge_frame(in, e, vec, begin), chunk_ctx(begin, end));
+        });
+    x = balance_channels(block->after_edges(x, summed), in);
   }
   return norm->forward(x);
 }

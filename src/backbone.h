@@ -40,6 +40,10 @@ struct EdgeInput {
   // whose features still matter after it; edges are ordered by target).
   // Empty: every block uses every edge.
   std::vector<int64_t> layer_edges;
+  // > 0: every block's edge work (and the edge frame) runs in chunks of this
+  // many edges and is recomputed in the backward pass instead of stored
+  // (nn/edge_chunks.h); first derivatives only.  0: stored, one pass.
+  int64_t recompute_chunk = 0;
 };
 
 // Holder for nested parameter names such as charge_embedding.rand_emb.
@@ -72,6 +76,14 @@ class BackboneImpl : public torch::nn::Module {
 
  private:
   torch::Tensor balance_channels(const torch::Tensor& x, const BatchTensors& in);
+  // Per-edge block inputs of edges [begin, begin + vec.size(0)); vec holds
+  // their edge vectors.
+  nn::EdgeFrame edge_frame(const BatchTensors& in, const EdgeInput& e, const torch::Tensor& vec,
+                           int64_t begin);
+  // [E, 9, C] edge-degree embedding of the frame's edges (before the sum).
+  torch::Tensor edge_degree(const nn::EdgeFrame& frame);
+  torch::Tensor forward_recomputed(const BatchTensors& in, const EdgeInput& e, const torch::Tensor& sys_node,
+                                   torch::Tensor x, const nn::MoleContext& ctx);
 
   BackboneConfig config_;
   nn::GaussianBasis gaussian_;

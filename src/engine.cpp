@@ -2,6 +2,7 @@
 
 #include <malloc.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <limits>
@@ -41,6 +42,11 @@ Engine::Engine(UmaModel model, EngineOptions options)
   model_->to(options_.device, options_.dtype);   // bulk transfer
   model_->eval();
   for (auto& p : model_->parameters()) p.requires_grad_(false);
+  memory_model_ = memory_model(model_->config().backbone, options_.dtype);
+  if (options_.memory_budget < 0) throw Error("the memory budget must be positive");
+  budget_ = options_.memory_budget > 0
+                ? options_.memory_budget
+                : 0.8 * available_memory(options_.device) / std::max(1, options_.memory_sharers);
 }
 
 void Engine::validate(const std::vector<Atoms>& systems) const { validate_systems(model_, systems); }
@@ -282,6 +288,12 @@ Evaluation Engine::run(const Layout& layout, const Geometry& geo) {
   torch::Tensor vec = edge_vectors(pos, graph, geo.cells);
   vec.requires_grad_(true);
   EdgeInput edges{graph.src, graph.tgt, graph.valid, graph.edge_system, vec, graph.row_offsets, {}};
+  const int64_t edge_slots = graph.src.size(0);
+  if (plans_ == 0 || plan_.nodes != N || plan_.edges != edge_slots) {
+    plan_ = plan_memory(memory_model_, N, edge_slots, budget_, options_.recompute_chunk);
+    ++plans_;
+  }
+  edges.recompute_chunk = plan_.recompute ? plan_.chunk_edges : 0;
   if (!layout.layer_targets.empty()) {
     // Edges are ordered by target: those into atoms [0, t) are a prefix.
     // One counted read of L numbers sizes the per-block edge sets.

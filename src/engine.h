@@ -20,6 +20,7 @@
 
 #include <torch/torch.h>
 
+#include "memory_plan.h"
 #include "model.h"
 #include "radius_graph.h"
 #include "transfers.h"
@@ -54,6 +55,14 @@ struct EngineOptions {
   // the step time of big systems.  Process-wide; the environment variable
   // UMA_KEEP_MEMORY=0 turns it off.
   bool keep_host_memory = true;
+  // Memory budget of one evaluation in bytes (memory_plan.h).  0: 80% of the
+  // memory available on the device when the engine is made, divided by
+  // memory_sharers (processes on this node sharing that memory).
+  double memory_budget = 0;
+  int memory_sharers = 1;
+  // -1: the memory plan picks the stored or the recomputed path; 0: always
+  // stored; > 0: always recomputed in chunks of this many edges.
+  int64_t recompute_chunk = -1;
 };
 
 // One process's share of one system decomposed in space, as LAMMPS holds it:
@@ -144,6 +153,11 @@ class Engine {
     merged_ = false;
   }
   int64_t merge_count() const { return merges_; }
+  // The memory plan of the latest evaluation; plan_count() grows each time
+  // it is made again (new atom count or edge capacity).
+  const MemoryPlan& memory_plan() const { return plan_; }
+  int64_t plan_count() const { return plans_; }
+  double memory_budget() const { return budget_; }
   const std::vector<int64_t>& edge_capacities() const { return graph_.capacities(); }
 
   // Throws uma::Error describing the first problem with the input.
@@ -175,6 +189,10 @@ class Engine {
   std::vector<int64_t> merged_key_;
   bool merged_ = false;
   int64_t merges_ = 0;
+  MemoryModel memory_model_;
+  double budget_ = 0;
+  MemoryPlan plan_;
+  int64_t plans_ = 0;
 };
 
 // Throws uma::Error describing the first problem with the input.

@@ -77,15 +77,20 @@ LocalAtoms make_piece(const Cluster& c, const std::vector<int>& owned, double cu
   return p;
 }
 
-class LocalEvaluation : public ::testing::TestWithParam<bool> {};
+// All edges; edges pruned per block; pruned and recomputed in chunks of 37 edges.
+enum class Mode { kAllEdges, kPruned, kPrunedRecomputed };
+
+class LocalEvaluation : public ::testing::TestWithParam<Mode> {};
 
 TEST_P(LocalEvaluation, TwoPiecesAddUpToTheWhole) {
-  const bool prune = GetParam();
+  const bool prune = GetParam() != Mode::kAllEdges;
   auto cfg = small_config(4, false);
   EngineOptions opts;
   opts.dtype = torch::kFloat64;
   opts.atom_virial = true;
-  Engine whole_engine(random_model(cfg), opts), local_engine(random_model(cfg), opts);
+  Engine whole_engine(random_model(cfg), opts);
+  if (GetParam() == Mode::kPrunedRecomputed) opts.recompute_chunk = 37;
+  Engine local_engine(random_model(cfg), opts);
   const double cutoff = whole_engine.model()->config().backbone.cutoff;
   const int layers = whole_engine.model()->config().backbone.num_layers;
 
@@ -128,8 +133,12 @@ TEST_P(LocalEvaluation, TwoPiecesAddUpToTheWhole) {
   EXPECT_LT((atom_virial - ref.atom_virial).abs().max().item<double>(), 1e-10);
 }
 
-INSTANTIATE_TEST_SUITE_P(AllOrPrunedEdges, LocalEvaluation, ::testing::Values(false, true),
-                         [](const auto& info) { return info.param ? "pruned" : "all_edges"; });
+INSTANTIATE_TEST_SUITE_P(Edges, LocalEvaluation,
+                         ::testing::Values(Mode::kAllEdges, Mode::kPruned, Mode::kPrunedRecomputed),
+                         [](const auto& info) {
+                           return info.param == Mode::kAllEdges ? "all_edges"
+                                  : info.param == Mode::kPruned ? "pruned" : "pruned_recomputed";
+                         });
 
 TEST(LocalEvaluation, ProcessWithoutAtomsRunsAPlaceholder) {
   EngineOptions opts;

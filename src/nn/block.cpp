@@ -6,7 +6,7 @@ namespace uma::nn {
 
 EdgewiseImpl::EdgewiseImpl(int64_t sphere_channels, int64_t hidden_channels,
                            const std::vector<int64_t>& radial_channels, int64_t num_experts)
-    : hidden_(hidden_channels) {
+{
   so2_conv_1 = register_module(
       "so2_conv_1", SO2Conv(2 * sphere_channels, hidden_channels, 2 * hidden_channels,
                             radial_channels, num_experts));
@@ -16,14 +16,18 @@ EdgewiseImpl::EdgewiseImpl(int64_t sphere_channels, int64_t hidden_channels,
 
 torch::Tensor EdgewiseImpl::forward(const torch::Tensor& x, const EdgeFrame& edges,
                                     const MoleContext& ctx) {
+  return torch::zeros_like(x).index_add(0, edges.tgt, messages(x, edges, ctx));
+}
+
+torch::Tensor EdgewiseImpl::messages(const torch::Tensor& x, const EdgeFrame& edges,
+                                     const MoleContext& ctx) {
   // node -> edge frame: [E, 9, 2C], source channels first
   auto message = edge_gather_matmul(edges.wigner, x, edges.src, edges.tgt);
   auto [hidden, gates] = so2_conv_1->forward(message, edges.x_edge, ctx);
   hidden = gate_activation(gates, hidden, Layout::kM);
   auto [out, unused] = so2_conv_2->forward(hidden, torch::Tensor(), ctx);
-  // edge frame -> node, enveloped, summed into targets
-  auto rotated = edge_matmul(edges.wigner_inv_envelope, out);
-  return torch::zeros_like(x).index_add(0, edges.tgt, rotated);
+  // edge frame -> node, enveloped
+  return edge_matmul(edges.wigner_inv_envelope, out);
 }
 
 std::vector<MoleLinear> EdgewiseImpl::mole_layers() const {
@@ -42,13 +46,21 @@ BlockImpl::BlockImpl(int64_t sphere_channels, int64_t hidden_channels,
   atom_wise = register_module("atom_wise", SpectralAtomwise(sphere_channels, hidden_channels));
 }
 
-torch::Tensor BlockImpl::forward(const torch::Tensor& x, const torch::Tensor& system_embedding,
-                                 const EdgeFrame& edges, const MoleContext& ctx) {
+torch::Tensor BlockImpl::before_edges(const torch::Tensor& x, const torch::Tensor& system_embedding) {
   auto h = norm_1->forward(x);
   auto parts = h.split_with_sizes({1, 8}, 1);
-  h = torch::cat({parts[0] + system_embedding.unsqueeze(1), parts[1]}, 1);
-  auto y = edge_wise->forward(h, edges, ctx) + x;
+  return torch::cat({parts[0] + system_embedding.unsqueeze(1), parts[1]}, 1);
+}
+
+torch::Tensor BlockImpl::after_edges(const torch::Tensor& x, const torch::Tensor& summed_messages) {
+  auto y = summed_messages + x;
   return atom_wise->forward(norm_2->forward(y)) + y;
+}
+
+torch::Tensor BlockImpl::forward(const torch::Tensor& x, const torch::Tensor& system_embedding,
+                                 const EdgeFrame& edges, const MoleContext& ctx) {
+  auto h = before_edges(x, system_embedding);
+  return after_edges(x, edge_wise->forward(h, edges, ctx));
 }
 
 }  // namespace uma::nn

@@ -24,11 +24,13 @@ class EdgewiseImpl : public torch::nn::Module {
  public:
   EdgewiseImpl(int64_t sphere_channels, int64_t hidden_channels,
                const std::vector<int64_t>& radial_channels, int64_t num_experts);
+  // x: [N, 9, C] -> [N, 9, C], the messages summed into their targets.
   torch::Tensor forward(const torch::Tensor& x, const EdgeFrame& edges, const MoleContext& ctx);
+  // The messages before the sum: [E, 9, C], enveloped, in the node frame.
+  torch::Tensor messages(const torch::Tensor& x, const EdgeFrame& edges, const MoleContext& ctx);
   std::vector<MoleLinear> mole_layers() const;
 
  private:
-  int64_t hidden_;
   SO2Conv so2_conv_1{nullptr}, so2_conv_2{nullptr};
 };
 TORCH_MODULE(Edgewise);
@@ -42,9 +44,15 @@ class BlockImpl : public torch::nn::Module {
                         const EdgeFrame& edges, const MoleContext& ctx);
   std::vector<MoleLinear> mole_layers() const { return edge_wise->mole_layers(); }
 
+  // forward() in three steps, for callers that sum the messages themselves:
+  // h = before_edges(x, system_embedding); m = edge_wise(h) summed over edges;
+  // after_edges(x, m).
+  torch::Tensor before_edges(const torch::Tensor& x, const torch::Tensor& system_embedding);
+  torch::Tensor after_edges(const torch::Tensor& x, const torch::Tensor& summed_messages);
+  Edgewise edge_wise{nullptr};
+
  private:
   RMSNormSH norm_1{nullptr}, norm_2{nullptr};
-  Edgewise edge_wise{nullptr};
   SpectralAtomwise atom_wise{nullptr};
 };
 TORCH_MODULE(Block);

@@ -1,0 +1,126 @@
+// Recomputed, chunked edge work (memory_plan.h, nn/edge_chunks.h) against the
+// stored path, and the memory plan that picks between them.
+#include <gtest/gtest.h>
+
+#include "memory_plan.h"
+#include "nn/edge_chunks.h"
+#include "test_util.h"
+
+namespace uma::test {
+namespace {
+
+double rel_diff(const torch::Tensor& a, const torch::Tensor& b) {
+  return (a - b).abs().max().item<double>() / std::max(1e-300, b.abs().max().item<double>());
+}
+
+Engine fp64_engine_with(int64_t chunk, bool merge, const nlohmann::json& config) {
+  EngineOptions opts;
+  opts.device = test_device();
+  opts.dtype = torch::kFloat64;
+  opts.atom_virial = true;
+  opts.merge_mole = merge;
+  opts.recompute_chunk = chunk;
+  return Engine(random_model(config), opts);
+}
+
+// Every output of the recomputed path equals the stored path's to fp64
+// rounding: one chunk holding every edge, chunks that cut through systems,
+// a batch of different systems with the full expert mixture (per-system
+// weights inside a chunk), fully and partially periodic cells and a molecule.
+TEST(Recompute, EqualsTheStoredPath) {
+  const auto config = small_config(4, /*dataset_head=*/true, /*charge_balance=*/true);
+  Atoms slab = copper_cell();
+  slab.pbc = {true, true, false};
+  const std::vector<std::vector<Atoms>> cases{
+      {copper_cell()}, {triclinic_cell()}, {molecule()}, {slab}, {copper_cell(), molecule(), triclinic_cell(), slab}};
+  for (bool merge : {true, false}) {
+    auto stored = fp64_engine_with(0, merge, config);
+    for (int64_t chunk : {int64_t{1} << 40, int64_t{37}, int64_t{5}}) {
+      auto recomputed = fp64_engine_with(chunk, merge, config);
+      for (const auto& systems : cases) {
+        if (systems.size() > 1 && merge) continue;   // a mixed batch is never merged
+        const std::string where = "chunk " + std::to_string(chunk) + ", systems " + std::to_string(systems.size()) +
+                                  ", merged " + std::to_string(merge);
+        auto s = stored.evaluate_checked(systems);
+        auto r = recomputed.evaluate_checked(systems);
+        ASSERT_TRUE(recomputed.memory_plan().recompute) << where;
+        ASSERT_FALSE(stored.memory_plan().recompute) << where;
+        for (size_t b = 0; b < systems.size(); ++b)
+          EXPECT_NEAR(r.energy[b], s.energy[b], 1e-12 * std::abs(s.energy[b])) << where;
+        EXPECT_LT(rel_diff(r.forces, s.forces), 1e-11) << where;
+        EXPECT_LT(rel_diff(r.atom_energy, s.atom_energy), 1e-11) << where;
+        EXPECT_LT(rel_diff(r.virial, s.virial), 1e-11) << where;
+        EXPECT_LT(rel_diff(r.atom_virial, s.atom_virial), 1e-11) << where;
+        // The molecule's stress is NaN in both (no cell).
+        EXPECT_TRUE(torch::allclose(r.stress, s.stress, 1e-11, 1e-14, /*equal_nan=*/true)) << where;
+      }
+    }
+  }
+}
+
+// The budget decides: a generous one keeps the stored path, a small one
+// recomputes with the chunk that fits, an impossible one is refused.
+TEST(MemoryPlan, PicksStoredRecomputedOrRefuses) {
+  const auto model = memory_model(parse_model_config(small_config().dump()).backbone, torch::kFloat32);
+  const int64_t nodes = 1000, edges = 80000;
+  const double fixed = model.per_node * nodes + model.per_edge_graph * edges;
+  const double stored = fixed + model.per_edge_stored * edges;
+  auto plan = plan_memory(model, nodes, edges, stored * 1.01);
+  EXPECT_FALSE(plan.recompute);
+  EXPECT_DOUBLE_EQ(plan.predicted_bytes, stored);
+  plan = plan_memory(model, nodes, edges, stored * 0.5);
+  EXPECT_TRUE(plan.recompute);
+  EXPECT_LE(plan.predicted_bytes, stored * 0.5);
+  EXPECT_GT(plan.predicted_bytes + model.per_edge_chunk, stored * 0.5);   // the largest chunk that fits
+  EXPECT_NE(plan.describe().find("chunks of"), std::string::npos);
+  expect_error([&] { plan_memory(model, nodes, edges, fixed); }, "raise the budget");
+  EXPECT_FALSE(plan_memory(model, nodes, edges, 1.0, /*forced_chunk=*/0).recompute);
+  EXPECT_EQ(plan_memory(model, nodes, edges, 1e30, /*forced_chunk=*/100).chunk_edges, 100);
+  // UMA-S in fp32 keeps tens of kilobytes per edge on the stored path.
+  const auto full = memory_model(BackboneConfig{}, torch::kFloat32);
+  EXPECT_GT(full.per_edge_stored, 10 * full.per_edge_chunk / 4);
+}
+
+// The engine plans once per atom count and edge capacity, through the budget
+// set in its options.
+TEST(MemoryPlan, EngineFollowsItsBudget) {
+  EngineOptions opts;
+  opts.device = test_device();
+  opts.memory_budget = 1e12;
+  Engine roomy(random_model(small_config()), opts);
+  auto a = roomy.evaluate_checked({copper_cell()});
+  EXPECT_FALSE(roomy.memory_plan().recompute);
+  opts.memory_budget = 0.9 * roomy.memory_plan().predicted_bytes;   // the stored path no longer fits
+  Engine tight(random_model(small_config()), opts);
+  auto b = tight.evaluate_checked({copper_cell()});
+  EXPECT_TRUE(tight.memory_plan().recompute);
+  EXPECT_LT(rel_diff(b.forces, a.forces), 1e-5);   // fp32
+  const auto plans = tight.plan_count();
+  tight.evaluate_checked({copper_cell(0.05, 9)});   // same atoms and capacity: no new plan
+  EXPECT_EQ(tight.plan_count(), plans);
+  opts.memory_budget = 1e3;
+  Engine hopeless(random_model(small_config()), opts);
+  expect_error([&] { hopeless.evaluate_checked({copper_cell()}); }, "memory budget");
+}
+
+// Recomputed edge work has first derivatives only; a second backward (what
+// force training would need) is refused, not silently wrong.
+TEST(Recompute, RefusesSecondDerivatives) {
+  auto x = torch::rand({3, 2}, torch::kFloat64).requires_grad_(true);
+  auto vec = torch::rand({4, 3}, torch::kFloat64).requires_grad_(true);
+  auto tgt = torch::tensor({0, 0, 1, 2}, torch::kLong);
+  auto out = nn::chunked_edge_sum(x, vec, tgt, 4, 3, {3, 1, 2},
+                                  [&](const torch::Tensor& h, const torch::Tensor& v, int64_t begin, int64_t end) {
+                                    auto rows = h.index_select(0, tgt.narrow(0, begin, end - begin));
+                                    return (rows * v.pow(2).sum(1, true)).unsqueeze(1);
+                                  });
+  auto once = torch::autograd::grad({out.sum()}, {vec}, {}, /*retain_graph=*/true)[0];
+  // d/dv_e sum(h[tgt_e] |v_e|^2) = 2 v_e sum(h[tgt_e])
+  auto expected = 2 * vec.detach() * x.detach().index_select(0, tgt).sum(1, true);
+  EXPECT_TRUE(torch::allclose(once, expected, 1e-14, 1e-14));
+  expect_error([&] { torch::autograd::grad({out.sum()}, {vec}, {}, true, /*create_graph=*/true); },
+               "no second derivative");
+}
+
+}  // namespace
+}  // namespace uma::test
