@@ -1,10 +1,12 @@
 """Times fairchem-core's ASE calculator on one structure; prints one JSON line.
 
 usage: fairchem_worker.py CHECKPOINT.pt STRUCTURE.extxyz --repeats N [--settings fast|general]
+                          [--checkpointing]
 
 fast: merge_mole=True, activation_checkpointing=False, tf32=False, and the
       block-GEMM CPU backend (umas_fast_pytorch); torch.compile when --compile.
 general: the reference settings of the parity fixtures (unmerged, general backend).
+--checkpointing: fairchem's activation checkpointing on (its memory-saving mode).
 """
 import argparse
 import json
@@ -23,6 +25,7 @@ def main() -> int:
     p.add_argument("--settings", choices=["fast", "general"], default="fast")
     p.add_argument("--compile", action="store_true")
     p.add_argument("--task", default="omat")
+    p.add_argument("--checkpointing", action="store_true")
     a = p.parse_args()
 
     from ase.io import read
@@ -33,7 +36,7 @@ def main() -> int:
     fast = a.settings == "fast"
     settings = InferenceSettings(
         tf32=False,
-        activation_checkpointing=False,
+        activation_checkpointing=a.checkpointing,
         merge_mole=fast,
         compile=a.compile,
         execution_mode="umas_fast_pytorch" if fast else "general",
@@ -63,7 +66,8 @@ def main() -> int:
         times.append(time.perf_counter() - t0)
     ts = sorted(times)
     print(json.dumps({
-        "engine": "fairchem-core " + ("fast" if fast else "general") + (" compiled" if a.compile else ""),
+        "engine": "fairchem-core " + ("fast" if fast else "general") + (" compiled" if a.compile else "")
+        + (" checkpointed" if a.checkpointing else ""),
         "atoms": len(atoms),
         "threads": torch.get_num_threads(),
         "load_s": load_s,

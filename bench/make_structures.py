@@ -5,7 +5,8 @@ is a supercell of the conventional cubic cell, every coordinate displaced by
 a seeded uniform random amount in [-rattle, rattle] A.
 
 usage: make_structures.py OUTDIR [NAME ...]
-  names: cu_108 (3x3x3), cu_1000 (5x5x10), cu_4000 (10x10x10),
+  names: cu_108 (3x3x3), cu_256 (4x4x4), cu_1000 (5x5x10), cu_4000 (10x10x10),
+         cu_8000 (10x10x20),
          si_64 (2x2x2), si_1000 (5x5x5); default: all of them.
 Prints one line per file: path and number of atoms.
 """
@@ -25,6 +26,8 @@ CRYSTALS = {
     "cu_108": ("Cu", CU_A, FCC, (3, 3, 3)),
     "cu_1000": ("Cu", CU_A, FCC, (5, 5, 10)),
     "cu_4000": ("Cu", CU_A, FCC, (10, 10, 10)),
+    "cu_256": ("Cu", CU_A, FCC, (4, 4, 4)),
+    "cu_8000": ("Cu", CU_A, FCC, (10, 10, 20)),
     "si_64": ("Si", SI_A, DIAMOND, (2, 2, 2)),
     "si_1000": ("Si", SI_A, DIAMOND, (5, 5, 5)),
 }

@@ -96,7 +96,8 @@ void PairUMA::allocate() {
     for (int j = 0; j < n; ++j) setflag[i][j] = 0;
 }
 
-/* pair_style uma [task NAME] [charge Q] [spin S] [precision fp32|fp64] [device auto|cpu|cuda] */
+/* pair_style uma [task NAME] [charge Q] [spin S] [precision fp32|fp64|tf32] [device auto|cpu|cuda]
+                  [memory GB] */
 
 void PairUMA::settings(int narg, char** arg) {
   task_.clear();
@@ -105,6 +106,7 @@ void PairUMA::settings(int narg, char** arg) {
   charge_set_ = spin_set_ = false;
   precision_ = "fp32";
   device_ = "auto";
+  memory_gb_ = 0.0;
   int iarg = 0;
   while (iarg < narg) {
     const std::string key = arg[iarg];
@@ -127,9 +129,13 @@ void PairUMA::settings(int narg, char** arg) {
       if (value != "auto" && value != "cpu" && value != "cuda")
         error->all(FLERR, "Pair style uma: device must be auto, cpu or cuda, got '{}'", value);
       device_ = value;
+    } else if (key == "memory") {
+      memory_gb_ = utils::numeric(FLERR, value, false, lmp);
+      if (!(memory_gb_ > 0.0))
+        error->all(FLERR, "Pair style uma: memory is a budget in GB and must be positive, got {}", value);
     } else {
-      error->all(FLERR, "Pair style uma: unknown keyword '{}' (expected task, charge, spin, precision "
-                        "or device)", key);
+      error->all(FLERR, "Pair style uma: unknown keyword '{}' (expected task, charge, spin, precision, "
+                        "device or memory)", key);
     }
     iarg += 2;
   }
@@ -175,16 +181,20 @@ void PairUMA::coeff(int narg, char** arg) {
   layers_ = model->config().backbone.num_layers;
 }
 
-std::string PairUMA::device_name() const {
+std::string PairUMA::device_name() {
   // one GPU per rank: the node-local rank picks the device
   MPI_Comm node;
-  int local = 0;
+  int local = 0, node_ranks = 1;
   MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, comm->me, MPI_INFO_NULL, &node);
   MPI_Comm_rank(node, &local);
+  MPI_Comm_size(node, &node_ranks);
   MPI_Comm_free(&node);
   try {
     const auto device = uma::resolve_device(device_, local);
     uma::make_current(device);
+    // The ranks of this node that share the device's memory.
+    const int devices = device.is_cuda() ? std::max<int>(1, torch::cuda::device_count()) : 1;
+    memory_sharers_ = (node_ranks + devices - 1) / devices;
     return device.str();
   } catch (const std::exception& e) {
     error->all(FLERR, "Pair style uma: {}", e.what());
@@ -228,6 +238,8 @@ void PairUMA::create_engine() {
   opts.tf32 = precision_ == "tf32";
   opts.device = torch::Device(device_name());
   opts.stress = true;
+  opts.memory_budget = memory_gb_ * 1e9;
+  opts.memory_sharers = memory_sharers_;
   try {
     engine_ = std::make_unique<uma::Engine>(model, opts);
   } catch (const std::exception& e) {
@@ -240,6 +252,19 @@ void PairUMA::create_engine() {
                    cfg.backbone.cutoff, task_, charge_, spin_, precision_, opts.device.str());
 }
 
+/* The memory plan, in the log: at the first step of a run and whenever the
+   path changes (stored <-> recomputed).  Rank 0's plan stands for all. */
+
+void PairUMA::log_memory_plan() {
+  const auto& plan = engine_->memory_plan();
+  if (plan_logged_ && plan.recompute == plan_logged_recompute_) return;
+  if (comm->me == 0)
+    utils::logmesg(lmp, "pair uma: memory plan{} at step {}: {}\n", comm->nprocs > 1 ? " of rank 0" : "",
+                   update->ntimestep, plan.describe());
+  plan_logged_ = true;
+  plan_logged_recompute_ = plan.recompute;
+}
+
 void PairUMA::init_style() {
   if (strcmp(update->unit_style, "metal") != 0)
     error->all(FLERR, "Pair style uma requires 'units metal' (the model works in eV and Angstrom), "
@@ -247,6 +272,7 @@ void PairUMA::init_style() {
   if (model_path_.empty()) error->all(FLERR, "Pair style uma: pair_coeff * * MODEL ... is missing");
   if (!engine_) create_engine();
   for (int k = 0; k < nextra; ++k) pvector[k] = 0.0;   // transfer counts start with the run
+  plan_logged_ = false;
   // An owned atom's energy depends on everything within (layers + 1) x cutoff:
   // the edge-degree embedding is one message-passing hop before the layers.
   // The ghosts must cover that between reneighborings.
@@ -296,6 +322,7 @@ void PairUMA::compute(int eflag, int vflag) {
     utils::logmesg(lmp, "pair uma: composition changed at step {}; experts merged again\n",
                    update->ntimestep);
   merges_logged_ = merges;
+  log_memory_plan();
   pvector[0] = static_cast<double>(uma::host_read_count() - reads0);
   pvector[1] = static_cast<double>(uma::upload_count() - uploads0);
   pvector[2] += pvector[0];

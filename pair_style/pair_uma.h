@@ -56,6 +56,9 @@ class PairUMA : public Pair {
   bool charge_set_ = false, spin_set_ = false;
   std::string precision_ = "fp32";
   std::string device_ = "auto";
+  double memory_gb_ = 0.0;            // 0: automatic (memory_plan.h)
+  int memory_sharers_ = 1;            // ranks of this node sharing the device's memory
+  bool plan_logged_ = false, plan_logged_recompute_ = false;
 
   // coefficients
   std::string model_path_;
@@ -73,7 +76,8 @@ class PairUMA : public Pair {
 
   void allocate();
   void create_engine();
-  std::string device_name() const;
+  std::string device_name();
+  void log_memory_plan();
   uma::ReadRequest read_request() const;   // what this step's flags ask the engine for
   void compute_whole(int eflag, int vflag);
   void compute_local(int eflag, int vflag);

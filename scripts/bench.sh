@@ -4,6 +4,9 @@
 #   scripts/bench.sh --lammps [--steps N]         LAMMPS pair_style uma: MD vs fairchem ASE MD,
 #                                                 the in.eam-style Cu problem, peak memory
 #   scripts/bench.sh --train [--steps N]          one training step vs fairchem's (K4L2, CPU)
+#   scripts/bench.sh --memory [bench/memory.py options]
+#                                                 peak memory and time against atoms (256..8000 Cu):
+#                                                 fairchem checkpointed vs stored vs recomputed
 # Takes tens of minutes and up to ~20 GB of memory.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,6 +19,13 @@ if [ "${1:-}" = "--lammps" ]; then
   cache="$HOME/.cache/lammps-uma/bench"
   [ -f "$cache/uma-s-1p1-random.safetensors" ] || "$UMA_PYTHON" bench/make_model.py "$cache"
   exec "$UMA_PYTHON" bench/lammps_md.py "$root" "$@"
+fi
+if [ "${1:-}" = "--memory" ]; then
+  shift
+  cache="$HOME/.cache/lammps-uma/bench"
+  [ -f "$cache/uma-s-1p1-random.safetensors" ] || "$UMA_PYTHON" bench/make_model.py "$cache"
+  exec "$UMA_PYTHON" bench/memory.py build/uma "$cache" doc/benchmark_results_memory_cpu.json \
+    --plot doc/memory_vs_atoms.png "$@"
 fi
 if [ "${1:-}" = "--train" ]; then
   shift

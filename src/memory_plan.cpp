@@ -17,9 +17,10 @@ MemoryModel memory_model(const BackboneConfig& c, torch::ScalarType dtype) {
   const double C = c.sphere_channels, H = c.hidden_channels, Ec = c.edge_channels, K = c.num_distance_basis;
   const double L = c.num_layers;
   MemoryModel m;
-  // Per block and node: input, normed input, messages, residual, norms, the
-  // spectral feed-forward (9 x H rows twice) and their gradients.
-  m.per_node = s * (L * (12 * 9 * C + 4 * 9 * H) + 4 * 9 * C);
+  // Per block and node: input, normed input, summed messages, residual and
+  // norm (5 x 9C), the spectral feed-forward's hidden rows (2 x 9H); the
+  // final norm and head.
+  m.per_node = s * (L * (5 * 9 * C + 2 * 9 * H) + 4 * 9 * C);
   // Indices (3 x int64 + a flag), the edge vector, dE/dr and r (x) dE/dr in float64.
   m.per_edge_graph = 3 * 8 + 1 + 6 * s + 2 * 9 * 8;
   // The edge frame: two Wigner matrices, D and its intermediates, basis and embeddings.
@@ -83,7 +84,7 @@ MemoryPlan plan_memory(const MemoryModel& m, int64_t nodes, int64_t edges, doubl
         << " GB; raise the budget (pair_style uma ... memory GB, uma eval --memory GB) or use more processes";
     throw Error(msg.str());
   }
-  return recompute_with(static_cast<int64_t>(std::min<double>(chunk, static_cast<double>(edges))));
+  return recompute_with(static_cast<int64_t>(std::min<double>(chunk, static_cast<double>(kMaxChunkEdges))));
 }
 
 namespace {

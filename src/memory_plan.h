@@ -38,6 +38,10 @@ struct MemoryPlan {
 
 // Smallest chunk the planner uses; below it, the evaluation does not fit.
 constexpr int64_t kMinChunkEdges = 256;
+// Largest chunk the planner uses: on a CPU, 16 k-edge chunks ran faster than
+// 64 k-edge chunks and than the stored path (doc/benchmarks.md), and a larger
+// chunk only costs memory.
+constexpr int64_t kMaxChunkEdges = 16384;
 
 // forced_chunk: -1 lets the budget decide; 0 forces the stored path; > 0
 // forces recomputation in chunks of that many edges.  Throws uma::Error when

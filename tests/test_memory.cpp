@@ -68,10 +68,15 @@ TEST(MemoryPlan, PicksStoredRecomputedOrRefuses) {
   auto plan = plan_memory(model, nodes, edges, stored * 1.01);
   EXPECT_FALSE(plan.recompute);
   EXPECT_DOUBLE_EQ(plan.predicted_bytes, stored);
-  plan = plan_memory(model, nodes, edges, stored * 0.5);
+  const double budget = fixed + 1000.5 * model.per_edge_chunk;   // room for 1000 edges
+  plan = plan_memory(model, nodes, edges, budget);
   EXPECT_TRUE(plan.recompute);
-  EXPECT_LE(plan.predicted_bytes, stored * 0.5);
-  EXPECT_GT(plan.predicted_bytes + model.per_edge_chunk, stored * 0.5);   // the largest chunk that fits
+  EXPECT_EQ(plan.chunk_edges, 1000);   // the largest chunk that fits
+  EXPECT_LE(plan.predicted_bytes, budget);
+  // Room to spare: the chunk stops at the cap.
+  plan = plan_memory(model, nodes, edges, stored * 0.999);
+  EXPECT_TRUE(plan.recompute);
+  EXPECT_EQ(plan.chunk_edges, kMaxChunkEdges);
   EXPECT_NE(plan.describe().find("chunks of"), std::string::npos);
   expect_error([&] { plan_memory(model, nodes, edges, fixed); }, "raise the budget");
   EXPECT_FALSE(plan_memory(model, nodes, edges, 1.0, /*forced_chunk=*/0).recompute);

@@ -87,9 +87,13 @@ int bench(const BenchArgs& a) {
   opt.dtype = a.precision == "fp64" ? torch::kFloat64 : torch::kFloat32;
   opt.tf32 = a.precision == "tf32";
   opt.merge_mole = a.merge;
+  opt.memory_budget = a.memory_gb * 1e9;
+  if (a.chunk > 0) opt.recompute_chunk = a.chunk;
   const auto t_load = Clock::now();
   Engine engine(load_model(a.model), opt);
   const double load_s = seconds_since(t_load);
+  rusage loaded{};
+  getrusage(RUSAGE_SELF, &loaded);   // the process baseline: libraries, model, file reading
   const auto frame = read_extxyz(a.structure).at(0);
   Atoms atoms;
   atoms.numbers = frame.numbers;
@@ -113,6 +117,9 @@ int bench(const BenchArgs& a) {
   std::sort(sorted.begin(), sorted.end());
   const double median = sorted[sorted.size() / 2];
 
+  // Peak memory of loading and evaluating, before the GEMM below allocates.
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
   // A plain float32 GEMM of similar size: [edges, 512] x [512, 512].
   // (On a GPU each timed product ends with a read of one element, so that the
   // time covers the kernel.)
@@ -124,8 +131,6 @@ int bench(const BenchArgs& a) {
   const double gemm_flops = 2.0 * A.size(0) * 512.0 * 512.0;
   const double gemm_best = *std::min_element(gemm_t.begin(), gemm_t.end());
 
-  rusage usage{};
-  getrusage(RUSAGE_SELF, &usage);
   nlohmann::json out = {
       {"engine", "lammps-uma"},
       {"atoms", natoms},
@@ -144,6 +149,11 @@ int bench(const BenchArgs& a) {
       {"model_gflops_per_s", flops / median / 1e9},
       {"gemm_gflops_per_s", gemm_flops / gemm_best / 1e9},
       {"peak_rss_mb", usage.ru_maxrss / 1024.0},
+      {"baseline_rss_mb", loaded.ru_maxrss / 1024.0},
+      {"memory_plan", engine.memory_plan().describe()},
+      {"recomputed", engine.memory_plan().recompute},
+      {"chunk_edges", engine.memory_plan().chunk_edges},
+      {"predicted_peak_mb", engine.memory_plan().predicted_bytes / (1024.0 * 1024.0)},
       {"energy", first.energy[0]},
   };
   std::cout << out.dump() << std::endl;

@@ -11,6 +11,8 @@ struct BenchArgs {
   std::string model, structure, task = "omat", precision = "fp32", device = "cpu";
   int repeats = 5;
   bool merge = true;
+  double memory_gb = 0;   // 0: automatic
+  int64_t chunk = 0;      // > 0: recompute in chunks of this many edges (overrides the plan)
 };
 
 struct TrainArgs {

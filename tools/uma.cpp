@@ -2,8 +2,8 @@
 //
 //   uma info MODEL
 //   uma eval MODEL STRUCTURE.extxyz [--task T] [--charge Q] [--spin S]
-//            [--device cpu|cuda|cuda:N] [--precision fp32|fp64|tf32] [--json]
-//   uma bench MODEL STRUCTURE.extxyz [--repeats N]
+//            [--device cpu|cuda|cuda:N] [--precision fp32|fp64|tf32] [--memory GB] [--json]
+//   uma bench MODEL STRUCTURE.extxyz [--repeats N] [--memory GB] [--chunk EDGES]
 //   uma train MODEL DATA.extxyz --out OUT [--steps N] [--max-atoms M] ...
 //   uma test MODEL DATA.extxyz [--task T]
 //   uma bench-graph [--sizes 6 13 25] [--repeats N] [--brute-repeats N] [--max-brute ATOMS] [--json]
@@ -53,6 +53,7 @@ struct EvalArgs {
   std::string model, structure, task, device = "cpu", precision = "fp32";
   std::optional<int64_t> charge, spin;
   bool json = false, no_merge = false;
+  double memory_gb = 0;   // 0: automatic
 };
 
 int cmd_eval(const EvalArgs& a) {
@@ -62,7 +63,9 @@ int cmd_eval(const EvalArgs& a) {
   opt.tf32 = a.precision == "tf32";
   opt.merge_mole = !a.no_merge;
   opt.atom_virial = a.json;
+  opt.memory_budget = a.memory_gb * 1e9;
   uma::Engine engine(uma::load_model(a.model), opt);
+  int64_t plans_shown = 0;
   const auto frames = uma::read_extxyz(a.structure);
   json out = json::array();
   for (size_t i = 0; i < frames.size(); ++i) {
@@ -82,6 +85,10 @@ int cmd_eval(const EvalArgs& a) {
     atoms.spin = a.spin ? *a.spin
                         : (f.info.count("spin") ? std::stoll(f.info.at("spin")) : uma::default_spin(atoms.task));
     auto r = engine.evaluate_checked({atoms});
+    if (engine.plan_count() != plans_shown) {   // once per new plan, on stderr (JSON stays clean)
+      std::fprintf(stderr, "uma: memory plan: %s\n", engine.memory_plan().describe().c_str());
+      plans_shown = engine.plan_count();
+    }
     const int64_t n = static_cast<int64_t>(f.numbers.size());
     if (a.json) {
       json fr;
@@ -141,6 +148,10 @@ int main(int argc, char** argv) {
   eval->add_option("--precision", ev.precision, "fp32, fp64 or tf32 (CUDA only)")
       ->check(CLI::IsMember({"fp32", "fp64", "tf32"}));
   eval->add_flag("--json", ev.json, "print JSON instead of tables");
+  eval->add_option("--memory", ev.memory_gb,
+                   "memory budget per evaluation in GB (default: 80% of the available memory); "
+                   "above it the edge work is recomputed in chunks")
+      ->check(CLI::PositiveNumber);
   eval->add_flag("--no-merge", ev.no_merge, "do not merge the experts (evaluate the full mixture)");
 
   uma::tool::BenchArgs bench;
@@ -152,6 +163,10 @@ int main(int argc, char** argv) {
   bench_cmd->add_option("--precision", bench.precision, "fp32, fp64 or tf32 (CUDA only)")
       ->check(CLI::IsMember({"fp32", "fp64", "tf32"}));
   bench_cmd->add_option("--device", bench.device, "cpu, cuda or cuda:N");
+  bench_cmd->add_option("--memory", bench.memory_gb, "memory budget per evaluation in GB (default: automatic)")
+      ->check(CLI::PositiveNumber);
+  bench_cmd->add_option("--chunk", bench.chunk, "recompute the edge work in chunks of this many edges "
+                        "(overrides the memory plan)")->check(CLI::PositiveNumber);
   bool bench_no_merge = false;
   bench_cmd->add_flag("--no-merge", bench_no_merge, "evaluate the full expert mixture");
 

@@ -209,6 +209,25 @@ def case_ranks(h, r):
         print(f"  {tag}: matches the engine")
 
 
+def case_memory(h, r):
+    """A memory budget too small for the stored activations: the edge work is
+    recomputed in chunks (logged), and 1 and 2 ranks still equal the engine."""
+    base = PRE.format(plugin=PLUGIN) + CU_BOX.format(ntypes=1)
+    for np_, budget in ((1, None), (1, 0.05), (2, 0.5)):
+        tag = f"np{np_}_" + ("auto" if budget is None else "tight")
+        memory = "" if budget is None else f" memory {budget}"
+        log = lammps(h, r, f"in.{tag}", base + f"pair_style uma task omat precision fp64{memory}\n"
+                     f"pair_coeff * * {MODEL} Cu\n" + OUTPUT.format(tag=tag), np_=np_)
+        plans = re.findall(r"pair uma: memory plan(?: of rank 0)? at step 0: (.*)", log)
+        check(len(plans) == 1, f"[{tag}] expected one memory-plan line, got {plans}")
+        want = "stored activations" if budget is None else "recomputed edge work in chunks of"
+        check(want in plans[0], f"[{tag}] expected the plan to say '{want}': {plans[0]}")
+        syms, pos, cell, _ = dump_structure(h, tag, {1: "Cu"})
+        ref = reference(h, r, syms, pos, cell, (True,) * 3, "--task omat --precision fp64")
+        compare_to_reference(h, tag, log, ref, 1e-9, 1e-10)
+        print(f"  {tag}: {plans[0]}; matches the engine (stored path)")
+
+
 def case_triclinic(h, r):
     """Skewed triclinic cell, fp64, 1 and 2 ranks."""
     box = """boundary p p p
@@ -492,6 +511,9 @@ def case_errors(h, r):
          "task 'oc20' takes no charge or spin input"),
         ("keyword", "pair_style uma task omat cutoff 5", "unknown keyword 'cutoff'"),
         ("precision", "pair_style uma precision fp16", "precision must be fp32, fp64 or tf32"),
+        ("memory", "pair_style uma task omat memory -2", "memory is a budget in GB and must be positive"),
+        ("tiny_memory", f"pair_style uma task omat memory 1e-6\npair_coeff * * {MODEL} Cu\nrun 0",
+         "even when recomputed in chunks, but the memory budget is"),
         ("tf32", f"pair_style uma task omat precision tf32 device cpu\npair_coeff * * {MODEL} Cu\nrun 0",
          "precision tf32 needs a CUDA device"),
         ("wildcard", f"pair_style uma task omat\npair_coeff 1 1 {MODEL} Cu", "must start with * *"),
@@ -606,7 +628,7 @@ CASES = {
     "ranks": case_ranks, "triclinic": case_triclinic, "molecule": case_molecule,
     "balanced_model": case_balanced_model, "empty_ranks": case_empty_ranks, "composition": case_composition, "md": case_md,
     "restart_data": case_restart_data, "examples": case_examples, "plugin_path": case_plugin_path, "errors": case_errors,
-    "gpu_path": case_gpu_path,
+    "gpu_path": case_gpu_path, "memory": case_memory,
 }
 
 
