@@ -6,7 +6,9 @@ usage: fairchem_worker.py CHECKPOINT.pt STRUCTURE.extxyz --repeats N [--settings
 fast: merge_mole=True, activation_checkpointing=False, tf32=False, and the
       block-GEMM CPU backend (umas_fast_pytorch); torch.compile when --compile.
 general: the reference settings of the parity fixtures (unmerged, general backend).
---checkpointing: fairchem's activation checkpointing on (its memory-saving mode).
+--checkpointing: fairchem's activation checkpointing on (its memory-saving mode);
+      its block-GEMM backend refuses checkpointing, so this runs the general
+      backend (merged experts with fast).
 """
 import argparse
 import json
@@ -39,13 +41,14 @@ def main() -> int:
         activation_checkpointing=a.checkpointing,
         merge_mole=fast,
         compile=a.compile,
-        execution_mode="umas_fast_pytorch" if fast else "general",
+        execution_mode="umas_fast_pytorch" if fast and not a.checkpointing else "general",
         internal_graph_gen_version=2,
     )
     t0 = time.perf_counter()
     unit = load_predict_unit(a.checkpoint, inference_settings=settings, device="cpu")
     calc = FAIRChemCalculator(unit, task_name=a.task)
     load_s = time.perf_counter() - t0
+    baseline_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0   # libraries and model
     atoms = read(a.structure)
     atoms.calc = calc
 
@@ -74,6 +77,7 @@ def main() -> int:
         "first_call_s": first_s,
         "time_s": {"min": ts[0], "median": ts[len(ts) // 2], "max": ts[-1], "all": times},
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,
+        "baseline_rss_mb": baseline_mb,
         "energy": float(energy),
     }))
     return 0

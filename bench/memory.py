@@ -52,12 +52,15 @@ def run_json(cmd, env=None):
 
 
 def predicted_peak_mb(done, n):
-    """Linear extrapolation of peak RSS in atoms from this engine's runs."""
-    pts = sorted((r["atoms"], r["peak_rss_mb"]) for r in done if "peak_rss_mb" in r)
+    """Linear extrapolation of peak RSS in atoms from this engine's runs: from
+    one run, its baseline plus what it added, scaled with the atoms."""
+    runs = sorted((r for r in done if "peak_rss_mb" in r), key=lambda r: r["atoms"])
+    pts = [(r["atoms"], r["peak_rss_mb"]) for r in runs]
     if not pts:
         return None
     if len(pts) == 1:
-        return pts[0][1] * n / pts[0][0]
+        base = runs[0].get("baseline_rss_mb", 0.0)
+        return base + (pts[0][1] - base) * n / pts[0][0]
     (n1, m1), (n2, m2) = pts[-2], pts[-1]
     slope = (m2 - m1) / (n2 - n1)
     return m2 + slope * (n - n2)

@@ -43,6 +43,7 @@ class ChunkedEdgeSum : public torch::autograd::Function<ChunkedEdgeSum> {
     const bool want_x = ctx->needs_input_grad(0) && x.numel() > 0;
     const bool want_vec = ctx->needs_input_grad(1);
     const auto& g = grads[0];
+    if (!want_x && !want_vec) return {torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor()};
 
     torch::Tensor gx = want_x ? torch::zeros_like(x) : torch::Tensor();
     std::vector<torch::Tensor> gvec;
@@ -56,7 +57,6 @@ class ChunkedEdgeSum : public torch::autograd::Function<ChunkedEdgeSum> {
       std::vector<torch::Tensor> inputs;
       if (want_x) inputs.push_back(x_leaf);
       if (want_vec) inputs.push_back(vec_leaf);
-      if (inputs.empty()) break;
       auto d = torch::autograd::grad({y}, inputs, {g_chunk}, /*retain_graph=*/false, /*create_graph=*/false,
                                      /*allow_unused=*/true);
       if (want_x && d[0].defined()) gx.add_(d[0]);
@@ -68,7 +68,7 @@ class ChunkedEdgeSum : public torch::autograd::Function<ChunkedEdgeSum> {
     torch::Tensor gv;
     if (want_vec) {
       if (work->edges < vec.size(0)) gvec.push_back(torch::zeros_like(vec.narrow(0, work->edges, vec.size(0) - work->edges)));
-      gv = torch::cat(gvec, 0);
+      gv = gvec.empty() ? torch::zeros_like(vec) : torch::cat(gvec, 0);
     }
     return {gx, gv, torch::Tensor(), torch::Tensor()};
   }
