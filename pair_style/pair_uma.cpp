@@ -85,6 +85,8 @@ PairUMA::~PairUMA() {
     memory->destroy(cutsq);
   }
   memory->destroy(fold_);
+  // The next pair style gets the ghost cutoff the user had before this one.
+  if (user_cutghost_ >= 0.0) comm->cutghostuser = user_cutghost_;
 }
 
 void PairUMA::allocate() {
@@ -279,6 +281,7 @@ void PairUMA::init_style() {
   if (comm->nprocs > 1) {
     const double needed = (layers_ + 1) * cutoff_ + neighbor->skin;
     if (comm->cutghostuser < needed) {
+      if (user_cutghost_ < 0.0) user_cutghost_ = comm->cutghostuser;
       comm->cutghostuser = needed;
       if (comm->me == 0)
         utils::logmesg(lmp, "pair uma: ghost cutoff set to {} A ((1 + {} layers) x {} A + skin) for {} ranks\n",

@@ -68,6 +68,7 @@ class PairUMA : public Pair {
   int layers_ = 0;
   long long merges_logged_ = 0;
   bool weights_updated_ = false;      // the next merge follows new weights, not a new composition
+  double user_cutghost_ = -1.0;       // comm->cutghostuser before this style raised it (-1: never raised)
 
   // ghost contributions being folded onto owners: fx fy fz + 6 virial
   double **fold_ = nullptr;

@@ -1,6 +1,7 @@
 #include "extxyz.h"
 
 #include <cctype>
+#include <cmath>
 #include <fstream>
 #include <iomanip>
 #include <sstream>
@@ -52,6 +53,18 @@ struct Column {
 };
 
 }  // namespace
+
+int64_t parse_integer(const std::string& text, const std::string& where) {
+  std::vector<double> v;
+  try {
+    v = parse_numbers(text, where);
+  } catch (const Error&) {
+    v.clear();
+  }
+  if (v.size() != 1 || v[0] != std::floor(v[0]) || std::abs(v[0]) > 1e15)
+    throw Error(where + " must be one integer, got '" + text + "'");
+  return static_cast<int64_t>(v[0]);
+}
 
 std::vector<double> parse_numbers(const std::string& text, const std::string& where) {
   std::istringstream in(text);

@@ -26,6 +26,10 @@ struct Frame {
 // `where` and the offending token.
 std::vector<double> parse_numbers(const std::string& text, const std::string& where);
 
+// One integer (e.g. a charge= or spin= label); throws uma::Error naming
+// `where` unless the text is exactly one whole number.
+int64_t parse_integer(const std::string& text, const std::string& where);
+
 // Reads every frame; throws uma::Error with the file name and line number.
 std::vector<Frame> read_extxyz(const std::string& path);
 void write_extxyz(const std::string& path, const std::vector<Frame>& frames, bool append = false);

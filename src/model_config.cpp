@@ -21,6 +21,14 @@ T get_or(const json& j, const char* key, T fallback) {
   }
 }
 
+// A key whose value changes the model's results: no default.
+template <typename T>
+T required(const json& j, const char* key) {
+  if (!j.contains(key) || j[key].is_null())
+    throw Error(std::string("model config: required key 'backbone.") + key + "' is missing");
+  return get_or<T>(j, key, T{});
+}
+
 void require_equal(const json& b, const char* key, const std::string& want) {
   if (b.contains(key) && !b[key].is_null() && b[key].get<std::string>() != want)
     throw Error(std::string("model config: ") + key + " '" + b[key].get<std::string>() +
@@ -68,17 +76,17 @@ ModelConfig parse_model_config(const std::string& json_text) {
   c.model_id = get_or<std::string>(j, "model_id", "");
   const json& b = j["backbone"];
   BackboneConfig& bb = c.backbone;
-  bb.max_num_elements = get_or(b, "max_num_elements", 100);
-  bb.sphere_channels = get_or(b, "sphere_channels", 128);
-  bb.hidden_channels = get_or(b, "hidden_channels", 128);
-  bb.lmax = get_or(b, "lmax", 2);
-  bb.mmax = get_or(b, "mmax", 2);
-  bb.num_layers = get_or(b, "num_layers", 2);
-  bb.edge_channels = get_or(b, "edge_channels", 128);
-  bb.num_distance_basis = get_or(b, "num_distance_basis", 512);
-  bb.num_experts = get_or(b, "num_experts", 0);
-  bb.max_neighbors = get_or(b, "max_neighbors", 300);
-  bb.cutoff = get_or(b, "cutoff", 5.0);
+  bb.max_num_elements = required<int>(b, "max_num_elements");
+  bb.sphere_channels = required<int>(b, "sphere_channels");
+  bb.hidden_channels = required<int>(b, "hidden_channels");
+  bb.lmax = required<int>(b, "lmax");
+  bb.mmax = required<int>(b, "mmax");
+  bb.num_layers = required<int>(b, "num_layers");
+  bb.edge_channels = required<int>(b, "edge_channels");
+  bb.num_distance_basis = required<int>(b, "num_distance_basis");
+  bb.num_experts = get_or(b, "num_experts", 0);   // absent: a plain (already merged) backbone
+  bb.max_neighbors = required<int>(b, "max_neighbors");
+  bb.cutoff = required<double>(b, "cutoff");
   bb.use_dataset_embedding = get_or(b, "use_dataset_embedding", true);
   bb.use_composition_embedding = get_or(b, "use_composition_embedding", false);
   bb.composition_include_self = get_or(j, "composition_mean_include_self", false);

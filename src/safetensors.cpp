@@ -1,5 +1,8 @@
 #include "safetensors.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -129,7 +132,16 @@ void write_safetensors(const std::string& path, const TensorFile& file) {
     for (const auto& t : blobs)
       out.write(static_cast<const char*>(t.data_ptr()),
                 static_cast<std::streamsize>(t.numel() * t.element_size()));
+    out.flush();
     if (!out) throw Error("failed while writing '" + path + "'");
+  }
+  // On disk before it replaces the target: a crash leaves the old file or the new one.
+  const int fd = ::open(tmp.c_str(), O_RDONLY);
+  const bool synced = fd >= 0 && ::fsync(fd) == 0;
+  if (fd >= 0) ::close(fd);
+  if (!synced) {
+    std::remove(tmp.c_str());
+    throw Error("cannot flush '" + tmp + "' to disk");
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
     std::remove(tmp.c_str());

@@ -15,10 +15,7 @@ std::vector<double> numbers(const std::string& text, const std::string& where, c
 }
 
 int64_t integer(const std::string& text, const std::string& where, const std::string& key) {
-  const auto v = numbers(text, where, key);
-  if (v.size() != 1 || v[0] != std::floor(v[0]))
-    throw Error(where + ": label '" + key + "' must be one integer, got '" + text + "'");
-  return static_cast<int64_t>(v[0]);
+  return parse_integer(text, where + ": label '" + key + "'");
 }
 
 }  // namespace

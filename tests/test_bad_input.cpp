@@ -34,6 +34,20 @@ class BadModelFile : public ::testing::Test {
 
 TEST_F(BadModelFile, GoodFileLoads) { EXPECT_NO_THROW(load_model(good_)); }
 
+// Keys that change the results have no defaults: a config without one is refused.
+TEST(BadModelConfig, MissingRequiredKeys) {
+  for (const char* key : {"cutoff", "max_neighbors", "num_distance_basis", "sphere_channels", "hidden_channels",
+                          "edge_channels", "num_layers", "lmax", "mmax", "max_num_elements"}) {
+    auto config = small_config();
+    config["backbone"].erase(key);
+    expect_error([&] { parse_model_config(config.dump()); },
+                 std::string("required key 'backbone.") + key + "' is missing");
+  }
+  auto config = small_config();
+  config["backbone"].erase("num_experts");   // optional: a plain backbone
+  EXPECT_EQ(parse_model_config(config.dump()).backbone.num_experts, 0);
+}
+
 TEST_F(BadModelFile, Missing) { expect_error([] { load_model("/nonexistent/model.safetensors"); }, "cannot open"); }
 
 TEST_F(BadModelFile, Truncated) {

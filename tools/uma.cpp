@@ -81,9 +81,12 @@ int cmd_eval(const EvalArgs& a) {
       for (const auto& d : engine.model()->config().dataset_names()) known += " " + d;
       throw uma::Error("no task given: pass --task (this model has:" + known + ")");
     }
-    atoms.charge = a.charge ? *a.charge : (f.info.count("charge") ? std::stoll(f.info.at("charge")) : 0);
+    const std::string where = a.structure + ", frame " + std::to_string(i) + ": label ";
+    atoms.charge = a.charge ? *a.charge
+                            : (f.info.count("charge") ? uma::parse_integer(f.info.at("charge"), where + "'charge'") : 0);
     atoms.spin = a.spin ? *a.spin
-                        : (f.info.count("spin") ? std::stoll(f.info.at("spin")) : uma::default_spin(atoms.task));
+                        : (f.info.count("spin") ? uma::parse_integer(f.info.at("spin"), where + "'spin'")
+                                                : uma::default_spin(atoms.task));
     auto r = engine.evaluate_checked({atoms});
     if (engine.plan_count() != plans_shown) {   // once per new plan, on stderr (JSON stays clean)
       std::fprintf(stderr, "uma: memory plan: %s\n", engine.memory_plan().describe().c_str());

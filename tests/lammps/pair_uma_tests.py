@@ -228,6 +228,20 @@ def case_memory(h, r):
         print(f"  {tag}: {plans[0]}; matches the engine (stored path)")
 
 
+def case_ghost_cutoff(h, r):
+    """On 2 ranks the style raises the ghost cutoff; switching to another pair
+    style gives back the cutoff that style needs (not the deep uma shell)."""
+    text = PRE.format(plugin=PLUGIN) + CU_BOX.format(ntypes=1) + \
+        f"pair_style uma task omat\npair_coeff * * {MODEL} Cu\nrun 0\ninfo communication out log\n" \
+        "pair_style lj/cut 2.5\npair_coeff * * 0.1 2.3\nrun 0\ninfo communication out log\n"
+    log = lammps(h, r, "in.ghost", text, np_=2)
+    cuts = [float(v) for v in re.findall(r"Communication cutoff = ([0-9.eE+-]+)", log)]
+    check(len(cuts) == 2, f"expected two 'Communication cutoff' lines, got {cuts}")
+    check(cuts[0] > 15.0, f"with uma on 2 ranks the ghost cutoff should be the deep shell, got {cuts[0]}")
+    check(abs(cuts[1] - 4.5) < 1e-9, f"after switching to lj/cut 2.5 (skin 2) the cutoff should be 4.5, got {cuts[1]}")
+    print(f"  ghost cutoff {cuts[0]} A with uma, {cuts[1]} A after switching to lj/cut")
+
+
 def case_triclinic(h, r):
     """Skewed triclinic cell, fp64, 1 and 2 ranks."""
     box = """boundary p p p
@@ -628,7 +642,7 @@ CASES = {
     "ranks": case_ranks, "triclinic": case_triclinic, "molecule": case_molecule,
     "balanced_model": case_balanced_model, "empty_ranks": case_empty_ranks, "composition": case_composition, "md": case_md,
     "restart_data": case_restart_data, "examples": case_examples, "plugin_path": case_plugin_path, "errors": case_errors,
-    "gpu_path": case_gpu_path, "memory": case_memory,
+    "gpu_path": case_gpu_path, "memory": case_memory, "ghost_cutoff": case_ghost_cutoff,
 }
 
 
