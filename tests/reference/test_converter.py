@@ -52,7 +52,8 @@ def main() -> int:
 
         good = os.path.join(tmp, "good.pt")
         checkpoint = make_fixtures.build_checkpoint("s1p1", make_fixtures.MODEL_SPECS["s1p1"], 5, good)
-        expect_error([good, os.path.join(tmp, "no", "such", "dir", "m.safetensors")], "")
+        expect_error([good, os.path.join(tmp, "no", "such", "dir", "m.safetensors")],
+                     "output directory does not exist: " + os.path.join(tmp, "no", "such", "dir"))
 
         s2 = os.path.join(tmp, "s2.pt")
         bad = copy.copy(checkpoint)
