@@ -38,7 +38,7 @@ bool is_keyword(const std::string &w) {
                                 "lr",     "weight_decay", "warmup",    "total_steps", "warmup_factor", "lr_min_factor",
                                 "clip",   "ema",        "use",         "energy_coef", "forces_coef",   "stress_coef",
                                 "forces_reduction", "routing_dropout", "seed", "shuffle", "write_frames",
-                                "checkpoint", "print", "state", "holdout", "deterministic"};
+                                "checkpoint", "print", "state", "holdout", "deterministic", "precision"};
   return std::find_if(std::begin(words), std::end(words), [&](const char *k) { return w == k; }) != std::end(words);
 }
 
@@ -126,6 +126,11 @@ FixUMATrain::FixUMATrain(LAMMPS *lmp, int narg, char **arg) : Fix(lmp, narg, arg
     else if (key == "shuffle") shuffle_ = utils::logical(FLERR, value, false, lmp) == 1;
     else if (key == "deterministic") o.deterministic = utils::logical(FLERR, value, false, lmp) == 1;
     else if (key == "write_frames") frames_file_ = value;
+    else if (key == "precision") {
+      if (value != "fp32" && value != "fp64")
+        error->all(FLERR, "Fix uma/train: precision must be fp32 or fp64, got '{}'", value);
+      o.dtype = value == "fp64" ? torch::kFloat64 : torch::kFloat32;
+    }
     else if (key == "print") print_every_ = static_cast<int>(positive(i + 1, "print"));
     else if (key == "state") state_file_ = value;
     else if (key == "holdout") {
@@ -187,8 +192,9 @@ void FixUMATrain::create_trainer() {
       MPI_Comm_rank(world_comm, &me);
       const int n = static_cast<int>(host.numel());
       void *data = host.data_ptr();   // host data
-      MPI_Reduce(me == 0 ? MPI_IN_PLACE : data, data, n, MPI_FLOAT, MPI_SUM, 0, world_comm);
-      MPI_Bcast(data, n, MPI_FLOAT, 0, world_comm);
+      const MPI_Datatype type = host.scalar_type() == torch::kFloat64 ? MPI_DOUBLE : MPI_FLOAT;
+      MPI_Reduce(me == 0 ? MPI_IN_PLACE : data, data, n, type, MPI_SUM, 0, world_comm);
+      MPI_Bcast(data, n, type, 0, world_comm);
       if (!on_host) g.copy_(uma::upload(host, g.options()));   // same device
     };
   }
@@ -432,7 +438,7 @@ void FixUMATrain::print_stats() {
     stats_[HELD_FORCES_MAE] = held[1];
   }
   if (comm->me == 0) {
-    utils::logmesg(lmp, "fix uma/train: step {} optimizer step {} frames {} loss {:.6g} MAE energy {:.5g} eV/atom "
+    utils::logmesg(lmp, "fix uma/train: step {} optimizer step {} frames {} loss {:.10g} MAE energy {:.5g} eV/atom "
                         "forces {:.5g} eV/A stress {:.5g} eV/A^3 grad_norm {:.4g} lr {:.4g}\n",
                    update->ntimestep, trainer_->steps(), trainer_->num_samples(), s.loss, s.energy_mae,
                    s.forces_mae, s.stress_mae, s.grad_norm, s.lr);

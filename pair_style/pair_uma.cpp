@@ -21,6 +21,7 @@
 
 #include "device.h"
 #include "elements.h"
+#include "uma_error.h"
 #include "engine.h"
 #include "model.h"
 #include "transfers.h"
@@ -313,6 +314,15 @@ void PairUMA::compute(int eflag, int vflag) {
       compute_whole(eflag, vflag);
     else
       compute_local(eflag, vflag);
+  } catch (const uma::CloseAtomsError& e) {
+    auto id = [&](int64_t k) {
+      return k >= 0 && k < static_cast<int64_t>(engine_index_.size()) && atom->tag_enable
+                 ? static_cast<long long>(atom->tag[engine_index_[k]])
+                 : -1LL;
+    };
+    error->one(FLERR, "Pair style uma: atoms with IDs {} and {} are {:.3g} A apart, closer than the {} A "
+               "minimum (overlapping atoms: check the structure, or shorten the time step)",
+               id(e.first), id(e.second), e.distance, uma::kMinAtomDistance);
   } catch (const std::exception& e) {   // uma::Error: bad input the engine refused
     error->one(FLERR, "Pair style uma: {}", e.what());
   }
@@ -339,7 +349,8 @@ void PairUMA::compute_whole(int, int) {
   const int* type = atom->type;
   const int nlocal = atom->nlocal;
 
-  std::vector<int> index;
+  std::vector<int>& index = engine_index_;
+  index.clear();
   uma::Atoms a;
   for (int i = 0; i < nlocal; ++i) {
     if (type_z_[type[i]] == 0) continue;
@@ -407,7 +418,8 @@ void PairUMA::compute_local(int, int) {
   // (cutoffs from the owned atoms' bounding box) separate them from an owned
   // atom: hop h <= layers receives messages (block k only for h <= layers - 1 - k),
   // hop layers + 1 only sends.  Farther ghosts cannot reach an owned atom.
-  std::vector<int> index;
+  std::vector<int>& index = engine_index_;
+  index.clear();
   std::vector<std::vector<int>> by_hop(layers_ + 2);
   double lo[3] = {INFINITY, INFINITY, INFINITY}, hi[3] = {-INFINITY, -INFINITY, -INFINITY};
   for (int i = 0; i < nlocal; ++i)

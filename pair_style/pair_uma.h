@@ -63,6 +63,7 @@ class PairUMA : public Pair {
   // coefficients
   std::string model_path_;
   std::vector<int> type_z_;           // atomic number per type (index 1..ntypes), 0 for NULL
+  std::vector<int> engine_index_;   // engine atom -> local LAMMPS index, this step
   std::unique_ptr<uma::Engine> engine_;
   double cutoff_ = 0.0;
   int layers_ = 0;

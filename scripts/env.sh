@@ -2,7 +2,7 @@
 #   source scripts/env.sh
 # What it provides, all cached outside the work tree under $UMA_CACHE
 # (default ~/.cache/lammps-uma) and keyed by their inputs:
-#   - Debian packages: compilers, CMake, GoogleTest, nlohmann-json, CLI11, Open MPI, ccache
+#   - Debian packages: compilers (clang with libFuzzer too), CMake, GoogleTest, nlohmann-json, CLI11, Open MPI, ccache
 #   - a Python virtual environment with the pinned fairchem-core + torch
 #     (tests/reference/requirements.txt); its torch wheel is the LibTorch we link
 #   - ccache for the C++ build
@@ -17,7 +17,7 @@ _uma_log() { printf '[env] %s\n' "$*" >&2; }
 # 1. Debian packages (installed only when missing).
 _uma_debs=(build-essential cmake ccache git pkg-config python3-venv python3-dev
            libgtest-dev libgmock-dev googletest nlohmann-json3-dev libcli11-dev
-           libopenmpi-dev openmpi-bin)
+           libopenmpi-dev openmpi-bin clang libclang-rt-dev)
 _uma_missing=()
 for _p in "${_uma_debs[@]}"; do
   dpkg-query -W -f='${Status}' "$_p" 2>/dev/null | grep -q "install ok installed" || _uma_missing+=("$_p")

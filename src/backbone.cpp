@@ -5,7 +5,7 @@
 #include "edge_rotation.h"
 #include "nn/edge_chunks.h"
 #include "nn/edge_matmul.h"
-#include "error.h"
+#include "uma_error.h"
 
 namespace uma {
 

@@ -3,7 +3,7 @@
 #include <cmath>
 
 #include "engine.h"
-#include "error.h"
+#include "uma_error.h"
 
 namespace uma {
 

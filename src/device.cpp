@@ -2,7 +2,7 @@
 
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 
-#include "error.h"
+#include "uma_error.h"
 
 namespace uma {
 

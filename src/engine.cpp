@@ -11,7 +11,7 @@
 
 #include "batch.h"
 #include "device.h"
-#include "error.h"
+#include "uma_error.h"
 #include "transfers.h"
 
 namespace uma {
@@ -78,8 +78,24 @@ void validate_systems(const UmaModel& model, const std::vector<Atoms>& systems) 
     for (const auto& row : a.cell)
       for (double v : row)
         if (!std::isfinite(v)) throw Error(where + "the cell contains NaN or infinite values");
-    if (any_periodic(a) && !(cell_volume(graph_cell(a.cell, a.pbc)) >= 1e-6))
-      throw Error(where + "the cell has zero volume along its periodic directions");
+    if (any_periodic(a)) {
+      const Matrix3 cell = graph_cell(a.cell, a.pbc);
+      const double volume = cell_volume(cell);
+      if (!(volume >= 1e-6)) throw Error(where + "the cell has zero volume along its periodic directions");
+      // Thinner cells would need (cutoff / spacing)^3 periodic images.
+      for (int k = 0; k < 3; ++k) {
+        if (!a.pbc[k]) continue;
+        const auto& u = cell[(k + 1) % 3];
+        const auto& v = cell[(k + 2) % 3];
+        const double area = std::hypot(u[1] * v[2] - u[2] * v[1], u[2] * v[0] - u[0] * v[2], u[0] * v[1] - u[1] * v[0]);
+        const double spacing = volume / area;
+        if (spacing < kMinPlaneSpacing)
+          throw Error(where + "the cell's lattice planes along periodic direction " + "abc"[k] + " are " +
+                      std::to_string(spacing) + " A apart, below the " + std::to_string(kMinPlaneSpacing).substr(0, 3) +
+                      " A minimum (the periodic images within the cutoff would explode); use a larger or "
+                      "less skewed cell");
+      }
+    }
   }
 }
 
@@ -342,7 +358,7 @@ Evaluation Engine::run(const Layout& layout, const Geometry& geo) {
     }
   }
   ev.edge_counts = graph.counts;
-  ev.coincident = graph.coincident;
+  ev.close_atoms = graph.close_atoms;
   ev.nonfinite = geo.nonfinite;
   ev.capacities = graph_.capacities();
   return ev;
@@ -399,9 +415,9 @@ Evaluation Engine::evaluate_local(const LocalAtoms& piece) {
 }
 
 bool Engine::fetch(const Evaluation& ev, const ReadRequest& what, HostEvaluation& out) {
-  // [counts B | coincident | nonfinite | requested results...], as float64
+  // [counts B | close atoms (4) | nonfinite | requested results...], as float64
   const int64_t B = ev.edge_counts.numel();
-  std::vector<torch::Tensor> parts{ev.edge_counts.to(torch::kFloat64), ev.coincident.view({1}).to(torch::kFloat64),
+  std::vector<torch::Tensor> parts{ev.edge_counts.to(torch::kFloat64), ev.close_atoms,
                                    ev.nonfinite.view({1}).to(torch::kFloat64)};
   auto want = [&](bool asked, const torch::Tensor& t) {
     const bool take = asked && t.defined();
@@ -420,15 +436,16 @@ bool Engine::fetch(const Evaluation& ev, const ReadRequest& what, HostEvaluation
   std::vector<int64_t> counts(v, v + B);
   bool overflow = false;
   for (int64_t b = 0; b < B; ++b) overflow |= counts[b] > ev.capacities[b];
-  if (v[B + 1] > 0) throw Error("positions contain NaN or infinite values");
+  if (v[B + 4] > 0) throw Error("positions contain NaN or infinite values");
   if (overflow) {
     graph_.grow(counts);
     return false;
   }
-  if (v[B] > 0) throw Error("two or more atoms sit at the same position (distance 0)");
+  if (v[B] > 0)
+    throw CloseAtomsError(static_cast<int64_t>(v[B + 1]), static_cast<int64_t>(v[B + 2]), v[B + 3], kMinAtomDistance);
   out = HostEvaluation();
   out.edges = counts;
-  int64_t at = B + 2;
+  int64_t at = B + 5;
   auto take = [&](const torch::Tensor& like) {   // the next block, shaped like `like`
     auto t = host.narrow(0, at, like.numel()).view(like.sizes());
     at += like.numel();

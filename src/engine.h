@@ -29,6 +29,11 @@ namespace uma {
 
 struct Geometry;   // batch.h
 
+// Periodic cells whose lattice planes lie closer than this (Angstrom) along a
+// periodic direction are refused: a 0.5 A spacing already means 25 images per
+// direction within a 6 A cutoff.
+constexpr double kMinPlaneSpacing = 0.5;
+
 // One system, as the caller holds it on the host.
 struct Atoms {
   std::vector<int64_t> numbers;   // atomic numbers
@@ -101,7 +106,7 @@ struct Evaluation {
   torch::Tensor virial;        // [B, 3, 3] float64, or undefined
   torch::Tensor atom_virial;   // [N, 3, 3] float64 if options.atom_virial
   torch::Tensor edge_counts;   // [B] edges found (the graph holds min(count, capacity))
-  torch::Tensor coincident;    // [] pairs of atoms at distance zero
+  torch::Tensor close_atoms;   // [4] float64: RadiusGraph::close_atoms
   torch::Tensor nonfinite;     // [] non-finite position values (positions given on the device)
   std::vector<int64_t> capacities;
 };
@@ -140,7 +145,8 @@ class Engine {
   // One packed, counted host read: the graph's status and what `what` asks
   // for.  Returns false, after growing the edge capacities, if a system
   // overflowed them: the step must then be repeated (`out` is left alone).
-  // Throws uma::Error on coincident atoms or non-finite positions.
+  // Throws uma::Error on non-finite positions, uma::CloseAtomsError on two
+  // atoms closer than kMinAtomDistance.
   bool fetch(const Evaluation& ev, const ReadRequest& what, HostEvaluation& out);
 
   const UmaModel& model() const { return model_; }

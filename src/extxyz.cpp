@@ -7,7 +7,7 @@
 #include <sstream>
 
 #include "elements.h"
-#include "error.h"
+#include "uma_error.h"
 
 namespace uma {
 namespace {
@@ -45,6 +45,9 @@ std::map<std::string, std::string> parse_comment(const std::string& line, const 
 
 
 bool truthy(const std::string& s) { return s == "T" || s == "True" || s == "true" || s == "1"; }
+
+// Wider per-atom columns than any real property (3 x 3 tensors are 9).
+constexpr int64_t kMaxColumnWidth = 64;
 
 struct Column {
   std::string name;
@@ -85,6 +88,10 @@ std::vector<double> parse_numbers(const std::string& text, const std::string& wh
 std::vector<Frame> read_extxyz(const std::string& path) {
   std::ifstream in(path);
   if (!in) throw Error("cannot open structure file '" + path + "'");
+  return read_extxyz(in, path);
+}
+
+std::vector<Frame> read_extxyz(std::istream& in, const std::string& path) {
   std::vector<Frame> frames;
   std::string line;
   int64_t lineno = 0;
@@ -94,10 +101,9 @@ std::vector<Frame> read_extxyz(const std::string& path) {
     const std::string where0 = path + ":" + std::to_string(lineno);
     int64_t natoms = 0;
     try {
-      size_t used = 0;
-      natoms = std::stoll(line, &used);
-    } catch (const std::exception&) {
-      throw Error(where0 + ": expected the number of atoms");
+      natoms = parse_integer(line, where0);
+    } catch (const Error&) {
+      throw Error(where0 + ": expected the number of atoms, got '" + line + "'");
     }
     if (natoms <= 0) throw Error(where0 + ": the number of atoms must be positive");
     if (!std::getline(in, line)) throw Error(where0 + ": missing comment line");
@@ -114,13 +120,20 @@ std::vector<Frame> read_extxyz(const std::string& path) {
       std::string p;
       while (std::getline(ss, p, ':')) parts.push_back(p);
       if (parts.size() % 3 != 0) throw Error(where + ": malformed Properties");
-      for (size_t k = 0; k < parts.size(); k += 3)
-        columns.push_back({parts[k], parts[k + 1].empty() ? 'R' : parts[k + 1][0], std::stoi(parts[k + 2])});
+      for (size_t k = 0; k < parts.size(); k += 3) {
+        const int64_t width = parse_integer(parts[k + 2], where + ": Properties width of '" + parts[k] + "'");
+        if (width < 1 || width > kMaxColumnWidth)
+          throw Error(where + ": Properties width of '" + parts[k] + "' must be 1.." +
+                      std::to_string(kMaxColumnWidth));
+        columns.push_back({parts[k], parts[k + 1].empty() ? 'R' : parts[k + 1][0], static_cast<int>(width)});
+      }
       kv.erase("Properties");
     }
     if (kv.count("Lattice")) {
       auto v = parse_numbers(kv["Lattice"], where);
       if (v.size() != 9) throw Error(where + ": Lattice needs 9 numbers");
+      for (double x : v)
+        if (!std::isfinite(x)) throw Error(where + ": Lattice holds a value that is not finite");
       for (int r = 0; r < 3; ++r)
         for (int c = 0; c < 3; ++c) f.cell[r][c] = v[3 * r + c];
       f.has_cell = true;
@@ -153,9 +166,14 @@ std::vector<Frame> read_extxyz(const std::string& path) {
             if (z == 0) throw Error(wa + ": unknown element '" + tok + "'");
             f.numbers.push_back(z);
           } else if (col.name == "Z") {
-            f.numbers.push_back(std::stoll(tok));
+            const int64_t z = parse_integer(tok, wa + ": atomic number");
+            if (z < 1 || z > 118 || element_symbol(static_cast<int>(z)).empty())
+              throw Error(wa + ": no element has atomic number " + tok);
+            f.numbers.push_back(z);
           } else if (col.type == 'R' || col.type == 'I') {
             const double v = parse_numbers(tok, wa).at(0);
+            if (col.name == "pos" && !std::isfinite(v))
+              throw Error(wa + ": position '" + tok + "' is not a finite number");
             if (col.name == "pos") f.positions.push_back(v);
             else f.arrays[col.name].push_back(v);
           }

@@ -3,6 +3,7 @@
 // per atom.
 #pragma once
 
+#include <istream>
 #include <map>
 #include <string>
 #include <vector>
@@ -32,6 +33,8 @@ int64_t parse_integer(const std::string& text, const std::string& where);
 
 // Reads every frame; throws uma::Error with the file name and line number.
 std::vector<Frame> read_extxyz(const std::string& path);
+// The same from a stream; `path` names it in messages.
+std::vector<Frame> read_extxyz(std::istream& in, const std::string& path);
 void write_extxyz(const std::string& path, const std::vector<Frame>& frames, bool append = false);
 
 }  // namespace uma

@@ -8,7 +8,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "error.h"
+#include "uma_error.h"
 
 namespace uma {
 

@@ -2,7 +2,8 @@
 
 #include <set>
 
-#include "error.h"
+#include "uma_error.h"
+#include "model_file.h"
 #include "safetensors.h"
 #include "transfers.h"
 
@@ -69,35 +70,12 @@ const DatasetOutputs& UmaModelImpl::outputs(const std::string& dataset) const {
 
 UmaModel load_model(const std::string& path) {
   TensorFile file = read_safetensors(path);
-  auto fmt = file.metadata.find("format");
-  if (fmt == file.metadata.end() || fmt->second != kModelFormat)
-    throw Error("'" + path + "' is a safetensors file but not a lammps-uma model file "
-                "(no 'format: " + std::string(kModelFormat) + "' metadata); convert fairchem "
-                "checkpoints with tools/convert_checkpoint.py");
-  auto ver = file.metadata.find("format_version");
-  if (ver == file.metadata.end() || ver->second != std::to_string(kModelFormatVersion))
-    throw Error("model file '" + path + "' has format version " +
-                (ver == file.metadata.end() ? std::string("(none)") : ver->second) +
-                "; this build reads version " + std::to_string(kModelFormatVersion));
-  auto cfg = file.metadata.find("config");
-  if (cfg == file.metadata.end()) throw Error("model file '" + path + "' has no config");
-  ModelConfig config;
-  try {
-    config = parse_model_config(cfg->second);
-  } catch (const Error& e) {
-    throw Error("model file '" + path + "': " + e.what());
-  }
+  const ModelConfig config = model_file_config(file, path);
   UmaModel model(config);
   for (const auto& t : config.tasks) {
     if (t.property != "energy" || t.element_references.empty()) continue;
-    auto it = file.tensors.find(t.element_references);
-    if (it == file.tensors.end())
-      throw Error("model file '" + path + "' lacks the element references '" + t.element_references + "'");
-    if (it->second.dim() != 1 || it->second.size(0) < config.backbone.max_num_elements)
-      throw Error("model file '" + path + "': element references '" + t.element_references +
-                  "' must be a vector over atomic numbers 0.." +
-                  std::to_string(config.backbone.max_num_elements - 1));
-    for (const auto& ds : t.datasets) model->set_element_references(ds, it->second.to(torch::kFloat64));
+    const auto& refs = file.tensors.at(t.element_references);   // checked by model_file_config
+    for (const auto& ds : t.datasets) model->set_element_references(ds, refs.to(torch::kFloat64));
   }
 
   torch::NoGradGuard no_grad;

@@ -1,10 +1,14 @@
 #include "model_config.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <type_traits>
 
 #include <nlohmann/json.hpp>
 
-#include "error.h"
+#include "uma_error.h"
 
 namespace uma {
 namespace {
@@ -14,6 +18,12 @@ using nlohmann::json;
 template <typename T>
 T get_or(const json& j, const char* key, T fallback) {
   if (!j.contains(key) || j[key].is_null()) return fallback;
+  if constexpr (std::is_same_v<T, int>) {
+    const json& v = j[key];
+    if (!v.is_number_integer() || v.get<int64_t>() < std::numeric_limits<int>::min() ||
+        v.get<int64_t>() > std::numeric_limits<int>::max())
+      throw Error(std::string("model config: key '") + key + "' must be an integer");
+  }
   try {
     return j[key].get<T>();
   } catch (const json::exception&) {
@@ -62,13 +72,9 @@ const TaskConfig* ModelConfig::energy_task(const std::string& dataset) const {
   return nullptr;
 }
 
-ModelConfig parse_model_config(const std::string& json_text) {
-  json j;
-  try {
-    j = json::parse(json_text);
-  } catch (const json::exception&) {
-    throw Error("the model config is not JSON");
-  }
+namespace {
+
+ModelConfig config_from_json(const json& j, const std::string& json_text) {
   ModelConfig c;
   c.raw = json_text;
   if (!j.is_object() || !j.contains("backbone"))
@@ -111,9 +117,15 @@ ModelConfig parse_model_config(const std::string& json_text) {
     throw Error("model config: only softmax expert coefficients are supported");
   if (get_or<std::string>(b, "moe_type", "so2") != "so2")
     throw Error("model config: only moe_type 'so2' is supported");
-  if (bb.num_layers < 1 || bb.sphere_channels < 1 || bb.hidden_channels < 1 ||
-      bb.num_distance_basis < 2 || bb.cutoff <= 0)
+  if (bb.num_layers < 1 || bb.sphere_channels < 1 || bb.hidden_channels < 1 || bb.edge_channels < 1 ||
+      bb.num_distance_basis < 2 || bb.max_num_elements < 1 || bb.max_neighbors < 1 || bb.num_experts < 0)
     throw Error("model config: sizes must be positive");
+  if (!(bb.cutoff > 0) || !std::isfinite(bb.cutoff))
+    throw Error("model config: the cutoff must be a positive finite distance");
+  for (auto [begin, end] : {std::pair{bb.charge_channel_begin, bb.charge_channel_end},
+                            std::pair{bb.spin_channel_begin, bb.spin_channel_end}})
+    if (begin < 0 || end > bb.sphere_channels)
+      throw Error("model config: balanced channels must lie in 0.." + std::to_string(bb.sphere_channels - 1));
   if (bb.use_dataset_embedding && bb.dataset_mapping.empty())
     throw Error("model config: dataset embedding is on but no datasets are listed");
 
@@ -145,6 +157,23 @@ ModelConfig parse_model_config(const std::string& json_text) {
       c.tasks.push_back(std::move(tc));
     }
   return c;
+}
+
+}  // namespace
+
+ModelConfig parse_model_config(const std::string& json_text) {
+  json j;
+  try {
+    j = json::parse(json_text);
+  } catch (const json::exception&) {
+    throw Error("the model config is not JSON");
+  }
+  try {
+    return config_from_json(j, json_text);
+  } catch (const json::exception& e) {
+    // A value of the wrong kind somewhere no specific check names.
+    throw Error(std::string("model config: malformed value (") + e.what() + ")");
+  }
 }
 
 }  // namespace uma

@@ -22,6 +22,40 @@ double dot(const std::array<double, 3>& a, const std::array<double, 3>& b) {
 }
 double norm(const std::array<double, 3>& a) { return std::sqrt(dot(a, a)); }
 
+// The closest pair of distinct atoms nearer than kMinAtomDistance, tracked on
+// the device over chunks of targets: [count, i, j, distance] (see RadiusGraph).
+struct CloseAtoms {
+  torch::Tensor count, best_d2, first, second;
+  explicit CloseAtoms(const torch::TensorOptions& lopts)
+      : count(torch::zeros({}, lopts)),
+        best_d2(torch::full({}, std::numeric_limits<double>::infinity(), lopts.dtype(torch::kFloat64))),
+        first(torch::full({}, -1, lopts)),
+        second(torch::full({}, -1, lopts)) {}
+  // d2 [rows, C]; rows are targets first_target...; sources [rows, C] or [1, C]
+  // global indices.  An atom meets only itself (its own image 0) at distance 0.
+  void update(const torch::Tensor& d2, int64_t first_target, const torch::Tensor& sources) {
+    const int64_t rows = d2.size(0), C = d2.size(1);
+    auto targets = torch::arange(rows, sources.options()).unsqueeze(1) + first_target;
+    auto close = (d2 < kMinAtomDistance * kMinAtomDistance) & (sources != targets);
+    count += close.sum();
+    if (rows == 0 || C == 0) return;
+    auto masked = torch::where(close, d2, torch::full({}, std::numeric_limits<double>::infinity(), d2.options()));
+    auto k = masked.reshape({-1}).argmin().view({1});   // the first closest candidate
+    auto d2_k = masked.reshape({-1}).index_select(0, k).squeeze(0).to(torch::kFloat64);
+    auto target = k.div(C, "floor").squeeze(0) + first_target;
+    auto source = (sources.size(0) == 1 ? sources.reshape({-1}).index_select(0, k.remainder(C))
+                                        : sources.reshape({-1}).index_select(0, k)).squeeze(0);
+    auto better = d2_k < best_d2;
+    best_d2 = torch::where(better, d2_k, best_d2);
+    first = torch::where(better, target, first);
+    second = torch::where(better, source, second);
+  }
+  torch::Tensor pack() const {
+    auto i = torch::minimum(first, second), j = torch::maximum(first, second);
+    return torch::stack({count.to(torch::kFloat64), i.to(torch::kFloat64), j.to(torch::kFloat64), best_d2.sqrt()});
+  }
+};
+
 // Slots beyond the current count: padding costs compute, an overflow costs a re-run.
 int64_t with_headroom(int64_t count) { return count + count / 20 + 16; }
 int64_t candidate_headroom(int64_t count) { return count + count / 8 + 16; }
@@ -266,7 +300,7 @@ RadiusGraph brute_force_radius_graph(const torch::Tensor& pos_in, const torch::T
 
   RadiusGraph g;
   std::vector<torch::Tensor> src, tgt, off, sys, counts;
-  auto coincident = torch::zeros({}, lopts);
+  CloseAtoms close(lopts);
   g.row_offsets.push_back(0);
 
   for (size_t b = 0; b < systems.size(); ++b) {
@@ -299,7 +333,7 @@ RadiusGraph brute_force_radius_graph(const torch::Tensor& pos_in, const torch::T
       const int64_t rows = std::min(chunk, targets - t0);
       auto d2 = squared_norm(P.narrow(0, t0, rows).unsqueeze(1) - source_pos.unsqueeze(0));   // [rows, M]
       auto mask = (d2 <= cutoff2) & (d2 != 0);
-      coincident += (d2 == 0).sum() - rows;  // every target meets itself once
+      close.update(d2, a0 + t0, source_atom.unsqueeze(0));
       if (max_neighbors > 0 && candidates > max_neighbors) {
         auto masked = torch::where(mask, d2, torch::full({}, inf, opts));
         auto kth = std::get<0>(masked.topk(max_neighbors + 1, 1, /*largest=*/false, /*sorted=*/true))
@@ -324,7 +358,7 @@ RadiusGraph brute_force_radius_graph(const torch::Tensor& pos_in, const torch::T
     g.capacity.push_back({cap, 0, 0, 0});
   }
   const auto B = static_cast<int64_t>(systems.size());
-  g.coincident = coincident;
+  g.close_atoms = close.pack();
   g.candidate_counts = torch::zeros({B}, lopts);
   g.neighbor_counts = torch::zeros({B}, lopts);
   finish(g, src, tgt, off, sys, counts, counts, lopts);
@@ -512,7 +546,7 @@ RadiusGraph RadiusGraphBuilder::build_with(const torch::Tensor& pos_in, const to
 
   RadiusGraph g;
   std::vector<torch::Tensor> src, tgt, off, sys, raw_counts, reported, cand_max, nbr_max;
-  auto coincident = torch::zeros({}, lopts);
+  CloseAtoms close(lopts);
   g.row_offsets.push_back(0);
   g.capacity = capacity;
 
@@ -601,7 +635,7 @@ RadiusGraph RadiusGraphBuilder::build_with(const torch::Tensor& pos_in, const to
         auto bt = bin.narrow(0, t0, rows);
         auto d2 = squared_norm(P.narrow(0, t0, rows).unsqueeze(1) - cand_pos.index_select(0, bt));   // [rows, C]
         auto in_cut = (d2 <= cutoff2) & (d2 != 0);
-        coincident += (d2 == 0).sum() - rows;   // every target meets itself once
+        close.update(d2, first + t0, cand_key.view({nbins, C}).index_select(0, bt).div(S, "floor") + first);
 
         // The neighbours of each target, compacted into W columns in candidate order.
         auto ahead = in_cut.cumsum(1);   // 1-based position among the row's neighbours
@@ -649,7 +683,7 @@ RadiusGraph RadiusGraphBuilder::build_with(const torch::Tensor& pos_in, const to
     nbr_max.push_back(most_neighbors);
     g.row_offsets.push_back(g.row_offsets.back() + cap_e);
   }
-  g.coincident = coincident;
+  g.close_atoms = close.pack();
   g.candidate_counts = torch::stack(cand_max);
   g.neighbor_counts = torch::stack(nbr_max);
   finish(g, src, tgt, off, sys, raw_counts, reported, lopts);

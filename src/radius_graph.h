@@ -28,6 +28,10 @@ namespace uma {
 
 using Matrix3 = std::array<std::array<double, 3>, 3>;  // rows are lattice vectors
 
+// Two distinct atoms closer than this (Angstrom) are refused: no physical
+// structure has them, and the model's edge features are singular at zero.
+constexpr double kMinAtomDistance = 0.01;
+
 struct GraphSystem {
   int64_t first_atom = 0;
   int64_t natoms = 0;
@@ -56,7 +60,10 @@ struct RadiusGraph {
   // anything of the system overflowed (edges, candidates or neighbours), so
   // "counts[b] > capacity" is the one overflow test a caller needs.
   torch::Tensor counts;
-  torch::Tensor coincident;     // [] long: pairs of distinct atoms at distance zero
+  // [4] float64: [number of (target, source) pairs of distinct atoms closer
+  // than kMinAtomDistance, the two atoms of the closest such pair (global
+  // indices, lower first; -1 when none), their distance (inf when none)]
+  torch::Tensor close_atoms;
   // Cell-list occupancy, for growing the right buffer ([B] long each):
   torch::Tensor candidate_counts; // most candidates of one bin (may exceed capacity.candidates)
   torch::Tensor neighbor_counts;  // most neighbours within the cutoff of one target,

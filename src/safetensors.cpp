@@ -3,12 +3,14 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
 
-#include "error.h"
+#include "uma_error.h"
 
 namespace uma {
 namespace {
@@ -39,13 +41,23 @@ const char* dtype_name(torch::ScalarType type) {
   throw Error(std::string("cannot store tensors of dtype ") + c10::toString(type));
 }
 
+// More dimensions than any model tensor has; a header asking for more is corrupt.
+constexpr size_t kMaxDims = 8;
+
 }  // namespace
 
 TensorFile read_safetensors(const std::string& path) {
-  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  std::ifstream in(path, std::ios::binary);
   if (!in) throw Error("cannot open model file '" + path + "'");
-  const auto file_size = static_cast<uint64_t>(in.tellg());
+  return read_safetensors(in, path);
+}
+
+TensorFile read_safetensors(std::istream& in, const std::string& path) {
+  in.seekg(0, std::ios::end);
+  const auto end = in.tellg();
   in.seekg(0);
+  if (end < 0 || !in) throw Error("cannot read '" + path + "'");
+  const auto file_size = static_cast<uint64_t>(end);
   if (file_size < 8) throw Error("'" + path + "' is too short to be a safetensors file");
 
   unsigned char len_bytes[8];
@@ -70,6 +82,8 @@ TensorFile read_safetensors(const std::string& path) {
   TensorFile out;
   for (auto it = doc.begin(); it != doc.end(); ++it) {
     if (it.key() == "__metadata__") {
+      if (!it.value().is_object())
+        throw Error("'" + path + "': __metadata__ is not a map of strings");
       for (auto m = it.value().begin(); m != it.value().end(); ++m) {
         if (!m.value().is_string())
           throw Error("'" + path + "': metadata entry '" + m.key() + "' is not a string");
@@ -79,23 +93,40 @@ TensorFile read_safetensors(const std::string& path) {
     }
     const std::string where = "'" + path + "', tensor '" + it.key() + "'";
     const json& entry = it.value();
-    if (!entry.contains("dtype") || !entry.contains("shape") || !entry.contains("data_offsets"))
+    if (!entry.is_object() || !entry.contains("dtype") || !entry.contains("shape") ||
+        !entry.contains("data_offsets"))
       throw Error(where + ": incomplete header entry");
-    const auto type = dtype_from_name(entry["dtype"].get<std::string>(), where);
-    std::vector<int64_t> shape = entry["shape"].get<std::vector<int64_t>>();
-    auto offsets = entry["data_offsets"].get<std::vector<uint64_t>>();
-    if (offsets.size() != 2 || offsets[0] > offsets[1] || offsets[1] > data_len)
-      throw Error(where + ": byte range lies outside the file (truncated file?)");
-    int64_t numel = 1;
-    for (int64_t s : shape) {
-      if (s < 0) throw Error(where + ": negative dimension");
+    const json& dtype = entry["dtype"];
+    const json& dims = entry["shape"];
+    const json& range = entry["data_offsets"];
+    if (!dtype.is_string()) throw Error(where + ": dtype is not a string");
+    const auto type = dtype_from_name(dtype.get<std::string>(), where);
+    if (!dims.is_array() || dims.size() > kMaxDims)
+      throw Error(where + ": shape is not a list of at most " + std::to_string(kMaxDims) + " sizes");
+    if (!range.is_array() || range.size() != 2)
+      throw Error(where + ": data_offsets is not a pair of byte offsets");
+    std::vector<int64_t> shape;
+    uint64_t numel = 1;
+    for (const auto& d : dims) {
+      if (!d.is_number_unsigned()) throw Error(where + ": a dimension is not a non-negative integer");
+      const uint64_t s = d.get<uint64_t>();
+      if (s > std::max<uint64_t>(data_len, 1)) throw Error(where + ": a dimension exceeds the file's size");
+      // Element counts beyond the file's byte count are refused before they could overflow.
+      if (s != 0 && numel > data_len / s)
+        throw Error(where + ": its shape needs more bytes than the file holds");
       numel *= s;
+      shape.push_back(static_cast<int64_t>(s));
     }
-    const uint64_t nbytes = static_cast<uint64_t>(numel) * c10::elementSize(type);
-    if (nbytes != offsets[1] - offsets[0])
+    for (const auto& o : range)
+      if (!o.is_number_unsigned()) throw Error(where + ": a byte offset is not a non-negative integer");
+    const uint64_t first = range[0].get<uint64_t>(), last = range[1].get<uint64_t>();
+    if (first > last || last > data_len)
+      throw Error(where + ": byte range lies outside the file (truncated file?)");
+    const uint64_t nbytes = numel * c10::elementSize(type);
+    if (nbytes != last - first)
       throw Error(where + ": byte range does not match its shape and dtype");
     auto t = torch::empty(shape, torch::TensorOptions().dtype(type));
-    in.seekg(static_cast<std::streamoff>(data_start + offsets[0]));
+    in.seekg(static_cast<std::streamoff>(data_start + first));
     in.read(static_cast<char*>(t.data_ptr()), static_cast<std::streamsize>(nbytes));
     if (!in) throw Error(where + ": could not read its bytes (truncated file?)");
     out.tensors.emplace(it.key(), std::move(t));

@@ -3,6 +3,7 @@
 // plus a string-to-string "__metadata__" map, then the raw tensor bytes.
 #pragma once
 
+#include <istream>
 #include <map>
 #include <string>
 
@@ -18,6 +19,8 @@ struct TensorFile {
 // Throws uma::Error naming `path` when the file is missing, truncated or not
 // a safetensors file.
 TensorFile read_safetensors(const std::string& path);
+// The same from a seekable stream; `path` names it in messages.
+TensorFile read_safetensors(std::istream& in, const std::string& path);
 
 // Writes atomically (temporary file, then rename); throws uma::Error when the
 // path cannot be written.

@@ -3,7 +3,7 @@
 #include <cmath>
 #include <sstream>
 
-#include "error.h"
+#include "uma_error.h"
 #include "extxyz.h"
 #include "transfers.h"
 

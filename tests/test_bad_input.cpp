@@ -4,8 +4,10 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <limits>
+#include <sstream>
 
-#include "error.h"
+#include "uma_error.h"
 #include "safetensors.h"
 #include "extxyz.h"
 #include "test_util.h"
@@ -121,6 +123,50 @@ class BadStructure : public ::testing::Test {
   Engine engine{random_model(small_config())};
 };
 
+// A configuration that asks for far more weights than the file holds is refused
+// before anything is allocated; values of the wrong kind are uma::Errors.
+TEST_F(BadModelFile, ConfigBeyondTheFile) {
+  auto f = read_safetensors(good_);
+  auto cfg = nlohmann::json::parse(f.metadata["config"]);
+  cfg["backbone"]["sphere_channels"] = 1 << 20;
+  f.metadata["config"] = cfg.dump();
+  const auto path = temp_path("huge.safetensors");
+  write_safetensors(path, f);
+  expect_error([&] { load_model(path); }, "its configuration needs at least");
+  for (const auto& [key, value] : std::vector<std::pair<const char*, nlohmann::json>>{
+           {"sphere_channels", 2.5}, {"num_layers", "two"}, {"cutoff", "six"}, {"edge_channels", -1},
+           {"act_type", 3}, {"charge_balanced_channels", {0, 4096}}, {"dataset_list", {1, 2}}}) {
+    auto bad = nlohmann::json::parse(read_safetensors(good_).metadata["config"]);
+    bad["backbone"][key] = value;
+    if (std::string(key) == "dataset_list") bad["backbone"].erase("dataset_mapping");
+    EXPECT_THROW(parse_model_config(bad.dump()), Error) << key << " = " << value.dump();
+  }
+  fs::remove(path);
+}
+
+TEST(BadTensorFile, MalformedHeaders) {
+  auto file_with_header = [](const std::string& header) {
+    std::string bytes(8, '\0');
+    for (int i = 0; i < 8; ++i) bytes[i] = static_cast<char>((header.size() >> (8 * i)) & 0xff);
+    return bytes + header + std::string(16, '\0');
+  };
+  const std::vector<std::pair<std::string, std::string>> cases{
+      {R"({"t": {"dtype": 5, "shape": [1], "data_offsets": [0, 4]}})", "dtype is not a string"},
+      {R"({"t": {"dtype": "F32", "shape": "1", "data_offsets": [0, 4]}})", "shape is not a list"},
+      {R"({"t": {"dtype": "F32", "shape": [-1], "data_offsets": [0, 4]}})", "not a non-negative integer"},
+      {R"({"t": {"dtype": "F32", "shape": [4294967296, 4294967296], "data_offsets": [0, 16]}})",
+       "exceeds the file's size"},
+      {R"({"t": {"dtype": "F32", "shape": [4, 4, 4], "data_offsets": [0, 16]}})", "needs more bytes"},
+      {R"({"t": {"dtype": "F32", "shape": [1], "data_offsets": [0]}})", "pair of byte offsets"},
+      {R"({"t": [1, 2]})", "incomplete header entry"},
+      {R"({"__metadata__": [1]})", "not a map of strings"},
+  };
+  for (const auto& [header, message] : cases) {
+    std::istringstream in(file_with_header(header));
+    expect_error([&] { read_safetensors(in, "case"); }, message);
+  }
+}
+
 TEST_F(BadStructure, ElementTheModelLacks) {
   Atoms a = copper_cell();
   a.numbers[0] = 100;
@@ -135,13 +181,47 @@ TEST_F(BadStructure, NaNPositions) {
   expect_error([&] { engine.evaluate_checked({a}); }, "NaN");
 }
 
-TEST_F(BadStructure, CoincidentAtoms) {
+// Atoms closer than kMinAtomDistance (0.01 A) are refused, naming the pair;
+// at the minimum they are accepted.
+TEST_F(BadStructure, CloseAtoms) {
   Atoms a = copper_cell();
   a.positions[2] = a.positions[0].clone();
-  expect_error([&] { engine.evaluate_checked({a}); }, "same position");
+  expect_error([&] { engine.evaluate_checked({a}); }, "atoms 0 and 2 (0-based, in input order) are 0 A apart");
+  a.positions[2] = a.positions[0] + torch::tensor({0.004, 0.0, 0.003}, torch::kFloat64);
+  expect_error([&] { engine.evaluate_checked({a}); }, "atoms 0 and 2 (0-based, in input order) are 0.005 A apart, "
+                                                       "closer than the 0.01 A minimum");
+  a.positions[2] = a.positions[0] + torch::tensor({0.0, 0.0101, 0.0}, torch::kFloat64);
+  EXPECT_NO_THROW(engine.evaluate_checked({a}));
+  // Through a periodic image: atom 1 sits 0.002 A from atom 3's image.
+  a = copper_cell();
+  a.positions[1] = a.positions[3] + torch::tensor({a.cell[0][0] - 0.002, 0.0, 0.0}, torch::kFloat64);
+  expect_error([&] { engine.evaluate_checked({a}); }, "atoms 1 and 3 (0-based, in input order) are 0.002 A apart");
   Atoms m = molecule();
   m.positions[3] = m.positions[1].clone();
-  expect_error([&] { engine.evaluate_checked({m}); }, "same position");
+  expect_error([&] { engine.evaluate_checked({m}); }, "atoms 1 and 3");
+  // In a batch the indices count over the whole batch.
+  expect_error([&] { engine.evaluate_checked({copper_cell(), m}); }, "atoms 5 and 7");
+}
+
+// The multi-rank (local) path refuses the same: non-finite positions and
+// close atoms, owned or ghost.
+TEST_F(BadStructure, LocalPiecesToo) {
+  LocalAtoms piece;
+  piece.numbers = {29, 29, 29};
+  piece.positions = torch::tensor({{0.0, 0.0, 0.0}, {2.5, 0.0, 0.0}, {0.0, 2.5, 0.0}}, torch::kFloat64);
+  piece.n_owned = 2;
+  piece.composition.assign(30, 0);
+  piece.composition[29] = 2;
+  piece.task = "omat";
+  HostEvaluation r;
+  auto evaluate = [&] { while (!engine.fetch(engine.evaluate_local(piece), ReadRequest::all(), r)) {} };
+  EXPECT_NO_THROW(evaluate());
+  piece.positions[2][1] = std::nan("");
+  expect_error(evaluate, "NaN");
+  piece.positions[2][1] = std::numeric_limits<double>::infinity();
+  expect_error(evaluate, "NaN or infinite");
+  piece.positions[2] = piece.positions[1] + torch::tensor({0.0, 0.003, 0.0}, torch::kFloat64);
+  expect_error(evaluate, "atoms 1 and 2 (0-based, in input order) are 0.003 A apart");
 }
 
 TEST_F(BadStructure, ZeroVolumeCell) {
@@ -150,6 +230,16 @@ TEST_F(BadStructure, ZeroVolumeCell) {
   expect_error([&] { engine.evaluate_checked({a}); }, "zero volume");
   a.cell = {};
   expect_error([&] { engine.evaluate_checked({a}); }, "zero volume");
+  // Too thin: 0.4 A between the planes along c (a skewed cell of fine volume
+  // and edge lengths); 0.5 A is accepted.
+  for (double spacing : {0.4, 0.5}) {
+    Atoms t = atoms_from({29}, {0.0, 0.0, 0.0}, {{{3.0, 0.0, 0.0}, {0.0, 3.0, 0.0}, {2.0, 1.0, spacing}}},
+                         {true, true, true}, "omat");
+    if (spacing < 0.5)
+      expect_error([&] { engine.evaluate_checked({t}); }, "periodic direction c are 0.400000 A apart, below the 0.5 A minimum");
+    else
+      EXPECT_NO_THROW(engine.evaluate_checked({t}));
+  }
 }
 
 TEST_F(BadStructure, UnknownTaskChargeSpinShape) {
@@ -173,6 +263,20 @@ TEST(BadStructureFile, ExtxyzErrors) {
   expect_error([&] { read_extxyz(path); }, "unknown element 'Qq'");
   std::ofstream(path) << "1\nProperties=species:S:1:pos:R:3\nCu 0 zero 0\n";
   expect_error([&] { read_extxyz(path); }, "not a number");
+  const std::vector<std::pair<std::string, std::string>> cases{
+      {"1\nProperties=species:S:1:pos:R:3\nCu 0 nan 0\n", "not a finite number"},
+      {"1\nProperties=species:S:1:pos:R:3\nCu 0 inf 0\n", "not a finite number"},
+      {"1\nLattice=\"1 0 0 0 1 0 0 0 nan\"\nCu 0 0 0\n", "Lattice holds a value that is not finite"},
+      {"1\nProperties=species:S:1:pos:R:x\nCu 0 0 0\n", "Properties width of 'pos' must be one integer"},
+      {"1\nProperties=species:S:1:pos:R:100000\nCu 0 0 0\n", "must be 1..64"},
+      {"1\nProperties=Z:I:1:pos:R:3\n999 0 0 0\n", "no element has atomic number 999"},
+      {"1\nProperties=Z:I:1:pos:R:3\nx 0 0 0\n", "atomic number must be one integer"},
+      {"1x\nProperties=species:S:1:pos:R:3\nCu 0 0 0\n", "expected the number of atoms, got '1x'"},
+  };
+  for (const auto& [text, message] : cases) {
+    std::istringstream in(text);
+    expect_error([&] { read_extxyz(in, "case"); }, message);
+  }
   fs::remove(path);
   expect_error([] { read_extxyz("/nonexistent.xyz"); }, "cannot open");
 }

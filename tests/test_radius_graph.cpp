@@ -125,7 +125,7 @@ void expect_same_graph(const RadiusGraph& cell, const RadiusGraph& brute, const 
   EXPECT_TRUE(cell.valid.equal(brute.valid)) << what;
   EXPECT_TRUE(cell.edge_system.equal(brute.edge_system)) << what;
   EXPECT_TRUE(cell.counts.equal(brute.counts)) << what << ": counts " << cell.counts << " vs " << brute.counts;
-  EXPECT_TRUE(cell.coincident.equal(brute.coincident)) << what;
+  EXPECT_TRUE(cell.close_atoms.equal(brute.close_atoms)) << what << cell.close_atoms << brute.close_atoms;
 }
 
 // Builds with a fresh builder (probe, then sized build) and compares with the

@@ -186,7 +186,7 @@ TEST(Training, BadSamplesAreRefused) {
   expect_error([&] { trainer.add_sample(s); }, "forces label has 6 numbers for 4 atoms");
   s = labelled(copper_cell(), -14.0);
   s.atoms.positions[1] = s.atoms.positions[0];
-  expect_error([&] { trainer.add_sample(s); }, "same position");
+  expect_error([&] { trainer.add_sample(s); }, "atoms 0 and 1 (0-based, in input order) are 0 A apart");
   EXPECT_EQ(trainer.num_samples(), 0);
 }
 

@@ -6,7 +6,7 @@
 #include <fstream>
 #include <string>
 
-#include "error.h"
+#include "uma_error.h"
 #include "test_util.h"
 #include "training_data.h"
 

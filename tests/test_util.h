@@ -13,7 +13,7 @@
 
 #include "device.h"
 #include "engine.h"
-#include "error.h"
+#include "uma_error.h"
 #include "model.h"
 
 #if __has_include(<cuda_runtime_api.h>)

@@ -14,7 +14,7 @@
 
 #include "commands.h"
 #include "device.h"
-#include "error.h"
+#include "uma_error.h"
 #include "radius_graph.h"
 
 namespace uma::tool {

@@ -9,7 +9,7 @@
 #include <sstream>
 
 #include "commands.h"
-#include "error.h"
+#include "uma_error.h"
 #include "model.h"
 
 namespace uma::tool {

@@ -5,7 +5,7 @@
 
 #include "commands.h"
 #include "device.h"
-#include "error.h"
+#include "uma_error.h"
 #include "model.h"
 #include "train/sampler.h"
 #include "train/trainer.h"

@@ -17,7 +17,7 @@
 #include "device.h"
 #include "elements.h"
 #include "engine.h"
-#include "error.h"
+#include "uma_error.h"
 #include "extxyz.h"
 #include "model.h"
 

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "error.h"
+#include "uma_error.h"
 
 namespace uma::nn {
 namespace {

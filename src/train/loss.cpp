@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "error.h"
+#include "uma_error.h"
 #include "transfers.h"
 
 namespace uma::train {

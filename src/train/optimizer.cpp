@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-#include "error.h"
+#include "uma_error.h"
 
 namespace uma::train {
 

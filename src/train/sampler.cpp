@@ -4,7 +4,7 @@
 #include <numeric>
 #include <random>
 
-#include "error.h"
+#include "uma_error.h"
 
 namespace uma::train {
 

@@ -8,7 +8,7 @@
 #include "batch.h"
 #include "device.h"
 #include "engine.h"
-#include "error.h"
+#include "uma_error.h"
 #include "transfers.h"
 #include "safetensors.h"
 
@@ -74,10 +74,10 @@ int64_t Trainer::add_sample(const Sample& sample) {
   StagingBuffer staging;
   const Geometry geo = upload_geometry(geometry_of({sample.atoms}), fopts, staging);
   RadiusGraph g = graph_.build(geo.positions, geo.cells, geo.graph);
-  const auto status = to_host(torch::stack({g.coincident, g.counts[0]}));
-  if (status[0].item<int64_t>() > 0)  // host data
-    throw Error("two or more atoms sit at the same position (distance 0)");
-  edges_.push_back(status[1].item<int64_t>());  // host data
+  const auto status = to_host(torch::cat({g.close_atoms, g.counts.narrow(0, 0, 1).to(torch::kFloat64)}));
+  const double* v = status.data_ptr<double>();   // host data
+  if (v[0] > 0) throw CloseAtomsError(static_cast<int64_t>(v[1]), static_cast<int64_t>(v[2]), v[3], kMinAtomDistance);
+  edges_.push_back(static_cast<int64_t>(v[4]));
   Sample kept = sample;
   kept.atoms.positions = sample.atoms.positions.device().is_cpu()
                              ? sample.atoms.positions.to(torch::kFloat64).contiguous()

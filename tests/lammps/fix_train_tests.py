@@ -65,29 +65,39 @@ def case_data_parallel(h, r):
     on 4 ranks vs 1 rank); every rank holds bit-identical weights (checked by the fix's hash at checkpoints)."""
     write_frames(h)
     fix = ("fix t all uma/train 1 data frames.extxyz max_atoms {m} shuffle no lr 1e-3 ema 0 print 1 "
-           "checkpoint {out} 3\nrun 3\n")
+           "precision {p} checkpoint {out} 3\nrun 3\n")
     runs = {}
-    for name, np_, max_atoms in (("one", 1, 64), ("two", 2, 32), ("one4", 1, 128), ("four", 4, 32)):
-        log = lammps(h, r, "in." + name, head() + fix.format(m=max_atoms, out=name + ".safetensors"), np_=np_)
+    for name, np_, max_atoms, precision in (("one", 1, 64, "fp64"), ("two", 2, 32, "fp64"), ("one4", 1, 128, "fp64"),
+                                            ("four", 4, 32, "fp64"), ("one32", 1, 64, "fp32"), ("two32", 2, 32, "fp32")):
+        text = head() + fix.format(m=max_atoms, p=precision, out=name + ".safetensors")
+        log = lammps(h, r, "in." + name, text, np_=np_)
         check(f"identical on {np_} rank(s)" in log, f"{name}: no replica check in the log")
         runs[name] = (losses(log), weights(h, name + ".safetensors"))
-        print(f"  {name}: {np_} rank(s), max_atoms {max_atoms}, losses {['%.6g' % v for v in runs[name][0]]}")
-    for a, b in (("one", "two"), ("one4", "four")):
+        print(f"  {name}: {np_} rank(s), max_atoms {max_atoms}, {precision}, "
+              f"losses {['%.10g' % v for v in runs[name][0]]}")
+    # fp64: k ranks with one frame each equal one rank with a batch of k frames
+    # to 1e-6 relative (losses, and every weight; the checkpoint stores float32,
+    # so two weights may differ by one float32 rounding, 6e-8 relative).
+    # fp32: the GEMM shapes differ, so float32 rounding differs, and AdamW's
+    # first steps (update ~ sign of the gradient) amplify it in components whose
+    # gradient is near zero: 1.3e-5 relative in the losses was measured.
+    for a, b, loss_tol, weight_tol in (("one", "two", 1e-6, 1e-6), ("one4", "four", 1e-6, 1e-6),
+                                       ("one32", "two32", 3e-5, None)):
         la, wa = runs[a]
         lb, wb = runs[b]
         check(len(la) == len(lb) == 3, f"{a}/{b}: expected 3 loss lines")
         rel = max(abs(x - y) / abs(x) for x, y in zip(la, lb))
-        # One batch of k frames against k ranks with one frame each: the
-        # GEMM shapes differ, so float32 rounding differs, and AdamW's first
-        # steps (update ~ sign of the gradient) amplify it in components whose
-        # gradient is near zero.  Measured: 1.3e-5 relative at the third step
-        # with the torch wheel's MKL GEMMs (below 1e-6 with OpenBLAS).
-        check(rel < 3e-5, f"{a} vs {b}: losses differ by {rel:.2e} relative")
+        check(rel < loss_tol, f"{a} vs {b}: losses differ by {rel:.2e} relative (bound {loss_tol:g})")
         dw = np.abs(wa - wb)
-        check(np.median(dw) < 1e-7 and dw.max() < 5e-4,
-              f"{a} vs {b}: weights differ (median {np.median(dw):.2e}, max {dw.max():.2e})")
-        print(f"  {a} vs {b}: losses within {rel:.1e} relative, weights median |dw| {np.median(dw):.1e}, "
-              f"max {dw.max():.1e} (lr 1e-3)")
+        if weight_tol is not None:
+            worst = np.max(dw / np.maximum(np.abs(wa), 1e-6))
+            check(worst < weight_tol, f"{a} vs {b}: a weight differs by {worst:.2e} relative (bound {weight_tol:g})")
+            print(f"  {a} vs {b}: losses within {rel:.1e} relative, every weight within {worst:.1e} relative")
+        else:
+            check(np.median(dw) < 1e-7 and dw.max() < 5e-4,
+                  f"{a} vs {b}: weights differ (median {np.median(dw):.2e}, max {dw.max():.2e})")
+            print(f"  {a} vs {b}: losses within {rel:.1e} relative, weights median |dw| {np.median(dw):.1e}, "
+                  f"max {dw.max():.1e} (fp32)")
     moved = np.abs(runs["one"][1] - weights(h, "one4.safetensors")).max()
     check(moved > 1e-4, "the weights did not change with the batch")
 
@@ -139,6 +149,30 @@ def case_on_the_fly(h, r):
         print(f"  {np_} rank(s): 5 frames labelled by EAM (first frame equals plain EAM: energy, forces, "
               f"stress), 4 trained on, 1 held out, loss {rows[-1]['f_learn[1]']:.4g}, held-out force MAE "
               f"{rows[-1]['f_learn[11]']:.4g} eV/A")
+
+
+def case_learning(h, r):
+    """On-the-fly training learns: 40 MD steps, EAM labels every 5 steps (every 3rd held out), 4
+    optimizer steps every 2 MD steps.  The loss falls at least 5x (mean of the first three prints
+    against the last three), and while the held-out set stays the same (frames 6-8: two held-out
+    frames) its force MAE falls by at least 10% and ends below 0.35 eV/A (measured: 0.387 -> 0.323;
+    the demo model's random weights start near 0.38)."""
+    text = head() + ("velocity all create 500 4242 loop geom\nfix nve all nve\n"
+                     "fix learn all uma/train 2 label 5 holdout 3 lr 2e-3 steps 4 print 1 "
+                     "reference eam coeff 1 1 Cu_u3.eam\n"
+                     "thermo 2\nthermo_style custom step pe f_learn[1] f_learn[8] f_learn[11]\nrun 40\n")
+    log = lammps(h, r, "in.learning", text, np_=1, env=POTENTIALS)
+    _, rows = thermo("\n".join(l for l in log.splitlines() if not l.startswith("fix uma/train")))
+    rows = rows[1:]   # step 0: nothing trained yet
+    loss = [x["f_learn[1]"] for x in rows]
+    first, last = sum(loss[:3]) / 3, sum(loss[-3:]) / 3
+    print(f"  loss: first three prints {first:.3g}, last three {last:.3g} ({first / last:.1f}x lower)")
+    check(last < first / 5, f"the loss fell only from {first:.3g} to {last:.3g} (expected at least 5x)")
+    same = [x["f_learn[11]"] for x in rows if int(x["f_learn[8]"]) in (6, 7, 8)]
+    check(len(same) >= 4 and all(math.isfinite(v) for v in same), f"held-out MAE rows: {same}")
+    print(f"  held-out force MAE over frames 6-8 (same held-out set): {same[0]:.4g} -> {same[-1]:.4g} eV/A")
+    check(same[-1] < 0.9 * same[0] and same[-1] < 0.35,
+          f"held-out force MAE {same[0]:.4g} -> {same[-1]:.4g} eV/A (expected a 10% fall, below 0.35)")
 
 
 def case_restart(h, r):
@@ -193,7 +227,8 @@ def case_errors(h, r):
         print(f"  {name}: refused with \"{msg}\"")
 
 
-CASES = {"data_parallel": case_data_parallel, "on_the_fly": case_on_the_fly, "restart": case_restart,
+CASES = {"data_parallel": case_data_parallel, "on_the_fly": case_on_the_fly, "learning": case_learning,
+         "restart": case_restart,
          "errors": case_errors}
 
 

@@ -533,7 +533,13 @@ def case_errors(h, r):
         ("wildcard", f"pair_style uma task omat\npair_coeff 1 1 {MODEL} Cu", "must start with * *"),
         ("coincident", f"pair_style uma task omat\npair_coeff * * {MODEL} Cu\n"
          "create_atoms 1 single 0.3 0.2 0.1 units box\ncreate_atoms 1 single 0.3 0.2 0.1 units box\nrun 0",
-         "two or more atoms sit at the same position"),
+         "atoms with IDs 109 and 110 are 0 A apart, closer than the 0.01 A minimum"),
+        ("close", f"pair_style uma task omat\npair_coeff * * {MODEL} Cu\n"
+         "create_atoms 1 single 0.3 0.2 0.1 units box\ncreate_atoms 1 single 0.3 0.2 0.105 units box\nrun 0",
+         "atoms with IDs 109 and 110 are 0.005 A apart, closer than the 0.01 A minimum"),
+        ("all_null", f"pair_style uma task omat\npair_coeff * * {MODEL} NULL", "every type is NULL"),
+        ("charge_range", f"pair_style uma task omol charge 101\npair_coeff * * {MODEL} Cu\nrun 0",
+         "charge 101 is outside -100..100"),
     ]
     cases = [(name, head + cmds + "\n", msg) for name, cmds, msg in cases]
     cases.append(("version", f"plugin load {SRC}/build-root/umaplugin_wrong_version.so\n",
@@ -544,6 +550,14 @@ def case_errors(h, r):
         out = lammps(h, r, "in." + name, text, fail=True)
         check(msg in out, f"{name}: expected the error to say \"{msg}\"; got:\n{out[-1500:]}")
         print(f"  {name}: refused with \"{msg}\"")
+    # The multi-rank (local) path refuses the same, naming the atoms by ID.
+    # (Non-finite positions never reach a pair style: LAMMPS stops with "Non-numeric
+    # atom coords" first; the engine's own check is BadStructure.LocalPiecesToo.)
+    for name in ("close",):
+        text, msg = next((t, m) for n, t, m in cases if n == name)
+        out = lammps(h, r, f"in.{name}_2ranks", text, np_=2, fail=True)
+        check(msg in out, f"{name} on 2 ranks: expected the error to say \"{msg}\"; got:\n{out[-1500:]}")
+        print(f"  {name} on 2 ranks: refused with \"{msg}\"")
 
 
 def case_gpu_path(h, r):

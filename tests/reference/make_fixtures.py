@@ -22,8 +22,9 @@ to OUTDIR/fixtures.json:
                 "stress": [[9 numbers, row-major 3x3] per system, eV/A^3],
                 ...}]}
 
-Positions and cells are the exact values fairchem computed with (wrapped into
-the cell along periodic directions and rounded to the case dtype).  Cells are
+Positions are the caller's (ASE's, rounded to the case dtype), NOT wrapped
+into the cell: several systems have atoms outside it, and fairchem wraps them
+itself, so the engine's wrapping is compared with fairchem's.  Cells are
 rows = lattice vectors; non-periodic systems carry ASE's completed cell
 (identity for a molecule without a cell), which fairchem uses for the stress
 volume.
@@ -563,6 +564,7 @@ def evaluate(predict_unit, counter, systems: dict, names, dtype: torch.dtype) ->
             )
         )
     batch = atomicdata_list_to_batch(data_list)
+    atoms_of = {name: systems[name][0] for name in names}
     records = []
     for index, name in enumerate(names):
         data = data_list[index]
@@ -570,7 +572,9 @@ def evaluate(predict_unit, counter, systems: dict, names, dtype: torch.dtype) ->
             {
                 "name": name,
                 "numbers": [int(z) for z in data.atomic_numbers.tolist()],
-                "positions": _floats(data.pos),
+                # the caller's positions (unwrapped where ASE has them outside
+                # the cell): the engine's own wrapping is part of the comparison
+                "positions": _floats(torch.as_tensor(atoms_of[name].get_positions()).to(dtype)),
                 "cell": _floats(data.cell.reshape(3, 3)),
                 "pbc": [bool(p) for p in data.pbc.reshape(3).tolist()],
                 "charge": int(data.charge.reshape(-1)[0]),
@@ -761,8 +765,8 @@ def main(argv=None) -> int:
         "conventions": {
             "units": "positions/cell in A, energy in eV, forces in eV/A, stress in eV/A^3",
             "cell": "rows are lattice vectors",
-            "positions": "as fairchem used them: wrapped into the cell along periodic "
-            "directions (ase wrap_positions, eps=0) and cast to the case dtype",
+            "positions": "the input positions (not wrapped; fairchem wraps them with ase "
+            "wrap_positions, eps=0), cast to the case dtype",
             "energy": "MLIPPredictUnit output: head energy * rmsd + mean + sum of element "
             "references (float64)",
             "stress": "full 3x3 row-major from fairchem's [1,9] output (virial / |det cell|, "
