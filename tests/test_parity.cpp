@@ -92,7 +92,7 @@ TEST_P(FairchemParity, EnergyForcesStress) {
   ASSERT_FALSE(fx["cases"].empty());
   std::map<std::string, std::unique_ptr<Engine>> engines;
   std::map<std::string, std::array<double, 3>> worst;  // dtype -> max rel dE, |dF|, |dsigma|
-  int compared = 0, partial_stress = 0, unwrapped = 0;
+  int compared = 0, partial_stress = 0, unwrapped = 0, random_roll_cases = 0;
   for (const auto& c : fx["cases"]) {
     const std::string dtype = c["dtype"], file = c["model"];
     const std::string key = file + "/" + dtype;
@@ -112,13 +112,19 @@ TEST_P(FairchemParity, EnergyForcesStress) {
     }
     SCOPED_TRACE(key + " " + names + (merge ? "(merged)" : "(unmerged)"));
     auto r = engines[key]->evaluate_checked(systems);
-    const Tolerance tol = tolerance(dtype);
-    auto& w = worst[dtype];
+    // fairchem as shipped draws a random Wigner roll angle per edge; the
+    // engine uses 0.  The results agree at float32 rounding (they differ only
+    // by the rounding of different rotations), so these fp64 cases are held
+    // to the fp32 bounds.
+    const bool random_roll = c.value("gamma", "zero") == "random";
+    random_roll_cases += random_roll;
+    const Tolerance tol = tolerance(random_roll ? "float32" : dtype);
+    auto& w = worst[random_roll ? "float64, random roll" : dtype];
     int64_t atom = 0;
     for (size_t b = 0; b < systems.size(); ++b) {
       const double e_ref = c["energy"][b];
       const double natoms = static_cast<double>(systems[b].numbers.size());
-      if (dtype == "float64") {
+      if (dtype == "float64" && !random_roll) {
         w[0] = std::max(w[0], std::abs(r.energy[b] - e_ref) / std::max(1.0, std::abs(e_ref)));
         EXPECT_NEAR(r.energy[b], e_ref, tol.energy_rel * std::max(1.0, std::abs(e_ref))) << "system " << b;
       } else {
@@ -148,6 +154,7 @@ TEST_P(FairchemParity, EnergyForcesStress) {
   EXPECT_GT(compared, 20);
   EXPECT_GT(partial_stress, 2);   // the slab's stress, alone and in the batch
   EXPECT_GT(unwrapped, 2);        // inputs with atoms outside the cell: the engine wraps them itself
+  EXPECT_EQ(random_roll_cases, 3);
   for (const auto& [dtype, m] : worst)
     std::printf("[parity %s %s] max %s %.3g, max |dF| %.3g eV/A, max |dsigma| %.3g eV/A^3\n",
                 dtype.c_str(), merge ? "merged" : "unmerged",
