@@ -22,37 +22,44 @@ double dot(const std::array<double, 3>& a, const std::array<double, 3>& b) {
 }
 double norm(const std::array<double, 3>& a) { return std::sqrt(dot(a, a)); }
 
-// The closest pair of distinct atoms nearer than kMinAtomDistance, tracked on
-// the device over chunks of targets: [count, i, j, distance] (see RadiusGraph).
+// Pairs of distinct atoms nearer than kMinAtomDistance, tracked on the device
+// over chunks of targets: [count, i, j, distance] (see RadiusGraph).  The hot
+// part is one comparison and a row sum over the chunk, as cheap as the old
+// zero-distance count; only the first offending row is looked at further.
 struct CloseAtoms {
-  torch::Tensor count, best_d2, first, second;
+  torch::Tensor count, pair_d2, first, second;
   explicit CloseAtoms(const torch::TensorOptions& lopts)
       : count(torch::zeros({}, lopts)),
-        best_d2(torch::full({}, std::numeric_limits<double>::infinity(), lopts.dtype(torch::kFloat64))),
+        pair_d2(torch::full({}, std::numeric_limits<double>::infinity(), lopts.dtype(torch::kFloat64))),
         first(torch::full({}, -1, lopts)),
         second(torch::full({}, -1, lopts)) {}
-  // d2 [rows, C]; rows are targets first_target...; sources [rows, C] or [1, C]
-  // global indices.  An atom meets only itself (its own image 0) at distance 0.
-  void update(const torch::Tensor& d2, int64_t first_target, const torch::Tensor& sources) {
-    const int64_t rows = d2.size(0), C = d2.size(1);
-    auto targets = torch::arange(rows, sources.options()).unsqueeze(1) + first_target;
-    auto close = (d2 < kMinAtomDistance * kMinAtomDistance) & (sources != targets);
-    count += close.sum();
-    if (rows == 0 || C == 0) return;
-    auto masked = torch::where(close, d2, torch::full({}, std::numeric_limits<double>::infinity(), d2.options()));
-    auto k = masked.reshape({-1}).argmin().view({1});   // the first closest candidate
-    auto d2_k = masked.reshape({-1}).index_select(0, k).squeeze(0).to(torch::kFloat64);
-    auto target = k.div(C, "floor").squeeze(0) + first_target;
-    auto source = (sources.size(0) == 1 ? sources.reshape({-1}).index_select(0, k.remainder(C))
-                                        : sources.reshape({-1}).index_select(0, k)).squeeze(0);
-    auto better = d2_k < best_d2;
-    best_d2 = torch::where(better, d2_k, best_d2);
-    first = torch::where(better, target, first);
-    second = torch::where(better, source, second);
+  // d2 [rows, C] for targets first_target, first_target + 1, ...;
+  // sources_of(row [1]) gives that row's candidates' global atom indices [C].
+  // Every target meets itself once, at distance 0 (cells thinner than the
+  // minimum distance are refused before any graph is built).
+  template <typename SourcesOf>
+  void update(const torch::Tensor& d2, int64_t first_target, SourcesOf sources_of) {
+    const int64_t rows = d2.size(0);
+    if (rows == 0 || d2.size(1) == 0) return;
+    const double min2 = kMinAtomDistance * kMinAtomDistance;
+    auto near = (d2 < min2).sum(1);   // [rows], the target itself included
+    count += near.sum() - rows;
+    auto row = (near > 1).to(torch::kLong).argmax().view({1});   // the first target with a close atom
+    auto row_d2 = d2.index_select(0, row).view({-1});
+    auto sources = sources_of(row);
+    auto target = row.squeeze(0) + first_target;
+    auto masked = torch::where((row_d2 < min2) & (sources != target), row_d2,
+                               torch::full({}, std::numeric_limits<double>::infinity(), d2.options()));
+    auto k = masked.argmin().view({1});
+    auto d2_k = masked.index_select(0, k).squeeze(0).to(torch::kFloat64);
+    auto take = (first < 0) & torch::isfinite(d2_k);   // keep the first pair found
+    pair_d2 = torch::where(take, d2_k, pair_d2);
+    first = torch::where(take, target, first);
+    second = torch::where(take, sources.index_select(0, k).squeeze(0), second);
   }
   torch::Tensor pack() const {
     auto i = torch::minimum(first, second), j = torch::maximum(first, second);
-    return torch::stack({count.to(torch::kFloat64), i.to(torch::kFloat64), j.to(torch::kFloat64), best_d2.sqrt()});
+    return torch::stack({count.to(torch::kFloat64), i.to(torch::kFloat64), j.to(torch::kFloat64), pair_d2.sqrt()});
   }
 };
 
@@ -333,7 +340,7 @@ RadiusGraph brute_force_radius_graph(const torch::Tensor& pos_in, const torch::T
       const int64_t rows = std::min(chunk, targets - t0);
       auto d2 = squared_norm(P.narrow(0, t0, rows).unsqueeze(1) - source_pos.unsqueeze(0));   // [rows, M]
       auto mask = (d2 <= cutoff2) & (d2 != 0);
-      close.update(d2, a0 + t0, source_atom.unsqueeze(0));
+      close.update(d2, a0 + t0, [&](const torch::Tensor&) { return source_atom; });
       if (max_neighbors > 0 && candidates > max_neighbors) {
         auto masked = torch::where(mask, d2, torch::full({}, inf, opts));
         auto kth = std::get<0>(masked.topk(max_neighbors + 1, 1, /*largest=*/false, /*sorted=*/true))
@@ -635,7 +642,9 @@ RadiusGraph RadiusGraphBuilder::build_with(const torch::Tensor& pos_in, const to
         auto bt = bin.narrow(0, t0, rows);
         auto d2 = squared_norm(P.narrow(0, t0, rows).unsqueeze(1) - cand_pos.index_select(0, bt));   // [rows, C]
         auto in_cut = (d2 <= cutoff2) & (d2 != 0);
-        close.update(d2, first + t0, cand_key.view({nbins, C}).index_select(0, bt).div(S, "floor") + first);
+        close.update(d2, first + t0, [&](const torch::Tensor& row) {
+          return cand_key.view({nbins, C}).index_select(0, bt.index_select(0, row)).view({-1}).div(S, "floor") + first;
+        });
 
         // The neighbours of each target, compacted into W columns in candidate order.
         auto ahead = in_cut.cumsum(1);   // 1-based position among the row's neighbours

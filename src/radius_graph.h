@@ -61,8 +61,8 @@ struct RadiusGraph {
   // "counts[b] > capacity" is the one overflow test a caller needs.
   torch::Tensor counts;
   // [4] float64: [number of (target, source) pairs of distinct atoms closer
-  // than kMinAtomDistance, the two atoms of the closest such pair (global
-  // indices, lower first; -1 when none), their distance (inf when none)]
+  // than kMinAtomDistance, the two atoms of one such pair (global indices,
+  // lower first; -1 when none), their distance (inf when none)]
   torch::Tensor close_atoms;
   // Cell-list occupancy, for growing the right buffer ([B] long each):
   torch::Tensor candidate_counts; // most candidates of one bin (may exceed capacity.candidates)
