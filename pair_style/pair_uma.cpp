@@ -314,17 +314,8 @@ void PairUMA::compute(int eflag, int vflag) {
       compute_whole(eflag, vflag);
     else
       compute_local(eflag, vflag);
-  } catch (const uma::CloseAtomsError& e) {
-    auto id = [&](int64_t k) {
-      return k >= 0 && k < static_cast<int64_t>(engine_index_.size()) && atom->tag_enable
-                 ? static_cast<long long>(atom->tag[engine_index_[k]])
-                 : -1LL;
-    };
-    error->one(FLERR, "Pair style uma: atoms with IDs {} and {} are {:.3g} A apart, closer than the {} A "
-               "minimum (overlapping atoms: check the structure, or shorten the time step)",
-               id(e.first), id(e.second), e.distance, uma::kMinAtomDistance);
   } catch (const std::exception& e) {   // uma::Error: bad input the engine refused
-    error->one(FLERR, "Pair style uma: {}", e.what());
+    error->one(FLERR, "Pair style uma: {}", describe(e));
   }
   const long long merges = engine_->merge_count();
   if (weights_updated_) {
@@ -388,6 +379,20 @@ void PairUMA::compute_whole(int, int) {
     const auto V = r.atom_virial.accessor<double, 3>();   // host data
     for (int k = 0; k < n; ++k) add_virial(vatom[index[k]], V[k]);
   }
+}
+
+// An engine error in LAMMPS's terms: close atoms are named by their atom IDs.
+std::string PairUMA::describe(const std::exception& e) const {
+  const auto* close = dynamic_cast<const uma::CloseAtomsError*>(&e);
+  if (!close) return e.what();
+  auto id = [&](int64_t k) {
+    return k >= 0 && k < static_cast<int64_t>(engine_index_.size()) && atom->tag_enable
+               ? static_cast<long long>(atom->tag[engine_index_[k]])
+               : -1LL;
+  };
+  return fmt::format("atoms with IDs {} and {} are {:.3g} A apart, closer than the {} A minimum "
+                     "(overlapping atoms: check the structure, or shorten the time step)",
+                     id(close->first), id(close->second), close->distance, uma::kMinAtomDistance);
 }
 
 uma::ReadRequest PairUMA::read_request() const {
@@ -476,9 +481,29 @@ void PairUMA::compute_local(int, int) {
   // Every rank repeats the step if any rank's edge capacity overflowed, so
   // that the collectives inside the model stay matched.
   uma::HostEvaluation r;
+  // Bad input that only some ranks see (atoms too close, non-finite positions)
+  // is reported by every rank with the lowest failing rank's message, so it is
+  // printed whatever rank found it.
   for (int attempt = 0;; ++attempt) {
-    int ok = engine_->fetch(engine_->evaluate_local(piece), read_request(), r) ? 1 : 0, all_ok = 0;
+    uma::Evaluation ev = engine_->evaluate_local(piece);
+    int ok = 0, all_ok = 0;
+    std::string failure;
+    try {
+      ok = engine_->fetch(ev, read_request(), r) ? 1 : 0;
+    } catch (const std::exception& e) {
+      failure = describe(e);
+      ok = -1;
+    }
     MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, world);
+    if (all_ok < 0) {
+      int mine = failure.empty() ? comm->nprocs : comm->me, reporter = 0;
+      MPI_Allreduce(&mine, &reporter, 1, MPI_INT, MPI_MIN, world);
+      int length = static_cast<int>(failure.size());
+      MPI_Bcast(&length, 1, MPI_INT, reporter, world);
+      failure.resize(length);
+      MPI_Bcast(failure.data(), length, MPI_CHAR, reporter, world);
+      error->all(FLERR, "Pair style uma: {}", failure);
+    }
     if (all_ok) break;
     if (attempt == 3) error->one(FLERR, "Pair style uma: internal: edge capacity did not converge");
   }

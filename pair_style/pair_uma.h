@@ -9,6 +9,7 @@
 // give the same numbers).
 #pragma once
 
+#include <exception>
 #include <functional>
 #include <memory>
 #include <string>
@@ -83,6 +84,7 @@ class PairUMA : public Pair {
   uma::ReadRequest read_request() const;   // what this step's flags ask the engine for
   void compute_whole(int eflag, int vflag);
   void compute_local(int eflag, int vflag);
+  std::string describe(const std::exception &e) const;
   std::vector<long long> global_composition(int nowned_mapped, const int *mapped_z) const;
 };
 
