@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 
@@ -73,9 +74,18 @@ PairUMA::PairUMA(LAMMPS* lmp) : Pair(lmp) {
   comm_reverse = 9;
   comm_reverse_off = 9;   // ghost rows are sent home with newton off too
   // compute pair ... uma: host reads and uploads of the latest step, and
-  // their totals since the run began
-  nextra = 4;
+  // their totals since the run began; ghost atoms in the graph and bytes
+  // packed by the halo exchange in the latest step (several ranks)
+  nextra = 6;
   pvector = new double[nextra]();
+  halo_.forward_comm = [this](int width) {
+    traffic_ = Traffic::kHalo;
+    comm->forward_comm(this, width);
+  };
+  halo_.reverse_comm = [this](int width) {
+    traffic_ = Traffic::kHalo;
+    comm->reverse_comm(this, width);
+  };
 }
 
 PairUMA::~PairUMA() {
@@ -180,8 +190,10 @@ void PairUMA::coeff(int narg, char** arg) {
   if (mapped == 0) error->all(FLERR, "Pair coeff for uma: every type is NULL");
   for (int i = 1; i <= ntypes; ++i)
     for (int j = i; j <= ntypes; ++j) setflag[i][j] = (type_z_[i] > 0 && type_z_[j] > 0) ? 1 : 0;
-  cutoff_ = model->config().backbone.cutoff;
-  layers_ = model->config().backbone.num_layers;
+  const auto& bb = model->config().backbone;
+  cutoff_ = bb.cutoff;
+  layers_ = bb.num_layers;
+  feature_width_ = (bb.lmax + 1) * (bb.lmax + 1) * bb.sphere_channels;
 }
 
 std::string PairUMA::device_name() {
@@ -276,17 +288,35 @@ void PairUMA::init_style() {
   if (!engine_) create_engine();
   for (int k = 0; k < nextra; ++k) pvector[k] = 0.0;   // transfer counts start with the run
   plan_logged_ = false;
-  // An owned atom's energy depends on everything within (layers + 1) x cutoff:
-  // the edge-degree embedding is one message-passing hop before the layers.
-  // The ghosts must cover that between reneighborings.
   if (comm->nprocs > 1) {
-    const double needed = (layers_ + 1) * cutoff_ + neighbor->skin;
-    if (comm->cutghostuser < needed) {
-      if (user_cutghost_ < 0.0) user_cutghost_ = comm->cutghostuser;
-      comm->cutghostuser = needed;
+    const char* shell = std::getenv("UMA_GHOST_SHELL");
+    deep_shell_ = shell && std::string(shell) == "deep";
+    if (deep_shell_) {
+      // An owned atom's energy depends on everything within (layers + 1) x
+      // cutoff: the edge-degree embedding is one message-passing hop before
+      // the layers.  The ghosts must cover that between reneighborings.
+      const double needed = (layers_ + 1) * cutoff_ + neighbor->skin;
+      if (comm->cutghostuser < needed) {
+        if (user_cutghost_ < 0.0) user_cutghost_ = comm->cutghostuser;
+        comm->cutghostuser = needed;
+      }
       if (comm->me == 0)
-        utils::logmesg(lmp, "pair uma: ghost cutoff set to {} A ((1 + {} layers) x {} A + skin) for {} ranks\n",
-                       needed, layers_, cutoff_, comm->nprocs);
+        utils::logmesg(lmp, "pair uma: UMA_GHOST_SHELL=deep: no halo exchange; ghost cutoff {} A "
+                            "((1 + {} layers) x {} A + skin) on {} ranks\n",
+                       std::max(needed, comm->cutghostuser), layers_, cutoff_, comm->nprocs);
+    } else {
+      // The halo exchange needs the usual ghost shell (cutoff + skin), and
+      // feature rows in the communication buffers.
+      if (user_cutghost_ >= 0.0) {   // a deep shell raised it before
+        comm->cutghostuser = user_cutghost_;
+        user_cutghost_ = -1.0;
+      }
+      comm_forward = feature_width_;
+      comm_reverse = comm_reverse_off = std::max(9, feature_width_);
+      if (comm->me == 0)
+        utils::logmesg(lmp, "pair uma: halo exchange on {} ranks: {} values per ghost atom after the "
+                            "embedding and {} of the {} blocks; ghost cutoff {} A + skin\n",
+                       comm->nprocs, feature_width_, layers_ - 1, layers_, cutoff_);
     }
   }
 }
@@ -405,45 +435,79 @@ uma::ReadRequest PairUMA::read_request() const {
   return what;
 }
 
-std::vector<long long> PairUMA::global_composition(int nowned, const int* z) const {
+std::vector<long long> PairUMA::global_composition(const std::vector<int64_t>& numbers, int nowned) const {
   std::vector<long long> counts(engine_->model()->config().backbone.max_num_elements, 0);
-  for (int k = 0; k < nowned; ++k) ++counts[z[k]];
+  for (int k = 0; k < nowned; ++k) ++counts[numbers[k]];
   MPI_Allreduce(MPI_IN_PLACE, counts.data(), static_cast<int>(counts.size()), MPI_LONG_LONG, MPI_SUM, world);
   return counts;
 }
 
-// Several ranks: owned atoms plus a ghost shell of layers x cutoff.
-void PairUMA::compute_local(int, int) {
-  double** x = atom->x;
-  double** f = atom->f;
-  const int* type = atom->type;
-  const int nlocal = atom->nlocal, nall = atom->nlocal + atom->nghost;
+namespace {
 
-  // Owned atoms first, then ghosts ordered by how many message-passing hops
-  // (cutoffs from the owned atoms' bounding box) separate them from an owned
-  // atom: hop h <= layers receives messages (block k only for h <= layers - 1 - k),
-  // hop layers + 1 only sends.  Farther ghosts cannot reach an owned atom.
-  std::vector<int>& index = engine_index_;
+// The mapped owned atoms (into `index`) and their bounding box.
+int collect_owned(double** x, const int* type, int nlocal, const std::vector<int>& type_z,
+                  std::vector<int>& index, double lo[3], double hi[3]) {
   index.clear();
-  std::vector<std::vector<int>> by_hop(layers_ + 2);
-  double lo[3] = {INFINITY, INFINITY, INFINITY}, hi[3] = {-INFINITY, -INFINITY, -INFINITY};
+  for (int d = 0; d < 3; ++d) {
+    lo[d] = INFINITY;
+    hi[d] = -INFINITY;
+  }
   for (int i = 0; i < nlocal; ++i)
-    if (type_z_[type[i]] > 0) {
+    if (type_z[type[i]] > 0) {
       index.push_back(i);
       for (int d = 0; d < 3; ++d) {
         lo[d] = std::min(lo[d], x[i][d]);
         hi[d] = std::max(hi[d], x[i][d]);
       }
     }
-  const int n_owned = static_cast<int>(index.size());
+  return static_cast<int>(index.size());
+}
+
+// Distance from p to the box [lo, hi] (0 inside): a lower bound of its
+// distance to every owned atom.
+double distance_to_box(const double* p, const double lo[3], const double hi[3]) {
+  double d2 = 0.0;
+  for (int d = 0; d < 3; ++d) {
+    const double out = std::max({lo[d] - p[d], 0.0, p[d] - hi[d]});
+    d2 += out * out;
+  }
+  return std::sqrt(d2);
+}
+
+}  // namespace
+
+// Halo exchange: the ghosts within one cutoff of the owned atoms' bounding box
+// (every ghost within one cutoff of an owned atom, and a few more).
+void PairUMA::select_ghosts_halo(uma::LocalAtoms& piece) {
+  double** x = atom->x;
+  const int* type = atom->type;
+  const int nlocal = atom->nlocal, nall = atom->nlocal + atom->nghost;
+  std::vector<int>& index = engine_index_;
+  double lo[3], hi[3];
+  const int n_owned = collect_owned(x, type, nlocal, type_z_, index, lo, hi);
+  for (int i = nlocal; i < nall && n_owned > 0; ++i)
+    if (type_z_[type[i]] > 0 && distance_to_box(x[i], lo, hi) <= cutoff_) index.push_back(i);
+  piece.n_owned = n_owned;
+  piece.n_targets = n_owned;
+  halo_.set_atoms(&index, n_owned, nall);
+  piece.exchange_ghosts = [this](const torch::Tensor& features) { return halo_.apply(features); };
+}
+
+// Deep shell: ghosts ordered by how many message-passing hops (cutoffs from
+// the owned atoms' bounding box) separate them from an owned atom: hop
+// h <= layers receives messages (block k only for h <= layers - 1 - k), hop
+// layers + 1 only sends.  Farther ghosts cannot reach an owned atom.
+void PairUMA::select_ghosts_deep(uma::LocalAtoms& piece) {
+  double** x = atom->x;
+  const int* type = atom->type;
+  const int nlocal = atom->nlocal, nall = atom->nlocal + atom->nghost;
+  std::vector<int>& index = engine_index_;
+  double lo[3], hi[3];
+  const int n_owned = collect_owned(x, type, nlocal, type_z_, index, lo, hi);
+  std::vector<std::vector<int>> by_hop(layers_ + 2);
   for (int i = nlocal; i < nall && n_owned > 0; ++i) {
     if (type_z_[type[i]] == 0) continue;
-    double d2 = 0.0;
-    for (int d = 0; d < 3; ++d) {
-      const double out = std::max({lo[d] - x[i][d], 0.0, x[i][d] - hi[d]});
-      d2 += out * out;
-    }
-    const int hop = std::max(1, static_cast<int>(std::ceil(std::sqrt(d2) / cutoff_)));
+    const int hop = std::max(1, static_cast<int>(std::ceil(distance_to_box(x[i], lo, hi) / cutoff_)));
     if (hop <= layers_ + 1) by_hop[hop].push_back(i);
   }
   std::vector<int64_t> within(layers_ + 2, n_owned);   // atoms within h hops
@@ -451,15 +515,26 @@ void PairUMA::compute_local(int, int) {
     index.insert(index.end(), by_hop[h].begin(), by_hop[h].end());
     within[h] = static_cast<int64_t>(index.size());
   }
-  const int n = static_cast<int>(index.size());
-  std::vector<int> z(n);
-  for (int k = 0; k < n; ++k) z[k] = type_z_[type[index[k]]];
-
-  uma::LocalAtoms piece;
-  piece.numbers.assign(z.begin(), z.end());
   piece.n_owned = n_owned;
   piece.n_targets = within[layers_];
   for (int k = 0; k < layers_; ++k) piece.layer_targets.push_back(within[layers_ - 1 - k]);
+}
+
+// Several ranks: owned atoms plus ghosts (select_ghosts_*).
+void PairUMA::compute_local(int, int) {
+  double** x = atom->x;
+  double** f = atom->f;
+  const int* type = atom->type;
+  const int nlocal = atom->nlocal, nall = atom->nlocal + atom->nghost;
+
+  uma::LocalAtoms piece;
+  if (deep_shell_)
+    select_ghosts_deep(piece);
+  else
+    select_ghosts_halo(piece);
+  const std::vector<int>& index = engine_index_;
+  const int n = static_cast<int>(index.size()), n_owned = static_cast<int>(piece.n_owned);
+  for (int k = 0; k < n; ++k) piece.numbers.push_back(type_z_[type[index[k]]]);
   // float32 keeps 7 digits: coordinates relative to an atom of this rank
   const double* origin = n > 0 ? x[index[0]] : domain->boxlo;
   const double o[3] = {origin[0], origin[1], origin[2]};
@@ -467,7 +542,7 @@ void PairUMA::compute_local(int, int) {
   double* pos = piece.positions.data_ptr<double>();   // host data
   for (int k = 0; k < n; ++k)
     for (int d = 0; d < 3; ++d) pos[3 * k + d] = x[index[k]][d] - o[d];
-  const auto counts = global_composition(n_owned, z.data());
+  const auto counts = global_composition(piece.numbers, n_owned);
   piece.composition.assign(counts.begin(), counts.end());
   piece.charge = charge_;
   piece.spin = spin_;
@@ -477,6 +552,7 @@ void PairUMA::compute_local(int, int) {
     const auto handle = static_cast<int64_t>(MPI_Comm_c2f(world));
     piece.sum_over_processes = [handle](const torch::Tensor& t) { return SumOverRanks::apply(t, handle); };
   }
+  halo_.reset_counts();
 
   // Every rank repeats the step if any rank's edge capacity overflowed, so
   // that the collectives inside the model stay matched.
@@ -524,7 +600,10 @@ void PairUMA::compute_local(int, int) {
     for (int k = 0; k < n; ++k) add_virial(fold_[index[k]] + 3, V[k]);   // rows zeroed above
   }
   // Ghost rows go home whatever newton_pair says; the ghosts keep nothing.
+  traffic_ = Traffic::kFold;
   comm->reverse_comm(this, fold_virial_ ? 9 : 3);
+  pvector[4] = n - n_owned;
+  pvector[5] = static_cast<double>(halo_.rows_packed()) * halo_.width() * sizeof(double);
   for (int i = 0; i < nlocal; ++i) {
     for (int d = 0; d < 3; ++d) f[i][d] += fold_[i][d];
     if (vflag_atom)
@@ -538,7 +617,14 @@ void PairUMA::compute_local(int, int) {
   if (vflag_global) add_virial(virial, r.virial.accessor<double, 3>()[0]);   // host data
 }
 
+int PairUMA::pack_forward_comm(int n, int* list, double* buf, int, int*) {
+  return halo_.pack_forward(n, list, buf);   // node features: translation-invariant, no image shift
+}
+
+void PairUMA::unpack_forward_comm(int n, int first, double* buf) { halo_.unpack_forward(n, first, buf); }
+
 int PairUMA::pack_reverse_comm(int n, int first, double* buf) {
+  if (traffic_ == Traffic::kHalo) return halo_.pack_reverse(n, first, buf);
   const int width = fold_virial_ ? 9 : 3;
   int m = 0;
   for (int i = first; i < first + n; ++i)
@@ -547,6 +633,7 @@ int PairUMA::pack_reverse_comm(int n, int first, double* buf) {
 }
 
 void PairUMA::unpack_reverse_comm(int n, int* list, double* buf) {
+  if (traffic_ == Traffic::kHalo) return halo_.unpack_reverse(n, list, buf);
   const int width = fold_virial_ ? 9 : 3;
   int m = 0;
   for (int i = 0; i < n; ++i)
@@ -554,5 +641,5 @@ void PairUMA::unpack_reverse_comm(int n, int* list, double* buf) {
 }
 
 double PairUMA::memory_usage() {
-  return Pair::memory_usage() + static_cast<double>(nmax_fold_) * 9 * sizeof(double);
+  return Pair::memory_usage() + static_cast<double>(nmax_fold_) * 9 * sizeof(double) + halo_.memory_usage();
 }

@@ -2,11 +2,14 @@
 // engine.  Energies, conserving forces, global and per-atom virials.
 //
 // One MPI rank evaluates its owned atoms as one periodic system.  Several
-// ranks each evaluate their owned atoms plus a ghost shell of
-// (layers + 1) x cutoff (+ skin): the owned atoms' energies are then exact, and the
-// forces and virials that land on ghost atoms are folded back onto their
-// owners by this style's own reverse communication (so newton on and off
-// give the same numbers).
+// ranks each evaluate their owned atoms plus the ghosts within one cutoff
+// (LAMMPS's usual cutoff + skin shell), and refresh the ghosts' node features
+// from their owners after every block (halo_exchange.h).  The forces and
+// virials that land on ghost atoms are folded back onto their owners by this
+// style's own reverse communication (so newton on and off give the same
+// numbers).  UMA_GHOST_SHELL=deep in the environment selects the former
+// scheme instead, a ghost shell of (layers + 1) x cutoff evaluated without
+// exchange: a reference for tests and benchmarks.
 #pragma once
 
 #include <exception>
@@ -15,12 +18,14 @@
 #include <string>
 #include <vector>
 
+#include "halo_exchange.h"
 #include "pair.h"
 
 namespace uma {
 class Engine;
 class UmaModel;
 struct ReadRequest;
+struct LocalAtoms;
 }
 
 namespace LAMMPS_NS {
@@ -47,6 +52,8 @@ class PairUMA : public Pair {
   // Overwrites the evaluated weights; the experts are merged again next step.
   void set_weights(const std::function<void(uma::UmaModel &)> &copy);
 
+  int pack_forward_comm(int, int *, double *, int, int *) override;
+  void unpack_forward_comm(int, int, double *) override;
   int pack_reverse_comm(int, int, double *) override;
   void unpack_reverse_comm(int, int *, double *) override;
 
@@ -68,6 +75,7 @@ class PairUMA : public Pair {
   std::unique_ptr<uma::Engine> engine_;
   double cutoff_ = 0.0;
   int layers_ = 0;
+  int feature_width_ = 0;             // doubles per node-feature row: (lmax + 1)^2 x sphere channels
   long long merges_logged_ = 0;
   bool weights_updated_ = false;      // the next merge follows new weights, not a new composition
   double user_cutghost_ = -1.0;       // comm->cutghostuser before this style raised it (-1: never raised)
@@ -77,6 +85,11 @@ class PairUMA : public Pair {
   int nmax_fold_ = 0;
   bool fold_virial_ = false;
 
+  // several ranks: the halo exchange, or the deep ghost shell (UMA_GHOST_SHELL=deep)
+  HaloExchange halo_;
+  bool deep_shell_ = false;
+  enum class Traffic { kFold, kHalo } traffic_ = Traffic::kFold;   // what the comm callbacks move
+
   void allocate();
   void create_engine();
   std::string device_name();
@@ -84,8 +97,12 @@ class PairUMA : public Pair {
   uma::ReadRequest read_request() const;   // what this step's flags ask the engine for
   void compute_whole(int eflag, int vflag);
   void compute_local(int eflag, int vflag);
+  // Fills piece's atoms (and engine_index_) for this step: owned atoms, then
+  // the ghosts the evaluation needs.
+  void select_ghosts_halo(uma::LocalAtoms &piece);
+  void select_ghosts_deep(uma::LocalAtoms &piece);
   std::string describe(const std::exception &e) const;
-  std::vector<long long> global_composition(int nowned_mapped, const int *mapped_z) const;
+  std::vector<long long> global_composition(const std::vector<int64_t> &numbers, int nowned) const;
 };
 
 }  // namespace LAMMPS_NS

@@ -145,7 +145,7 @@ torch::Tensor BackboneImpl::forward(const BatchTensors& in, const EdgeInput& e,
   if (e.recompute_chunk > 0) return forward_recomputed(in, e, sys_node, x, ctx);
 
   auto frame = edge_frame(in, e, e.vec, 0);
-  x = x.index_add(0, e.tgt, edge_degree(frame) / 5.0);
+  x = exchanged(x.index_add(0, e.tgt, edge_degree(frame) / 5.0), in, 0);
   for (size_t i = 0; i < blocks_.size(); ++i) {
     if (i < e.layer_edges.size()) {
       const int64_t n = e.layer_edges[i];
@@ -158,7 +158,7 @@ torch::Tensor BackboneImpl::forward(const BatchTensors& in, const EdgeInput& e,
     } else {
       x = blocks_[i]->forward(x, sys_node, frame, ctx);
     }
-    x = balance_channels(x, in);
+    x = exchanged(balance_channels(x, in), in, i + 1);
   }
   return norm->forward(x);
 }
@@ -181,7 +181,7 @@ torch::Tensor BackboneImpl::forward_recomputed(const BatchTensors& in, const Edg
       [this, in, e](const torch::Tensor&, const torch::Tensor& vec, int64_t begin, int64_t) {
         return edge_degree(edge_frame(in, e, vec, begin));
       });
-  x = x + degree / 5.0;
+  x = exchanged(x + degree / 5.0, in, 0);
   for (size_t i = 0; i < blocks_.size(); ++i) {
     const int64_t edges = i < e.layer_edges.size() ? e.layer_edges[i] : all_edges;
     nn::Block block = blocks_[i];
@@ -191,9 +191,15 @@ torch::Tensor BackboneImpl::forward_recomputed(const BatchTensors& in, const Edg
         [this, in, e, block, chunk_ctx](const torch::Tensor& h, const torch::Tensor& vec, int64_t begin, int64_t end) mutable {
           return block->edge_wise->messages(h, edge_frame(in, e, vec, begin), chunk_ctx(begin, end));
         });
-    x = balance_channels(block->after_edges(x, summed), in);
+    x = exchanged(balance_channels(block->after_edges(x, summed), in), in, i + 1);
   }
   return norm->forward(x);
+}
+
+torch::Tensor BackboneImpl::exchanged(const torch::Tensor& x, const BatchTensors& in, size_t done) const {
+  // The last block's output is read only at owned atoms (the energy head).
+  if (!in.exchange || done >= blocks_.size()) return x;
+  return in.exchange(x);
 }
 
 std::vector<nn::MoleLinear> BackboneImpl::mole_layers() const {

@@ -29,6 +29,10 @@ struct BatchTensors {
   // and `reduce` sums a tensor over all processes, differentiably.
   int64_t owned = -1;                  // -1: every node is owned
   std::function<torch::Tensor(const torch::Tensor&)> reduce;
+  // Halo exchange: returns node features [N, 9, C] whose ghost rows hold
+  // their owners' rows (differentiably).  Called after the edge-degree
+  // embedding and after every block but the last.  Unset: no exchange.
+  std::function<torch::Tensor(const torch::Tensor&)> exchange;
 };
 
 // Edge list in the form the backbone consumes.
@@ -76,6 +80,8 @@ class BackboneImpl : public torch::nn::Module {
 
  private:
   torch::Tensor balance_channels(const torch::Tensor& x, const BatchTensors& in);
+  // x after in.exchange, when a later block reads it (`done` blocks have run).
+  torch::Tensor exchanged(const torch::Tensor& x, const BatchTensors& in, size_t done) const;
   // Per-edge block inputs of edges [begin, begin + vec.size(0)); vec holds
   // their edge vectors.
   nn::EdgeFrame edge_frame(const BatchTensors& in, const EdgeInput& e, const torch::Tensor& vec,

@@ -195,6 +195,7 @@ const Engine::Layout& Engine::local_layout(const LocalAtoms& piece, int64_t N) {
   };
   if (layout_ && layout_->key == key && layout_->tasks == std::vector<std::string>{piece.task}) {
     layout_->in.reduce = piece.sum_over_processes;
+    layout_->in.exchange = piece.exchange_ghosts;
     set_targets(*layout_);
     return *layout_;
   }
@@ -227,6 +228,7 @@ const Engine::Layout& Engine::local_layout(const LocalAtoms& piece, int64_t N) {
   in.atom_offsets = {0, N};
   in.owned = piece.n_owned;
   in.reduce = piece.sum_over_processes;
+  in.exchange = piece.exchange_ghosts;
   BatchTensors& composition = layout->composition;
   composition.numbers = both.numbers.narrow(0, N, total);
   composition.batch = torch::zeros({total}, both.batch.options());   // a fill, not an upload
@@ -393,8 +395,14 @@ Evaluation Engine::evaluate_local(const LocalAtoms& piece) {
   check.spin = piece.spin;
   check.task = piece.task;
   validate({check});
-  const int64_t targets = piece.numbers.empty() ? 1 : piece.n_targets;
+  int64_t targets = piece.numbers.empty() ? 1 : piece.n_targets;
   if (targets >= 0 && targets < piece.n_owned) throw Error("n_targets must include every owned atom");
+  if (piece.exchange_ghosts && !piece.numbers.empty()) {
+    if (targets > piece.n_owned || !piece.layer_targets.empty())
+      throw Error("with the halo exchange only owned atoms receive messages (n_targets = n_owned, "
+                  "no layer_targets)");
+    targets = piece.n_owned;
+  }
   if (!piece.layer_targets.empty() && static_cast<int64_t>(piece.layer_targets.size()) != cfg.backbone.num_layers)
     throw Error("layer_targets needs one entry per block (" + std::to_string(cfg.backbone.num_layers) + ")");
 

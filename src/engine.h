@@ -71,10 +71,15 @@ struct EngineOptions {
 };
 
 // One process's share of one system decomposed in space, as LAMMPS holds it:
-// owned atoms first, then ghost atoms (real-space images of every atom within
-// layers x cutoff of an owned one), no periodicity.  The energy is the sum
-// over the owned atoms; summing energy, forces (ghost rows folded onto their
-// owners) and virials over all processes gives the whole system's.
+// owned atoms first, then ghost atoms (real-space images of other atoms), no
+// periodicity.  The energy is the sum over the owned atoms; summing energy,
+// forces (ghost rows folded onto their owners) and virials over all
+// processes gives the whole system's.  The ghosts must cover either
+//  - one cutoff around the owned atoms, with exchange_ghosts set (the halo
+//    exchange: messages go into owned atoms only, and the ghosts' node
+//    features are refreshed from their owners after every block), or
+//  - (layers + 1) x cutoff, without it (every atom whose features reach an
+//    owned atom is computed here; n_targets and layer_targets prune that).
 struct LocalAtoms {
   std::vector<int64_t> numbers;      // [n_owned + n_ghost] atomic numbers
   torch::Tensor positions;           // [n_owned + n_ghost, 3] Angstrom
@@ -93,6 +98,14 @@ struct LocalAtoms {
   // Differentiable sum over all processes of a small tensor; needed by models
   // that balance charge/spin channels.  Unset: this process holds everything.
   std::function<torch::Tensor(const torch::Tensor&)> sum_over_processes;
+  // Halo exchange of node features [N, 9, C] (N = n_owned + ghosts; a
+  // process without atoms gets one placeholder row): returns them with each
+  // ghost row replaced by its owner's current row.  Its gradient must add
+  // each ghost row's gradient into the owner's row and give the ghost rows
+  // none.  Called the same number of times on every process (once per
+  // block), so it may communicate.  Requires n_targets = n_owned (or -1) and
+  // no layer_targets.
+  std::function<torch::Tensor(const torch::Tensor&)> exchange_ghosts;
 };
 
 // Device tensors; energies in eV (float64), forces eV/A, stress eV/A^3

@@ -1,6 +1,9 @@
 // Spatial decomposition without LAMMPS: a cluster split into two pieces, each
 // evaluated as owned atoms plus every other atom as a ghost, must add up to
-// the whole cluster (energy, folded forces, virial, per-atom energies).
+// the whole cluster (energy, folded forces, virial, per-atom energies); and
+// a periodic cell evaluated as its atoms plus their images within one cutoff,
+// with the halo exchange refreshing the images' features, must equal the
+// periodic evaluation.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -154,6 +157,131 @@ TEST(LocalEvaluation, ProcessWithoutAtomsRunsAPlaceholder) {
   while (!engine.fetch(engine.evaluate_local(empty), ReadRequest::all(), r)) {}
   EXPECT_EQ(r.energy[0], 0.0);
   EXPECT_EQ(r.forces.size(0), 0);
+}
+
+// Halo exchange on one process: the ghosts are periodic images (within one
+// cutoff of the cell's atoms) of the owned atoms, and the exchange copies
+// each owner's feature row into its images' rows.  index_select's gradient
+// is exactly the exchange's: ghost-row gradients added into the owners.
+struct HaloCase {
+  bool recompute;
+  bool balanced;
+};
+
+class HaloExchange : public ::testing::TestWithParam<HaloCase> {};
+
+TEST_P(HaloExchange, PeriodicImagesEqualThePeriodicCell) {
+  const auto cfg = small_config(4, false, GetParam().balanced);
+  EngineOptions opts;
+  opts.dtype = torch::kFloat64;
+  opts.atom_virial = true;
+  Engine whole_engine(random_model(cfg), opts);
+  if (GetParam().recompute) opts.recompute_chunk = 37;
+  Engine local_engine(random_model(cfg), opts);
+  const double cutoff = whole_engine.model()->config().backbone.cutoff;
+
+  // A skewed cell and the atoms of a random cluster that fall inside it.
+  const double cell[3][3] = {{6.5, 0.0, 0.0}, {1.2, 6.2, 0.0}, {-0.8, 0.9, 6.8}};
+  Cluster c;
+  for (const auto& [z, x] : [&] {
+         Cluster all = random_cluster(60, 11);
+         std::vector<std::pair<int64_t, std::array<double, 3>>> inside;
+         for (size_t i = 0; i < all.x.size(); ++i)
+           if (all.x[i][0] < 6.4 && all.x[i][1] < 6.1 && all.x[i][2] < 6.7) inside.push_back({all.z[i], all.x[i]});
+         return inside;
+       }()) {
+    c.z.push_back(z);
+    c.x.push_back(x);
+  }
+  const int n = static_cast<int>(c.x.size());
+  ASSERT_GE(n, 8);
+  Atoms a;
+  a.numbers = c.z;
+  std::vector<double> flat;
+  for (const auto& p : c.x) flat.insert(flat.end(), p.begin(), p.end());
+  a.positions = torch::tensor(flat, torch::kFloat64).view({-1, 3});
+  a.cell = {{{cell[0][0], cell[0][1], cell[0][2]}, {cell[1][0], cell[1][1], cell[1][2]},
+             {cell[2][0], cell[2][1], cell[2][2]}}};
+  a.pbc = {true, true, true};
+  a.task = "omat";
+  const auto ref = whole_engine.evaluate_checked({a});
+
+  // Images within one cutoff of some atom of the cell, and their owners.
+  std::vector<int64_t> owner;
+  for (int s0 = -2; s0 <= 2; ++s0)
+    for (int s1 = -2; s1 <= 2; ++s1)
+      for (int s2 = -2; s2 <= 2; ++s2) {
+        if (s0 == 0 && s1 == 0 && s2 == 0) continue;
+        for (int i = 0; i < n; ++i) {
+          std::array<double, 3> p = c.x[i];
+          for (int d = 0; d < 3; ++d) p[d] += s0 * cell[0][d] + s1 * cell[1][d] + s2 * cell[2][d];
+          double nearest = 1e9;
+          for (const auto& q : c.x) nearest = std::min(nearest, distance(p, q));
+          if (nearest > cutoff) continue;
+          owner.push_back(i);
+          flat.insert(flat.end(), p.begin(), p.end());
+        }
+      }
+  const int64_t ghosts = static_cast<int64_t>(owner.size());
+  ASSERT_GT(ghosts, 2 * n);
+  LocalAtoms piece;
+  piece.numbers = c.z;
+  for (int64_t o : owner) piece.numbers.push_back(c.z[o]);
+  piece.positions = torch::tensor(flat, torch::kFloat64).view({-1, 3});
+  piece.n_owned = n;
+  piece.composition.assign(100, 0);
+  for (int64_t zz : c.z) ++piece.composition[zz];
+  piece.task = "omat";
+  const auto owners = torch::tensor(owner, torch::kLong);
+  int exchanges = 0;
+  piece.exchange_ghosts = [&](const torch::Tensor& x) {
+    ++exchanges;
+    return torch::cat({x.narrow(0, 0, n), x.index_select(0, owners)});
+  };
+
+  HostEvaluation r;
+  while (!local_engine.fetch(local_engine.evaluate_local(piece), ReadRequest::all(), r)) exchanges = 0;
+  EXPECT_EQ(exchanges, 2);   // after the edge-degree embedding and the first of two blocks
+  auto fold = torch::cat({torch::arange(n, torch::kLong), owners});
+  auto forces = torch::zeros({n, 3}, torch::kFloat64).index_add_(0, fold, r.forces);
+  auto atom_virial = torch::zeros({n, 3, 3}, torch::kFloat64).index_add_(0, fold, r.atom_virial);
+  const double scale = std::max(1.0, std::abs(ref.energy[0]));
+  EXPECT_NEAR(r.energy[0], ref.energy[0], 1e-12 * scale);
+  EXPECT_LT((forces - ref.forces).abs().max().item<double>(), 1e-12);
+  EXPECT_LT((r.atom_energy.narrow(0, 0, n) - ref.atom_energy).abs().max().item<double>(), 1e-12);
+  EXPECT_EQ(r.atom_energy.narrow(0, n, ghosts).abs().max().item<double>(), 0.0);
+  EXPECT_LT((r.virial[0] - ref.virial[0]).abs().max().item<double>(), 1e-11);
+  EXPECT_LT((atom_virial - ref.atom_virial).abs().max().item<double>(), 1e-12);
+
+  // The exchange matters: ghosts that keep their own (edge-less) features
+  // give another energy.
+  piece.exchange_ghosts = [](const torch::Tensor& x) { return x; };
+  while (!local_engine.fetch(local_engine.evaluate_local(piece), ReadRequest::all(), r)) {}
+  EXPECT_GT(std::abs(r.energy[0] - ref.energy[0]), 1e-6 * scale);
+}
+
+INSTANTIATE_TEST_SUITE_P(Paths, HaloExchange,
+                         ::testing::Values(HaloCase{false, false}, HaloCase{true, false}, HaloCase{false, true}),
+                         [](const auto& info) {
+                           return std::string(info.param.recompute ? "recomputed" : "stored") +
+                                  (info.param.balanced ? "_balanced" : "");
+                         });
+
+TEST(HaloExchange, OnlyOwnedAtomsReceiveMessages) {
+  Engine engine(random_model(small_config()), EngineOptions{});
+  LocalAtoms piece;
+  piece.numbers = {29, 29};
+  piece.positions = torch::tensor({0.0, 0.0, 0.0, 2.0, 0.0, 0.0}, torch::kFloat64).view({2, 3});
+  piece.n_owned = 1;
+  piece.n_targets = 2;
+  piece.composition.assign(30, 0);
+  piece.composition[29] = 1;
+  piece.task = "omat";
+  piece.exchange_ghosts = [](const torch::Tensor& x) { return x; };
+  EXPECT_THROW(engine.evaluate_local(piece), Error);
+  piece.n_targets = -1;
+  piece.layer_targets = {1, 1};
+  EXPECT_THROW(engine.evaluate_local(piece), Error);
 }
 
 }  // namespace

@@ -1,0 +1,74 @@
+// The per-block halo exchange of pair_style uma on several MPI ranks.
+//
+// Each rank evaluates its owned atoms plus the ghosts within one cutoff.
+// Messages go into owned atoms only, so after the edge-degree embedding and
+// after every block but the last a ghost's node-feature row is stale: apply()
+// replaces every ghost row with its owner's current row, through LAMMPS's
+// own forward communication (which follows periodic images, any processor
+// grid and subdomains thinner than the cutoff).  Its gradient is the reverse
+// communication: the gradient that reached a ghost's row is added into its
+// owner's row.  Both run in the autograd graph, so the forces, virials and
+// per-atom quantities stay exact.
+//
+// The rows travel through a host buffer indexed by LAMMPS's local atom index
+// (owned and ghost, mapped or not), so ghosts that LAMMPS forwards from rank
+// to rank (thin subdomains) carry their rows even when they are not in this
+// rank's graph.  A Kokkos style replaces only the buffer and the four
+// pack/unpack functions with device versions.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include <torch/torch.h>
+
+namespace LAMMPS_NS {
+
+class HaloExchange {
+ public:
+  // The communication calls of the pair style: comm->forward_comm(pair, width)
+  // and comm->reverse_comm(pair, width), whose pack/unpack callbacks come
+  // back to the functions below.
+  std::function<void(int)> forward_comm, reverse_comm;
+
+  // This step's atoms: engine row k is LAMMPS local atom index[k]; rows
+  // [0, n_owned) are owned.  nall = nlocal + nghost.
+  void set_atoms(const std::vector<int>* index, int n_owned, int nall);
+
+  // x [N, 9, C] node features (N >= index.size(): extra placeholder rows pass
+  // through) -> the same with every ghost row replaced by its owner's row.
+  // Differentiable; a collective over all ranks (each call, and each
+  // backward, must happen on every rank).
+  torch::Tensor apply(const torch::Tensor& x);
+
+  // Doubles per row of the latest exchange (9 x sphere channels).
+  int width() const { return width_; }
+  // Rows packed (sent to other ranks or copied to this rank's own periodic
+  // images) since the last reset, forward and reverse together.
+  int64_t rows_packed() const { return rows_packed_; }
+  void reset_counts() { rows_packed_ = 0; }
+
+  // LAMMPS communication callbacks (Pair::pack_forward_comm, ...).
+  int pack_forward(int n, const int* list, double* buf);
+  void unpack_forward(int n, int first, const double* buf);
+  int pack_reverse(int n, int first, double* buf);
+  void unpack_reverse(int n, const int* list, const double* buf);
+
+  // The two directions, as the autograd function calls them.
+  torch::Tensor owners_to_ghosts(const torch::Tensor& x);
+  torch::Tensor ghosts_to_owners(const torch::Tensor& grad);
+
+  double memory_usage() const { return static_cast<double>(rows_.capacity()) * sizeof(double); }
+
+ private:
+  double* row(int i) { return rows_.data() + static_cast<size_t>(i) * width_; }
+  void resize(int width);
+
+  const std::vector<int>* index_ = nullptr;
+  int n_owned_ = 0, nall_ = 0, width_ = 0;
+  std::vector<double> rows_;   // [nall, width] feature (or gradient) rows
+  int64_t rows_packed_ = 0;
+};
+
+}  // namespace LAMMPS_NS
