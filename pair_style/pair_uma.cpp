@@ -476,8 +476,9 @@ double distance_to_box(const double* p, const double lo[3], const double hi[3]) 
 
 }  // namespace
 
-// Halo exchange: the ghosts within one cutoff of the owned atoms' bounding box
-// (every ghost within one cutoff of an owned atom, and a few more).
+// Halo exchange: every mapped ghost (LAMMPS's shell of cutoff + skin).  The
+// set changes only when LAMMPS reneighbors, so between reneighborings the
+// engine's layout (and its device constants) stays the same.
 void PairUMA::select_ghosts_halo(uma::LocalAtoms& piece) {
   double** x = atom->x;
   const int* type = atom->type;
@@ -486,7 +487,7 @@ void PairUMA::select_ghosts_halo(uma::LocalAtoms& piece) {
   double lo[3], hi[3];
   const int n_owned = collect_owned(x, type, nlocal, type_z_, index, lo, hi);
   for (int i = nlocal; i < nall && n_owned > 0; ++i)
-    if (type_z_[type[i]] > 0 && distance_to_box(x[i], lo, hi) <= cutoff_) index.push_back(i);
+    if (type_z_[type[i]] > 0) index.push_back(i);
   piece.n_owned = n_owned;
   piece.n_targets = n_owned;
   halo_.set_atoms(&index, n_owned, nall);

@@ -155,6 +155,9 @@ torch::Tensor BackboneImpl::forward(const BatchTensors& in, const EdgeInput& e,
       nn::MoleContext part_ctx = ctx;
       part_ctx.row_offsets = {0, n};
       x = blocks_[i]->forward(x, sys_node, part, part_ctx);
+    } else if (in.exchange) {
+      nn::Block block = blocks_[i];
+      x = after_edges(block, x, block->edge_wise->forward(block->before_edges(x, sys_node), frame, ctx), in);
     } else {
       x = blocks_[i]->forward(x, sys_node, frame, ctx);
     }
@@ -191,9 +194,19 @@ torch::Tensor BackboneImpl::forward_recomputed(const BatchTensors& in, const Edg
         [this, in, e, block, chunk_ctx](const torch::Tensor& h, const torch::Tensor& vec, int64_t begin, int64_t end) mutable {
           return block->edge_wise->messages(h, edge_frame(in, e, vec, begin), chunk_ctx(begin, end));
         });
-    x = exchanged(balance_channels(block->after_edges(x, summed), in), in, i + 1);
+    x = exchanged(balance_channels(after_edges(block, x, summed, in), in), in, i + 1);
   }
   return norm->forward(x);
+}
+
+torch::Tensor BackboneImpl::after_edges(nn::Block& block, const torch::Tensor& x, const torch::Tensor& summed,
+                                        const BatchTensors& in) const {
+  if (!in.exchange || in.owned < 0) return block->after_edges(x, summed);
+  // Halo exchange: messages reach owned atoms only, and the ghosts' rows are
+  // replaced by the exchange that follows (or, after the last block, never
+  // read but for their zeroed energies): the node-wise work is for owned rows.
+  const int64_t n = in.owned, N = x.size(0);
+  return torch::cat({block->after_edges(x.narrow(0, 0, n), summed.narrow(0, 0, n)), x.narrow(0, n, N - n)});
 }
 
 torch::Tensor BackboneImpl::exchanged(const torch::Tensor& x, const BatchTensors& in, size_t done) const {

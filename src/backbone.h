@@ -80,6 +80,9 @@ class BackboneImpl : public torch::nn::Module {
 
  private:
   torch::Tensor balance_channels(const torch::Tensor& x, const BatchTensors& in);
+  // block->after_edges(x, summed), for the owned rows only under a halo exchange.
+  torch::Tensor after_edges(nn::Block& block, const torch::Tensor& x, const torch::Tensor& summed,
+                            const BatchTensors& in) const;
   // x after in.exchange, when a later block reads it (`done` blocks have run).
   torch::Tensor exchanged(const torch::Tensor& x, const BatchTensors& in, size_t done) const;
   // Per-edge block inputs of edges [begin, begin + vec.size(0)); vec holds
