@@ -10,10 +10,10 @@
 // owner's row.  Both run in the autograd graph, so the forces, virials and
 // per-atom quantities stay exact.
 //
-// The rows travel through a host buffer indexed by LAMMPS's local atom index
-// (owned and ghost, mapped or not), so ghosts that LAMMPS forwards from rank
-// to rank (thin subdomains) carry their rows even when they are not in this
-// rank's graph.  A Kokkos style replaces only the buffer and the four
+// The rows travel, in the model's precision, through a host buffer indexed
+// by LAMMPS's local atom index (owned and ghost, mapped or not), so ghosts
+// that LAMMPS forwards from rank to rank (thin subdomains) carry their rows
+// even when they are not in this rank's graph.  A Kokkos style replaces only the buffer and the four
 // pack/unpack functions with device versions.
 #pragma once
 
@@ -42,8 +42,9 @@ class HaloExchange {
   // backward, must happen on every rank).
   torch::Tensor apply(const torch::Tensor& x);
 
-  // Doubles per row of the latest exchange (9 x sphere channels).
-  int width() const { return width_; }
+  // Bytes of one row of the latest exchange: 9 x sphere channels values of
+  // the model's precision (float32 rows travel two values per double).
+  int64_t row_bytes() const { return static_cast<int64_t>(width_) * value_bytes_; }
   // Rows packed (sent to other ranks or copied to this rank's own periodic
   // images) since the last reset, forward and reverse together.
   int64_t rows_packed() const { return rows_packed_; }
@@ -62,12 +63,18 @@ class HaloExchange {
   double memory_usage() const { return static_cast<double>(rows_.capacity()) * sizeof(double); }
 
  private:
-  double* row(int i) { return rows_.data() + static_cast<size_t>(i) * width_; }
-  void resize(int width);
+  void* row(int i) { return rows_.data() + static_cast<size_t>(i) * slots_; }
+  void resize(const torch::Tensor& like);   // row layout of `like` [N, ...], buffer for nall rows
+  void to_buffer(const torch::Tensor& host, int first);
+  torch::Tensor from_buffer(int first, int64_t count, const torch::TensorOptions& options);
 
   const std::vector<int>* index_ = nullptr;
-  int n_owned_ = 0, nall_ = 0, width_ = 0;
-  std::vector<double> rows_;   // [nall, width] feature (or gradient) rows
+  int n_owned_ = 0, nall_ = 0;
+  int width_ = 0;          // values per row
+  bool fp64_ = false;      // values are doubles (else floats)
+  size_t value_bytes_ = sizeof(double);
+  int slots_ = 0;          // doubles a row occupies in the buffer and in LAMMPS's messages
+  std::vector<double> rows_;   // [nall, slots] feature (or gradient) rows, in the model's precision
   int64_t rows_packed_ = 0;
 };
 

@@ -604,7 +604,7 @@ void PairUMA::compute_local(int, int) {
   traffic_ = Traffic::kFold;
   comm->reverse_comm(this, fold_virial_ ? 9 : 3);
   pvector[4] = n - n_owned;
-  pvector[5] = static_cast<double>(halo_.rows_packed()) * halo_.width() * sizeof(double);
+  pvector[5] = static_cast<double>(halo_.rows_packed() * halo_.row_bytes());
   for (int i = 0; i < nlocal; ++i) {
     for (int d = 0; d < 3; ++d) f[i][d] += fold_[i][d];
     if (vflag_atom)

@@ -3,6 +3,8 @@
 #   scripts/bench.sh [bench/run.py options]       engine vs fairchem's calculator (single points)
 #   scripts/bench.sh --lammps [--steps N]         LAMMPS pair_style uma: MD vs fairchem ASE MD,
 #                                                 the in.eam-style Cu problem, peak memory
+#   scripts/bench.sh --lammps --ranks [--steps N] 1 vs 2 ranks (halo exchange, deep ghost shell),
+#                                                 500..4000 Cu atoms; computed scaling table
 #   scripts/bench.sh --train [--steps N]          one training step vs fairchem's (K4L2, CPU)
 #   scripts/bench.sh --memory [bench/memory.py options]
 #                                                 peak memory and time against atoms (256..8000 Cu):
@@ -17,6 +19,10 @@ if [ "${1:-}" = "--lammps" ]; then
   root="$(scripts/lammps_env.sh)"
   scripts/build_plugin.sh "$root" >/dev/null
   cache="$HOME/.cache/lammps-uma/bench"
+  if [ "${1:-}" = "--ranks" ]; then
+    shift
+    exec "$UMA_PYTHON" bench/lammps_ranks.py "$root" "$@"
+  fi
   [ -f "$cache/uma-s-1p1-random.safetensors" ] || "$UMA_PYTHON" bench/make_model.py "$cache"
   exec "$UMA_PYTHON" bench/lammps_md.py "$root" "$@"
 fi
