@@ -88,14 +88,14 @@ def scaling_table():
         deep_lammps = density * ((side + 2 * (r + skin)) ** 3 - side ** 3)
         # per step: positions forward (3 doubles) and forces reverse (3) for
         # every LAMMPS ghost; the halo adds one row forward and one row back
-        # per exchange (layers of them)
+        # per exchange (layers of them), float32 values (the default precision)
         deep_bytes = deep_lammps * 6 * 8
-        halo_bytes = halo_ghosts * (6 + 2 * layers * width) * 8
+        halo_bytes = halo_ghosts * (6 * 8 + 2 * layers * width * 4)
         rows.append({"atoms_per_rank": int(owned), "halo_ghosts_per_owned": halo_ghosts / owned,
                      "deep_graph_ghosts_per_owned": deep_graph / owned,
                      "deep_lammps_ghosts_per_owned": deep_lammps / owned,
                      "halo_mb_per_step": halo_bytes / 1e6, "deep_mb_per_step": deep_bytes / 1e6})
-    return {"model": f"UMA-S-1.1 shape: {layers} layers, cutoff {rc} A, {width} values per row",
+    return {"model": f"UMA-S-1.1 shape: {layers} layers, cutoff {rc} A, {width} float32 values per row, skin {skin} A",
             "rows": rows}
 
 
@@ -105,7 +105,15 @@ def main():
     ap.add_argument("--steps", type=int, default=3)
     ap.add_argument("--sizes", type=int, nargs="+", default=[500, 2000, 4000])
     ap.add_argument("--out", default=os.path.join(HERE, "..", "doc", "benchmark_results_ranks_cpu.json"))
+    ap.add_argument("--scaling-only", action="store_true", help="recompute (b) into --out; run nothing")
     a = ap.parse_args()
+    if a.scaling_only:
+        results = json.load(open(a.out))
+        results["scaling_computed"] = scaling_table()
+        with open(a.out, "w") as f:
+            json.dump(results, f, indent=1)
+        print(json.dumps(results["scaling_computed"], indent=1))
+        return
     workdir = "/tmp/uma-bench-ranks"
     os.makedirs(os.path.join(a.root, workdir.lstrip("/")), exist_ok=True)
     results = {"date": time.strftime("%Y-%m-%d"), "steps": a.steps, "model": "uma-s-cu-eam-demo (fp32)",
