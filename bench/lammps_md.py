@@ -48,15 +48,18 @@ run {steps}
 """
 
 
-def lammps(root, workdir, name, text, threads):
-    """Runs lmp in the root; returns (Performance dict, peak RSS MB, log)."""
+def lammps(root, workdir, name, text, threads, ranks=None, env=""):
+    """Runs lmp in the root (under mpirun on `ranks` ranks if given, each with
+    `threads` threads); returns (Performance dict, peak RSS MB of the largest
+    process; and the log."""
     host = os.path.join(root, workdir.lstrip("/"))
     with open(os.path.join(host, name), "w") as f:
         f.write(text)
     wrapper = ("import resource,subprocess,sys; r=subprocess.run(sys.argv[1:]); "
                "print('MAXRSS', resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss); sys.exit(r.returncode)")
-    cmd = (f"cd {workdir} && LAMMPS_PLUGIN_PATH=/src/uma-check/build-root OMP_NUM_THREADS={threads} "
-           f"python3 -c \"{wrapper}\" /opt/lammps/bin/lmp -in {name} -log log.{name} -screen none")
+    launch = f"mpirun --oversubscribe -np {ranks} " if ranks else ""
+    cmd = (f"cd {workdir} && {env} LAMMPS_PLUGIN_PATH=/src/uma-check/build-root OMP_NUM_THREADS={threads} "
+           f"python3 -c \"{wrapper}\" {launch}/opt/lammps/bin/lmp -in {name} -log log.{name} -screen none")
     p = subprocess.run([IN_SID, root, "bash", "-c", cmd], capture_output=True, text=True)
     log = open(os.path.join(host, "log." + name)).read()
     if p.returncode != 0:
@@ -64,7 +67,7 @@ def lammps(root, workdir, name, text, threads):
     perf = [l for l in log.splitlines() if l.startswith("Performance:")][-1]
     steps_s = float(re.search(r"([\d.]+) timesteps/s", perf).group(1))
     rss = int(re.search(r"MAXRSS (\d+)", p.stdout).group(1)) / 1024.0
-    return {"performance": perf, "timesteps_per_s": steps_s, "peak_rss_mb": rss}
+    return {"performance": perf, "timesteps_per_s": steps_s, "peak_rss_mb": rss}, log
 
 
 def fairchem_md(cells, steps, threads):
@@ -121,7 +124,7 @@ def main():
     # (a) same MD, same weights: 64 atoms (2 x 2 x 4 cubic cells)
     cells = (2, 2, 4)
     fc = fairchem_md(cells, a.steps, a.threads)
-    lm = lammps(a.root, workdir, "in.md_full", EAM_STYLE.format(nx=2, ny=2, nz=4, pair=uma_full, steps=a.steps),
+    lm, _ = lammps(a.root, workdir, "in.md_full", EAM_STYLE.format(nx=2, ny=2, nz=4, pair=uma_full, steps=a.steps),
                 a.threads)
     results["md_64"] = {"fairchem_ase": fc, "lammps_uma": lm,
                         "speedup": lm["timesteps_per_s"] / fc["timesteps_per_s"]}
@@ -132,7 +135,7 @@ def main():
     rows = {}
     for label, pair, steps in (("eam", eam, 1000), ("uma tiny model", uma_tiny, 20),
                                ("uma full-size model", uma_full, a.steps)):
-        rows[label] = lammps(a.root, workdir, "in.eam_" + label.split()[-2 if label != "eam" else 0],
+        rows[label], _ = lammps(a.root, workdir, "in.eam_" + label.split()[-2 if label != "eam" else 0],
                              EAM_STYLE.format(nx=4, ny=4, nz=4, pair=pair, steps=steps), a.threads)
         print(f"(b) 256-atom in.eam-style, {label}: {rows[label]['performance']}")
     results["in_eam_256"] = rows

@@ -19,16 +19,15 @@ import json
 import math
 import os
 import re
-import subprocess
 import time
 
+from lammps_md import lammps
+
 HERE = os.path.dirname(os.path.abspath(__file__))
-IN_SID = os.path.join(HERE, "..", "scripts", "in_sid.sh")
 DEMO = "/src/uma-check/potentials/uma-s-cu-eam-demo.safetensors"
 SHAPE = os.path.join(HERE, "uma-s-1p1-shape.json")
 
-INPUT = """plugin load /src/uma-check/build-root/umaplugin.so
-units metal
+INPUT = """units metal
 atom_style atomic
 lattice fcc 3.615
 region box block 0 {nx} 0 {ny} 0 {nz}
@@ -48,24 +47,12 @@ run {steps}
 CELLS = {500: (5, 5, 5), 2000: (5, 10, 10), 4000: (10, 10, 10)}
 
 
-def lammps(root, workdir, name, text, ranks, env=""):
-    host = os.path.join(root, workdir.lstrip("/"))
-    with open(os.path.join(host, name), "w") as f:
-        f.write(text)
-    wrapper = ("import resource,subprocess,sys; r=subprocess.run(sys.argv[1:]); "
-               "print('MAXRSS', resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss); sys.exit(r.returncode)")
-    cmd = (f"cd {workdir} && {env} OMP_NUM_THREADS=1 python3 -c \"{wrapper}\" mpirun --oversubscribe -np {ranks} "
-           f"/opt/lammps/bin/lmp -in {name} -log log.{name} -screen none")
-    p = subprocess.run([IN_SID, root, "bash", "-c", cmd], capture_output=True, text=True)
-    log = open(os.path.join(host, "log." + name)).read()
-    if p.returncode != 0:
-        raise SystemExit(f"{name} failed:\n{log[-2000:]}\n{p.stderr[-1000:]}")
-    perf = [l for l in log.splitlines() if l.startswith("Performance:")][-1]
-    rows = [l.split() for l in log.splitlines() if re.match(r"^\s*\d+\s+-?\d", l)]
-    last = rows[-1]
-    return {"timesteps_per_s": float(re.search(r"([\d.]+) timesteps/s", perf).group(1)),
-            "ghosts_per_rank": float(last[2]) / ranks, "halo_bytes_per_step_per_rank": float(last[3]) / ranks,
-            "peak_rss_mb_largest_rank": int(re.search(r"MAXRSS (\d+)", p.stdout).group(1)) / 1024.0}
+def run(root, workdir, name, text, ranks, env=""):
+    perf, log = lammps(root, workdir, name, text, 1, ranks, env)
+    last = [l.split() for l in log.splitlines() if re.match(r"^\s*\d+\s+-?\d", l)][-1]
+    return {"timesteps_per_s": perf["timesteps_per_s"], "ghosts_per_rank": float(last[2]) / ranks,
+            "halo_bytes_per_step_per_rank": float(last[3]) / ranks,
+            "peak_rss_mb_largest_rank": perf["peak_rss_mb"]}
 
 
 def scaling_table():
@@ -121,9 +108,9 @@ def main():
     for n in a.sizes:
         nx, ny, nz = CELLS[n]
         text = INPUT.format(nx=nx, ny=ny, nz=nz, model=DEMO, steps=a.steps)
-        row = {"1 rank": lammps(a.root, workdir, f"in.{n}_1", text, 1),
-               "2 ranks, halo exchange": lammps(a.root, workdir, f"in.{n}_2", text, 2),
-               "2 ranks, deep shell": lammps(a.root, workdir, f"in.{n}_2deep", text, 2, "UMA_GHOST_SHELL=deep")}
+        row = {"1 rank": run(a.root, workdir, f"in.{n}_1", text, 1),
+               "2 ranks, halo exchange": run(a.root, workdir, f"in.{n}_2", text, 2),
+               "2 ranks, deep shell": run(a.root, workdir, f"in.{n}_2deep", text, 2, "UMA_GHOST_SHELL=deep")}
         one = row["1 rank"]["timesteps_per_s"]
         for k, v in row.items():
             v["speedup_over_1_rank"] = v["timesteps_per_s"] / one

@@ -479,16 +479,11 @@ double distance_to_box(const double* p, const double lo[3], const double hi[3]) 
 // Halo exchange: every mapped ghost (LAMMPS's shell of cutoff + skin).  The
 // set changes only when LAMMPS reneighbors, so between reneighborings the
 // engine's layout (and its device constants) stays the same.
-void PairUMA::select_ghosts_halo(uma::LocalAtoms& piece) {
-  double** x = atom->x;
-  const int* type = atom->type;
-  const int nlocal = atom->nlocal, nall = atom->nlocal + atom->nghost;
+void PairUMA::add_ghosts_halo(uma::LocalAtoms& piece, const double*, const double*) {
   std::vector<int>& index = engine_index_;
-  double lo[3], hi[3];
-  const int n_owned = collect_owned(x, type, nlocal, type_z_, index, lo, hi);
-  for (int i = nlocal; i < nall && n_owned > 0; ++i)
-    if (type_z_[type[i]] > 0) index.push_back(i);
-  piece.n_owned = n_owned;
+  const int n_owned = static_cast<int>(piece.n_owned), nall = atom->nlocal + atom->nghost;
+  for (int i = atom->nlocal; i < nall && n_owned > 0; ++i)
+    if (type_z_[atom->type[i]] > 0) index.push_back(i);
   piece.n_targets = n_owned;
   halo_.set_atoms(&index, n_owned, nall);
   piece.exchange_ghosts = [this](const torch::Tensor& features) { return halo_.apply(features); };
@@ -498,17 +493,13 @@ void PairUMA::select_ghosts_halo(uma::LocalAtoms& piece) {
 // the owned atoms' bounding box) separate them from an owned atom: hop
 // h <= layers receives messages (block k only for h <= layers - 1 - k), hop
 // layers + 1 only sends.  Farther ghosts cannot reach an owned atom.
-void PairUMA::select_ghosts_deep(uma::LocalAtoms& piece) {
-  double** x = atom->x;
-  const int* type = atom->type;
-  const int nlocal = atom->nlocal, nall = atom->nlocal + atom->nghost;
+void PairUMA::add_ghosts_deep(uma::LocalAtoms& piece, const double* lo, const double* hi) {
   std::vector<int>& index = engine_index_;
-  double lo[3], hi[3];
-  const int n_owned = collect_owned(x, type, nlocal, type_z_, index, lo, hi);
+  const int n_owned = static_cast<int>(piece.n_owned), nall = atom->nlocal + atom->nghost;
   std::vector<std::vector<int>> by_hop(layers_ + 2);
-  for (int i = nlocal; i < nall && n_owned > 0; ++i) {
-    if (type_z_[type[i]] == 0) continue;
-    const int hop = std::max(1, static_cast<int>(std::ceil(distance_to_box(x[i], lo, hi) / cutoff_)));
+  for (int i = atom->nlocal; i < nall && n_owned > 0; ++i) {
+    if (type_z_[atom->type[i]] == 0) continue;
+    const int hop = std::max(1, static_cast<int>(std::ceil(distance_to_box(atom->x[i], lo, hi) / cutoff_)));
     if (hop <= layers_ + 1) by_hop[hop].push_back(i);
   }
   std::vector<int64_t> within(layers_ + 2, n_owned);   // atoms within h hops
@@ -516,12 +507,11 @@ void PairUMA::select_ghosts_deep(uma::LocalAtoms& piece) {
     index.insert(index.end(), by_hop[h].begin(), by_hop[h].end());
     within[h] = static_cast<int64_t>(index.size());
   }
-  piece.n_owned = n_owned;
   piece.n_targets = within[layers_];
   for (int k = 0; k < layers_; ++k) piece.layer_targets.push_back(within[layers_ - 1 - k]);
 }
 
-// Several ranks: owned atoms plus ghosts (select_ghosts_*).
+// Several ranks: owned atoms, then ghosts (add_ghosts_*).
 void PairUMA::compute_local(int, int) {
   double** x = atom->x;
   double** f = atom->f;
@@ -529,10 +519,12 @@ void PairUMA::compute_local(int, int) {
   const int nlocal = atom->nlocal, nall = atom->nlocal + atom->nghost;
 
   uma::LocalAtoms piece;
+  double lo[3], hi[3];
+  piece.n_owned = collect_owned(x, type, nlocal, type_z_, engine_index_, lo, hi);
   if (deep_shell_)
-    select_ghosts_deep(piece);
+    add_ghosts_deep(piece, lo, hi);
   else
-    select_ghosts_halo(piece);
+    add_ghosts_halo(piece, lo, hi);
   const std::vector<int>& index = engine_index_;
   const int n = static_cast<int>(index.size()), n_owned = static_cast<int>(piece.n_owned);
   for (int k = 0; k < n; ++k) piece.numbers.push_back(type_z_[type[index[k]]]);

@@ -97,10 +97,11 @@ class PairUMA : public Pair {
   uma::ReadRequest read_request() const;   // what this step's flags ask the engine for
   void compute_whole(int eflag, int vflag);
   void compute_local(int eflag, int vflag);
-  // Fills piece's atoms (and engine_index_) for this step: owned atoms, then
-  // the ghosts the evaluation needs.
-  void select_ghosts_halo(uma::LocalAtoms &piece);
-  void select_ghosts_deep(uma::LocalAtoms &piece);
+  // Append the ghosts this step's evaluation needs to engine_index_ (which
+  // holds piece.n_owned owned atoms, inside the box lo..hi) and set piece's
+  // message targets.
+  void add_ghosts_halo(uma::LocalAtoms &piece, const double *lo, const double *hi);
+  void add_ghosts_deep(uma::LocalAtoms &piece, const double *lo, const double *hi);
   std::string describe(const std::exception &e) const;
   std::vector<long long> global_composition(const std::vector<int64_t> &numbers, int nowned) const;
 };

@@ -393,8 +393,9 @@ def case_halo(h, r):
     gives the one-rank energy, forces, virial, per-atom energies and per-atom
     virials to 1e-10 (fp64): orthogonal Cu with subdomains thinner than the
     cutoff, a skewed triclinic cell, a slab (p p f), a molecule with empty ranks,
-    a charge-balanced model; newton on and off; and Cu in fp32 to 2e-5.  The
-    deep-shell reference scheme (UMA_GHOST_SHELL=deep) is held to the same bound."""
+    a charge-balanced model; newton on and off; comm_style tiled with recursive
+    bisection; and Cu in fp32 to 2e-5.  The deep-shell reference scheme
+    (UMA_GHOST_SHELL=deep) is held to the same bound."""
     syms, mol = read_xyz(os.path.join(HERE, "..", "..", "examples", "structures", "ethanol_cation.extxyz"))
     mol = mol - mol.min(0) + 2.0
     systems = {
@@ -403,7 +404,7 @@ def case_halo(h, r):
                "create_atoms 1 box\nmass 1 63.546\ndisplace_atoms all random 0.12 0.12 0.12 4242 units box\n",
                "Cu", "task omat", MODEL,
                [("2 1 1", "on"), ("3 1 1", "on"), ("2 2 1", "on"), ("1 2 2", "on"), ("2 2 1", "off"),
-                ("4 1 1", "off"), ("2 1 1", "deep")]),
+                ("4 1 1", "off"), ("2 1 1", "deep"), ("tiled", "on")]),
         "triclinic": ("boundary p p p\nlattice fcc 3.615\nregion box prism 0 3 0 3 0 3 1.1 -0.7 0.5\n"
                       "create_box 1 box\ncreate_atoms 1 box\nmass 1 63.546\n"
                       "displace_atoms all random 0.1 0.1 0.1 777 units box\n",
@@ -441,11 +442,13 @@ def case_halo(h, r):
         tag = f"{name}_1"
         ref = halo_results(h, tag, lammps(h, r, f"in.{tag}", base.format(grid="") + HALO_OUT.format(tag=tag)))
         for grid, newton in runs:
-            np_ = int(np.prod([int(v) for v in grid.split()]))
+            tiled = grid == "tiled"   # comm_style tiled, recursive bisection over 3 ranks
+            np_ = 3 if tiled else int(np.prod([int(v) for v in grid.split()]))
             tag = f"{name}_{grid.replace(' ', 'x')}_{newton}"
             deep = newton == "deep"   # the reference scheme: (layers + 1) x cutoff shell, no exchange
-            text = f"newton {'on' if deep else newton}\n" + base.format(grid=f"processors {grid}\n") + \
-                HALO_OUT.format(tag=tag)
+            text = f"newton {'on' if deep else newton}\n" + \
+                base.format(grid="comm_style tiled\n" if tiled else f"processors {grid}\n")
+            text = text.replace(style, ("balance 1.0 rcb\n" if tiled else "") + style) + HALO_OUT.format(tag=tag)
             log = lammps(h, r, f"in.{tag}", text, np_=np_, env="UMA_GHOST_SHELL=deep" if deep else "")
             want = "UMA_GHOST_SHELL=deep: no halo exchange" if deep else f"pair uma: halo exchange on {np_} ranks"
             check(want in log, f"[{tag}] the log does not say '{want}'")
