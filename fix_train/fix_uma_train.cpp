@@ -161,8 +161,10 @@ FixUMATrain::~FixUMATrain() = default;
 int FixUMATrain::setmask() { return END_OF_STEP; }
 
 void FixUMATrain::init() {
-  pair_ = dynamic_cast<PairUMA *>(force->pair_match("uma", 1));
-  if (!pair_) error->all(FLERR, "Fix uma/train requires pair_style uma (alone or in a hybrid)");
+  pair_ = nullptr;
+  for (const char *name : {"uma", "uma/kk", "uma/kk/device", "uma/kk/host"})
+    if (!pair_) pair_ = dynamic_cast<PairUMA *>(force->pair_match(name, 1));
+  if (!pair_) error->all(FLERR, "Fix uma/train requires pair_style uma or uma/kk (alone or in a hybrid)");
   if (!atom->tag_enable) error->all(FLERR, "Fix uma/train requires atom IDs");
   if (atom->natoms > std::numeric_limits<int>::max() / 3) error->all(FLERR, "Fix uma/train: too many atoms");
   if (!trainer_) create_trainer();

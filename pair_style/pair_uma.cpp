@@ -262,8 +262,8 @@ void PairUMA::create_engine() {
   }
   merges_logged_ = 0;
   if (comm->me == 0)
-    utils::logmesg(lmp, "pair uma: model {} ({}, {} layers, cutoff {} A), task {}, charge {}, spin {}, "
-                        "{} on {}\n", model_path_, cfg.model_id, cfg.backbone.num_layers,
+    utils::logmesg(lmp, "pair {}: model {} ({}, {} layers, cutoff {} A), task {}, charge {}, spin {}, "
+                        "{} on {}\n", style_name_, model_path_, cfg.model_id, cfg.backbone.num_layers,
                    cfg.backbone.cutoff, task_, charge_, spin_, precision_, opts.device.str());
 }
 
@@ -274,7 +274,7 @@ void PairUMA::log_memory_plan() {
   const auto& plan = engine_->memory_plan();
   if (plan_logged_ && plan.recompute == plan_logged_recompute_) return;
   if (comm->me == 0)
-    utils::logmesg(lmp, "pair uma: memory plan{} at step {}: {}\n", comm->nprocs > 1 ? " of rank 0" : "",
+    utils::logmesg(lmp, "pair {}: memory plan{} at step {}: {}\n", style_name_, comm->nprocs > 1 ? " of rank 0" : "",
                    update->ntimestep, plan.describe());
   plan_logged_ = true;
   plan_logged_recompute_ = plan.recompute;
@@ -301,8 +301,8 @@ void PairUMA::init_style() {
         comm->cutghostuser = needed;
       }
       if (comm->me == 0)
-        utils::logmesg(lmp, "pair uma: UMA_GHOST_SHELL=deep: no halo exchange; ghost cutoff {} A "
-                            "((1 + {} layers) x {} A + skin) on {} ranks\n",
+        utils::logmesg(lmp, "pair {}: UMA_GHOST_SHELL=deep: no halo exchange; ghost cutoff {} A "
+                            "((1 + {} layers) x {} A + skin) on {} ranks\n", style_name_,
                        std::max(needed, comm->cutghostuser), layers_, cutoff_, comm->nprocs);
     } else {
       // The halo exchange needs the usual ghost shell (cutoff + skin), and
@@ -314,8 +314,8 @@ void PairUMA::init_style() {
       comm_forward = feature_width_;
       comm_reverse = comm_reverse_off = std::max(9, feature_width_);
       if (comm->me == 0)
-        utils::logmesg(lmp, "pair uma: halo exchange on {} ranks: {} values per ghost atom after the "
-                            "embedding and {} of the {} blocks; ghost cutoff {} A + skin\n",
+        utils::logmesg(lmp, "pair {}: halo exchange on {} ranks: {} values per ghost atom after the "
+                            "embedding and {} of the {} blocks; ghost cutoff {} A + skin\n", style_name_,
                        comm->nprocs, feature_width_, layers_ - 1, layers_, cutoff_);
     }
   }
@@ -353,8 +353,8 @@ void PairUMA::compute(int eflag, int vflag) {
     weights_updated_ = false;
   }
   if (merges > merges_logged_ && merges_logged_ > 0 && comm->me == 0)
-    utils::logmesg(lmp, "pair uma: composition changed at step {}; experts merged again\n",
-                   update->ntimestep);
+    utils::logmesg(lmp, "pair {}: composition changed at step {}; experts merged again\n",
+                   style_name_, update->ntimestep);
   merges_logged_ = merges;
   log_memory_plan();
   pvector[0] = static_cast<double>(uma::host_read_count() - reads0);

@@ -58,6 +58,8 @@ class PairUMA : public Pair {
   void unpack_reverse_comm(int, int *, double *) override;
 
  protected:
+  std::string style_name_ = "uma";   // in log lines (uma/kk for the KOKKOS variant)
+
   // settings
   std::string task_;
   int charge_ = 0, spin_ = -1;        // spin -1: the task's default

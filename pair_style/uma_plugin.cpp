@@ -11,6 +11,9 @@
 
 #include "fix_uma_train.h"
 #include "pair_uma.h"
+#ifdef UMA_KOKKOS
+#include "pair_uma_kokkos.h"
+#endif
 
 // The LAMMPS version this plugin declares; the test suite builds a copy that
 // declares another one to check the refusal below.
@@ -23,6 +26,14 @@ using namespace LAMMPS_NS;
 namespace {
 
 void* create_pair_uma(LAMMPS* lmp) { return new PairUMA(lmp); }
+#ifdef UMA_KOKKOS
+void* create_pair_uma_kk_device(LAMMPS* lmp) { return new PairUMAKokkos<LMPDeviceType>(lmp); }
+#ifdef LMP_KOKKOS_GPU
+void* create_pair_uma_kk_host(LAMMPS* lmp) { return new PairUMAKokkos<LMPHostType>(lmp); }
+#else
+void* create_pair_uma_kk_host(LAMMPS* lmp) { return new PairUMAKokkos<LMPDeviceType>(lmp); }
+#endif
+#endif
 void* create_fix_uma_train(LAMMPS* lmp, int argc, char** argv) { return new FixUMATrain(lmp, argc, argv); }
 
 void check_abi(LAMMPS* lmp) {
@@ -42,11 +53,48 @@ void check_abi(LAMMPS* lmp) {
   }
 }
 
+#ifdef UMA_KOKKOS
+// uma/kk is compiled against one KOKKOS configuration; LAMMPS built with
+// another would lay its views out differently.
+void check_kokkos(LAMMPS* lmp) {
+  if (!lammps_config_has_package("KOKKOS"))
+    lmp->error->all(FLERR, "umaplugin.so was built with pair_style uma/kk for a LAMMPS with the KOKKOS "
+                           "package, and this LAMMPS has none; rebuild the plugin against this LAMMPS");
+#if defined(LMP_KOKKOS_DOUBLE_DOUBLE)
+  const char* precision = "double";
+#elif defined(LMP_KOKKOS_SINGLE_SINGLE)
+  const char* precision = "single";
+#else
+  const char* precision = "mixed";
+#endif
+#if defined(UMA_KOKKOS_CLAIM_API)   // the test suite's copy that claims another backend
+  const char* api = UMA_KOKKOS_CLAIM_API;
+#elif defined(KOKKOS_ENABLE_CUDA)
+  const char* api = "cuda";
+#elif defined(KOKKOS_ENABLE_HIP)
+  const char* api = "hip";
+#elif defined(KOKKOS_ENABLE_SYCL)
+  const char* api = "sycl";
+#elif defined(KOKKOS_ENABLE_OPENMP)
+  const char* api = "openmp";
+#else
+  const char* api = "serial";
+#endif
+  if (!lammps_config_accelerator("KOKKOS", "precision", precision) || !lammps_config_accelerator("KOKKOS", "api", api))
+    lmp->error->all(FLERR, "umaplugin.so was built for a KOKKOS package with the {} backend in {} precision, "
+                           "and this LAMMPS's KOKKOS differs (see 'lmp -h'); rebuild the plugin against it",
+                    api, precision);
+}
+#endif
+
 }  // namespace
 
 extern "C" void lammpsplugin_init(void* lmp_ptr, void* handle, void* regfunc) {
   auto* lmp = static_cast<LAMMPS*>(lmp_ptr);
   check_abi(lmp);
+#ifdef UMA_KOKKOS
+  check_kokkos(lmp);
+#endif
   auto register_style = reinterpret_cast<lammpsplugin_regfunc>(regfunc);
   lammpsplugin_t plugin;
   plugin.version = UMA_BUILT_FOR_LAMMPS;
@@ -57,6 +105,17 @@ extern "C" void lammpsplugin_init(void* lmp_ptr, void* handle, void* regfunc) {
   plugin.creator.v1 = reinterpret_cast<lammpsplugin_factory1*>(&create_pair_uma);
   plugin.handle = handle;
   register_style(&plugin, lmp);
+#ifdef UMA_KOKKOS
+  plugin.info = "UMA-S universal potential, KOKKOS package variant";
+  for (const char* name : {"uma/kk", "uma/kk/device"}) {
+    plugin.name = name;
+    plugin.creator.v1 = reinterpret_cast<lammpsplugin_factory1*>(&create_pair_uma_kk_device);
+    register_style(&plugin, lmp);
+  }
+  plugin.name = "uma/kk/host";
+  plugin.creator.v1 = reinterpret_cast<lammpsplugin_factory1*>(&create_pair_uma_kk_host);
+  register_style(&plugin, lmp);
+#endif
 
   plugin.style = "fix";
   plugin.name = "uma/train";

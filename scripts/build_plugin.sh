@@ -20,7 +20,8 @@ tar -C "$src" --exclude=./build --exclude='./build-*' --exclude=.git -cf - . | t
     export CCACHE_DIR=/var/cache/uma-ccache CCACHE_BASEDIR=/src/uma-check
     launcher="-DCMAKE_CXX_COMPILER_LAUNCHER=ccache"
   fi
-  cmake -S . -B build-root -DCMAKE_BUILD_TYPE=Release -DUMA_BUILD_PLUGIN=ON -DUMA_FUZZ=OFF $launcher \
+  kokkos=OFF; /opt/lammps/bin/lmp -h | grep -A2 "Installed packages" | grep -qw KOKKOS && kokkos=ON
+  cmake -S . -B build-root -DCMAKE_BUILD_TYPE=Release -DUMA_BUILD_PLUGIN=ON -DUMA_FUZZ=OFF -DUMA_KOKKOS=$kokkos $launcher \
     -DUMA_TORCH_DIR=/opt/torch/site-packages/torch \
     -DCMAKE_PREFIX_PATH=/opt/lammps -DUMA_LAMMPS_SOURCE_DIR=/src/lammps/src > build-root.log 2>&1 ||
     { tail -20 build-root.log; exit 1; }

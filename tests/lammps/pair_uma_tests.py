@@ -51,13 +51,13 @@ def in_root(cmd):
     return subprocess.run([IN_SID, ROOT, "bash", "-c", cmd], capture_output=True, text=True)
 
 
-def lammps(host_dir, root_dir, name, text, np_=1, env="", fail=False):
-    """Runs `lmp -in name` on np_ ranks; returns the log text."""
+def lammps(host_dir, root_dir, name, text, np_=1, env="", fail=False, flags=""):
+    """Runs `lmp FLAGS -in name` on np_ ranks; returns the log text."""
     with open(os.path.join(host_dir, name), "w") as f:
         f.write(text)
     log = "log." + name
     cmd = (f"cd {root_dir} && {env} OMP_NUM_THREADS=1 mpirun --oversubscribe -np {np_} "
-           f"/opt/lammps/bin/lmp -in {name} -log {log} -screen none")
+           f"/opt/lammps/bin/lmp {flags} -in {name} -log {log} -screen none")
     p = in_root(cmd)
     path = os.path.join(host_dir, log)
     out = open(path).read() if os.path.exists(path) else ""
@@ -463,6 +463,44 @@ def case_halo(h, r):
     print(f"  worst deviation from one rank over all fp64 runs: {worst:.1e}")
 
 
+def case_kokkos(h, r):
+    """pair_style uma/kk through LAMMPS's KOKKOS package (OpenMP), picked by -sf kk:
+    energy, virial, forces, per-atom energies and virials equal pair_style uma's
+    one-rank values to 1e-10 (fp64) on 1 rank x 2 threads and 2 and 4 ranks x 1
+    thread, newton on and off, on orthogonal and triclinic Cu and a molecule."""
+    syms, mol = read_xyz(os.path.join(HERE, "..", "..", "examples", "structures", "ethanol_cation.extxyz"))
+    write_molecule_data(os.path.join(h, "molecule.data"), syms, mol - mol.min(0) + 2.0, ["C", "O", "H"])
+    systems = {
+        "cu": ("boundary p p p\nlattice fcc 3.615\nregion box block 0 4 0 4 0 4\ncreate_box 1 box\n"
+               "create_atoms 1 box\nmass 1 63.546\ndisplace_atoms all random 0.12 0.12 0.12 4242 units box\n",
+               "Cu", "task omat"),
+        "triclinic": ("boundary p p p\nlattice fcc 3.615\nregion box prism 0 3 0 3 0 3 1.1 -0.7 0.5\n"
+                      "create_box 1 box\ncreate_atoms 1 box\nmass 1 63.546\n"
+                      "displace_atoms all random 0.1 0.1 0.1 777 units box\n", "Cu", "task omat"),
+        "molecule": (None, "C O H", "task omol charge 1 spin 2"),
+    }
+    runs = [(1, 2, "on"), (2, 1, "on"), (4, 1, "on"), (2, 1, "off")]
+    worst = 0.0
+    for name, (build, elements, args) in systems.items():
+        if build is not None:
+            lammps(h, r, f"in.{name}_build", PRE.format(plugin=PLUGIN) + build + f"write_data {name}.data\n")
+        boundary = "boundary s s s\n" if build is None else build.splitlines()[0] + "\n"
+        text = PRE.format(plugin=PLUGIN) + "newton {newton}\n" + boundary + f"read_data {name}.data\n" + \
+            f"pair_style uma {args} precision fp64\npair_coeff * * {MODEL} {elements}\n"
+        tag = f"{name}_uma"
+        ref = halo_results(h, tag, lammps(h, r, f"in.{tag}", text.format(newton="on") + HALO_OUT.format(tag=tag)))
+        for np_, threads, newton in runs:
+            tag = f"{name}_kk_{np_}x{threads}_{newton}"
+            log = lammps(h, r, f"in.{tag}", text.format(newton=newton) + HALO_OUT.format(tag=tag), np_=np_,
+                         flags=f"-k on t {threads} -sf kk")
+            check("pair uma/kk: model" in log, f"[{tag}] -sf kk did not pick pair_style uma/kk")
+            err = same_as_one_rank(halo_results(h, tag, log), ref, tag)
+            worst = max(worst, err)
+            print(f"  {name}: uma/kk on {np_} rank(s) x {threads} thread(s), newton {newton}: equals uma "
+                  f"(worst {err:.1e} relative)")
+    print(f"  worst deviation of uma/kk from uma: {worst:.1e}")
+
+
 def case_halo_md(h, r):
     """100 steps of NVE (fp64) on 2 ranks follow the one-rank trajectory to 1e-8,
     reneighboring (new ghost sets, atoms changing ranks) every 5 steps."""
@@ -714,6 +752,8 @@ def case_errors(h, r):
     cases = [(name, head + cmds + "\n", msg) for name, cmds, msg in cases]
     cases.append(("version", f"plugin load {SRC}/build-root/umaplugin_wrong_version.so\n",
                   "was built for LAMMPS '1 Jan 2000' but this is LAMMPS '4 Jul 2026'"))
+    cases.append(("kokkos_backend", f"plugin load {SRC}/build-root/umaplugin_wrong_kokkos.so\n",
+                  "was built for a KOKKOS package with the cuda backend in double precision"))
     cases.append(("units", PRE.replace("units metal", "units real").format(plugin=PLUGIN) + box +
                   f"pair_style uma task omat\npair_coeff * * {MODEL} Cu\nrun 0\n", "requires 'units metal'"))
     for name, text, msg in cases:
@@ -851,7 +891,7 @@ def case_examples(h, r):
 
 CASES = {
     "ranks": case_ranks, "triclinic": case_triclinic, "molecule": case_molecule,
-    "balanced_model": case_balanced_model, "halo": case_halo, "halo_md": case_halo_md, "empty_ranks": case_empty_ranks, "composition": case_composition, "md": case_md,
+    "balanced_model": case_balanced_model, "halo": case_halo, "halo_md": case_halo_md, "kokkos": case_kokkos, "empty_ranks": case_empty_ranks, "composition": case_composition, "md": case_md,
     "restart_data": case_restart_data, "examples": case_examples, "plugin_path": case_plugin_path, "errors": case_errors,
     "gpu_path": case_gpu_path, "memory": case_memory, "ghost_cutoff": case_ghost_cutoff,
 }
