@@ -103,8 +103,9 @@ def case_data_parallel(h, r):
 
 
 def case_on_the_fly(h, r):
-    """Frames from the running MD, labelled by EAM, on 1, 2 and 4 ranks: the first frame's labels equal a
-    plain EAM run on the same structure; frames go to extxyz; thermo shows the fix's vector."""
+    """Frames from the running MD, labelled by EAM, on 1, 2 and 4 ranks, and on 2 ranks with pair_style
+    uma/kk (-sf kk, which must train as uma does): the first frame's labels equal a plain EAM run on the
+    same structure; frames go to extxyz; thermo shows the fix's vector."""
     eam = pt.lammps(h, r, "in.eam", HEAD.split("pair_style")[0].format(plugin=pt.PLUGIN) +
                     "pair_style eam\npair_coeff 1 1 Cu_u3.eam\ncompute p all pressure NULL virial\n"
                     "thermo_style custom step pe c_p[*]\nthermo_modify format float %.15g\n"
@@ -114,19 +115,24 @@ def case_on_the_fly(h, r):
     _, _, cols = pt.read_dump(os.path.join(h, "dump.eam"))
     f_eam = np.stack([cols["fx"], cols["fy"], cols["fz"]], 1)
     x_eam = np.stack([cols["x"], cols["y"], cols["z"]], 1)
-    for np_ in (1, 2, 4):
+    final = {}
+    for np_, kk in ((1, False), (2, False), (4, False), (2, True)):
+        tag = f"{np_}kk" if kk else f"{np_}"
         text = head() + (f"velocity all create 500 4242 loop geom\nfix nve all nve\n"
-                         f"fix learn all uma/train 2 label 5 holdout 3 lr 2e-3 print 2 write_frames f{np_}.extxyz "
-                         f"checkpoint c{np_}.safetensors 10 reference eam coeff 1 1 Cu_u3.eam\n"
+                         f"fix learn all uma/train 2 label 5 holdout 3 lr 2e-3 print 2 write_frames f{tag}.extxyz "
+                         f"checkpoint c{tag}.safetensors 10 reference eam coeff 1 1 Cu_u3.eam\n"
                          f"thermo 4\nthermo_style custom step pe f_learn[1] f_learn[3] f_learn[8] f_learn[11]\n"
                          f"run 20\n")
-        log = lammps(h, r, f"in.otf{np_}", text, np_=np_, env=POTENTIALS)
+        # the last run: the same under the KOKKOS package (-sf kk picks pair_style uma/kk)
+        log = lammps(h, r, f"in.otf{tag}", text, np_=np_, env=POTENTIALS, flags="-k on t 1 -sf kk" if kk else "")
+        check(not kk or "pair uma/kk: model" in log, "-sf kk did not pick pair_style uma/kk")
         _, rows = thermo("\n".join(l for l in log.splitlines() if not l.startswith("fix uma/train")))
         check(rows[-1]["f_learn[8]"] == 5, f"{np_} ranks: expected 5 training frames, thermo says {rows[-1]}")
         check(all(math.isfinite(rows[-1][k]) for k in ("f_learn[1]", "f_learn[3]", "f_learn[11]")),
               f"{np_} ranks: non-finite training statistics {rows[-1]}")
         check(f"identical on {np_} rank(s)" in log, f"{np_} ranks: no replica check")
-        text = open(os.path.join(h, f"f{np_}.extxyz")).read()
+        final[tag] = rows[-1]
+        text = open(os.path.join(h, f"f{tag}.extxyz")).read()
         check(text.count("energy=") == 5, f"{np_} ranks: expected 5 frames written (steps 0, 5, 10, 15, 20)")
         first = text.split("\n")[1]
         e0 = float(re.search(r'energy="([^"]+)"', first).group(1))
@@ -146,7 +152,11 @@ def case_on_the_fly(h, r):
         want = [-p[0], -p[3], -p[4], -p[3], -p[1], -p[5], -p[4], -p[5], -p[2]]
         err = max(abs(a - b / pt.NKTV2P) for a, b in zip(s0, want))
         check(err < 1e-12, f"first frame stress differs from EAM's virial by {err:.2e} eV/A^3")
-        print(f"  {np_} rank(s): 5 frames labelled by EAM (first frame equals plain EAM: energy, forces, "
+        if kk:   # the same MD and training as with pair_style uma on as many ranks
+            for k in ("PotEng", "f_learn[1]", "f_learn[11]"):
+                check(abs(rows[-1][k] - final[str(np_)][k]) <= 1e-6 * max(1.0, abs(final[str(np_)][k])),
+                      f"uma/kk: {k} {rows[-1][k]} differs from pair_style uma's {final[str(np_)][k]}")
+        print(f"  {np_} rank(s){' with uma/kk (-sf kk)' if kk else ''}: 5 frames labelled by EAM (first frame equals plain EAM: energy, forces, "
               f"stress), 4 trained on, 1 held out, loss {rows[-1]['f_learn[1]']:.4g}, held-out force MAE "
               f"{rows[-1]['f_learn[11]']:.4g} eV/A")
 

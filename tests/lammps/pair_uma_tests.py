@@ -467,7 +467,8 @@ def case_kokkos(h, r):
     """pair_style uma/kk through LAMMPS's KOKKOS package (OpenMP), picked by -sf kk:
     energy, virial, forces, per-atom energies and virials equal pair_style uma's
     one-rank values to 1e-10 (fp64) on 1 rank x 2 threads and 2 and 4 ranks x 1
-    thread, newton on and off, on orthogonal and triclinic Cu and a molecule."""
+    thread, newton on and off, on orthogonal and triclinic Cu and a molecule; NVE and
+    minimize on 2 ranks follow uma's."""
     syms, mol = read_xyz(os.path.join(HERE, "..", "..", "examples", "structures", "ethanol_cation.extxyz"))
     write_molecule_data(os.path.join(h, "molecule.data"), syms, mol - mol.min(0) + 2.0, ["C", "O", "H"])
     systems = {
@@ -499,6 +500,22 @@ def case_kokkos(h, r):
             print(f"  {name}: uma/kk on {np_} rank(s) x {threads} thread(s), newton {newton}: equals uma "
                   f"(worst {err:.1e} relative)")
     print(f"  worst deviation of uma/kk from uma: {worst:.1e}")
+    # MD and minimization on 2 ranks follow pair_style uma's (Kokkos integrators and min styles)
+    base = PRE.format(plugin=PLUGIN) + "boundary p p p\nread_data cu.data\n" + \
+        f"pair_style uma task omat precision fp64\npair_coeff * * {MODEL} Cu\n" + \
+        "thermo_style custom step pe etotal press\nthermo_modify format float %.17g\n"
+    jobs = {"nve": "velocity all create 600 4928 loop geom\ntimestep 0.002\nfix 1 all nve\nthermo 5\nrun 20\n",
+            "minimize": "min_style cg\nthermo 1\nminimize 0 1e-8 8 100\n"}
+    for job, cmds in jobs.items():
+        rows = {}
+        for kk in (False, True):
+            log = lammps(h, r, f"in.{job}_{kk}", base + cmds, np_=2, flags="-k on t 1 -sf kk" if kk else "")
+            rows[kk] = thermo(log)[1]
+        check(len(rows[True]) == len(rows[False]) >= 5, f"{job}: thermo rows differ: {len(rows[True])} vs {len(rows[False])}")
+        for a, b in zip(rows[False], rows[True]):
+            for col in ("PotEng", "TotEng", "Press"):
+                close(b[col], a[col], 1e-10 * max(1.0, abs(a[col])), f"uma/kk {job} step {int(a['Step'])} {col}")
+        print(f"  {job} on 2 ranks with uma/kk follows uma: {len(rows[True])} thermo rows equal to 1e-10")
 
 
 def case_halo_md(h, r):
