@@ -48,10 +48,10 @@ run {steps}
 """
 
 
-def lammps(root, workdir, name, text, threads, ranks=None, env=""):
-    """Runs lmp in the root (under mpirun on `ranks` ranks if given, each with
-    `threads` threads); returns (Performance dict, peak RSS MB of the largest
-    process; and the log."""
+def lammps(root, workdir, name, text, threads, ranks=None, env="", flags=""):
+    """Runs `lmp FLAGS` in the root (under mpirun on `ranks` ranks if given,
+    each with `threads` threads); returns (Performance dict, peak RSS MB of
+    the largest process; and the log."""
     host = os.path.join(root, workdir.lstrip("/"))
     with open(os.path.join(host, name), "w") as f:
         f.write(text)
@@ -59,7 +59,7 @@ def lammps(root, workdir, name, text, threads, ranks=None, env=""):
                "print('MAXRSS', resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss); sys.exit(r.returncode)")
     launch = f"mpirun --oversubscribe -np {ranks} " if ranks else ""
     cmd = (f"cd {workdir} && {env} LAMMPS_PLUGIN_PATH=/src/uma-check/build-root OMP_NUM_THREADS={threads} "
-           f"python3 -c \"{wrapper}\" {launch}/opt/lammps/bin/lmp -in {name} -log log.{name} -screen none")
+           f"python3 -c \"{wrapper}\" {launch}/opt/lammps/bin/lmp {flags} -in {name} -log log.{name} -screen none")
     p = subprocess.run([IN_SID, root, "bash", "-c", cmd], capture_output=True, text=True)
     log = open(os.path.join(host, "log." + name)).read()
     if p.returncode != 0:

@@ -5,6 +5,7 @@
 #                                                 the in.eam-style Cu problem, peak memory
 #   scripts/bench.sh --lammps --ranks [--steps N] 1 vs 2 ranks (halo exchange, deep ghost shell),
 #                                                 500..4000 Cu atoms; computed scaling table
+#   scripts/bench.sh --lammps --kokkos [--steps N] uma/kk vs uma (KOKKOS OpenMP), 108 and 1000 Cu atoms
 #   scripts/bench.sh --train [--steps N]          one training step vs fairchem's (K4L2, CPU)
 #   scripts/bench.sh --memory [bench/memory.py options]
 #                                                 peak memory and time against atoms (256..8000 Cu):
@@ -22,6 +23,10 @@ if [ "${1:-}" = "--lammps" ]; then
   if [ "${1:-}" = "--ranks" ]; then
     shift
     exec "$UMA_PYTHON" bench/lammps_ranks.py "$root" "$@"
+  fi
+  if [ "${1:-}" = "--kokkos" ]; then
+    shift
+    exec "$UMA_PYTHON" bench/lammps_kokkos.py "$root" "$@"
   fi
   [ -f "$cache/uma-s-1p1-random.safetensors" ] || "$UMA_PYTHON" bench/make_model.py "$cache"
   exec "$UMA_PYTHON" bench/lammps_md.py "$root" "$@"
