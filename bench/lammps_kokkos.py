@@ -13,27 +13,10 @@ import os
 import re
 import time
 
-from lammps_md import lammps
+from lammps_md import CU_NVE, lammps
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DEMO = "/src/uma-check/potentials/uma-s-cu-eam-demo.safetensors"
-INPUT = """units metal
-atom_style atomic
-lattice fcc 3.615
-region box block 0 {n} 0 {n} 0 {n}
-create_box 1 box
-create_atoms 1 box
-mass 1 63.546
-pair_style uma task omat
-pair_coeff * * {model} Cu
-velocity all create 300 4928 loop geom
-fix 1 all nve
-timestep 0.001
-compute pu all pair uma
-thermo_style custom step pe c_pu[1] c_pu[2]
-run 1
-run {steps}
-"""
 
 
 def main():
@@ -46,7 +29,7 @@ def main():
     os.makedirs(os.path.join(a.root, workdir.lstrip("/")), exist_ok=True)
     results = {"date": time.strftime("%Y-%m-%d"), "steps": a.steps, "model": "uma-s-cu-eam-demo (fp32)", "runs": []}
     for atoms, cells in ((108, 3), (1000, 5)):
-        text = INPUT.format(n=cells, model=DEMO, steps=a.steps)
+        text = CU_NVE.format(nx=cells, ny=cells, nz=cells, model=DEMO, steps=a.steps, columns="c_pu[1] c_pu[2]")
         for threads in (1, 2):
             row = {"atoms": atoms, "threads": threads}
             for style, flags in (("uma", ""), ("uma/kk", f"-k on t {threads} -sf kk")):

@@ -48,6 +48,26 @@ run {steps}
 """
 
 
+# Cu NVE with pair_style uma and `compute pair uma` (bench/lammps_ranks.py, bench/lammps_kokkos.py)
+CU_NVE = """units metal
+atom_style atomic
+lattice fcc 3.615
+region box block 0 {nx} 0 {ny} 0 {nz}
+create_box 1 box
+create_atoms 1 box
+mass 1 63.546
+pair_style uma task omat
+pair_coeff * * {model} Cu
+velocity all create 300 4928 loop geom
+fix 1 all nve
+timestep 0.001
+compute pu all pair uma
+thermo_style custom step pe {columns}
+run 1
+run {steps}
+"""
+
+
 def lammps(root, workdir, name, text, threads, ranks=None, env="", flags=""):
     """Runs `lmp FLAGS` in the root (under mpirun on `ranks` ranks if given,
     each with `threads` threads); returns (Performance dict, peak RSS MB of

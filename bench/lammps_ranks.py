@@ -21,29 +21,12 @@ import os
 import re
 import time
 
-from lammps_md import lammps
+from lammps_md import CU_NVE, lammps
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DEMO = "/src/uma-check/potentials/uma-s-cu-eam-demo.safetensors"
 SHAPE = os.path.join(HERE, "uma-s-1p1-shape.json")
 
-INPUT = """units metal
-atom_style atomic
-lattice fcc 3.615
-region box block 0 {nx} 0 {ny} 0 {nz}
-create_box 1 box
-create_atoms 1 box
-mass 1 63.546
-pair_style uma task omat
-pair_coeff * * {model} Cu
-velocity all create 300 4928 loop geom
-fix 1 all nve
-timestep 0.001
-compute pu all pair uma
-thermo_style custom step pe c_pu[5] c_pu[6]
-run 1
-run {steps}
-"""
 CELLS = {500: (5, 5, 5), 2000: (5, 10, 10), 4000: (10, 10, 10)}
 
 
@@ -107,7 +90,7 @@ def main():
                "threads_per_rank": 1, "sizes": {}}
     for n in a.sizes:
         nx, ny, nz = CELLS[n]
-        text = INPUT.format(nx=nx, ny=ny, nz=nz, model=DEMO, steps=a.steps)
+        text = CU_NVE.format(nx=nx, ny=ny, nz=nz, model=DEMO, steps=a.steps, columns="c_pu[5] c_pu[6]")
         row = {"1 rank": run(a.root, workdir, f"in.{n}_1", text, 1),
                "2 ranks, halo exchange": run(a.root, workdir, f"in.{n}_2", text, 2),
                "2 ranks, deep shell": run(a.root, workdir, f"in.{n}_2deep", text, 2, "UMA_GHOST_SHELL=deep")}
