@@ -467,8 +467,8 @@ def case_kokkos(h, r):
     """pair_style uma/kk through LAMMPS's KOKKOS package (OpenMP), picked by -sf kk:
     energy, virial, forces, per-atom energies and virials equal pair_style uma's
     one-rank values to 1e-10 (fp64) on 1 rank x 2 threads and 2 and 4 ranks x 1
-    thread, newton on and off, on orthogonal and triclinic Cu and a molecule; NVE and
-    minimize on 2 ranks follow uma's."""
+    thread, newton on and off, on orthogonal and triclinic Cu and a molecule; NVE, NPT,
+    minimize and a restart on 2 ranks follow uma's."""
     syms, mol = read_xyz(os.path.join(HERE, "..", "..", "examples", "structures", "ethanol_cation.extxyz"))
     write_molecule_data(os.path.join(h, "molecule.data"), syms, mol - mol.min(0) + 2.0, ["C", "O", "H"])
     systems = {
@@ -505,13 +505,24 @@ def case_kokkos(h, r):
         f"pair_style uma task omat precision fp64\npair_coeff * * {MODEL} Cu\n" + \
         "thermo_style custom step pe etotal press\nthermo_modify format float %.17g\n"
     jobs = {"nve": "velocity all create 600 4928 loop geom\ntimestep 0.002\nfix 1 all nve\nthermo 5\nrun 20\n",
-            "minimize": "min_style cg\nthermo 1\nminimize 0 1e-8 8 100\n"}
+            "npt": "velocity all create 600 4928 loop geom\ntimestep 0.002\n"
+                   "fix 1 all npt temp 600 600 0.1 iso 0 0 0.5\nthermo 5\nrun 20\n",
+            "minimize": "min_style cg\nthermo 1\nminimize 0 1e-8 8 100\n",
+            # the second run starts from the restart file the first wrote, both under the same style
+            "restart": "velocity all create 600 4928 loop geom\ntimestep 0.002\nfix 1 all nve\nthermo 5\n"
+                       "run 10\nwrite_restart state.restart\nclear\n" + PRE.format(plugin=PLUGIN) +
+                       "read_restart state.restart\n" + f"pair_style uma task omat precision fp64\n"
+                       f"pair_coeff * * {MODEL} Cu\nfix 1 all nve\nthermo 5\n"
+                       "thermo_style custom step pe etotal press\nthermo_modify format float %.17g\nrun 10\n"}
     for job, cmds in jobs.items():
         rows = {}
         for kk in (False, True):
             log = lammps(h, r, f"in.{job}_{kk}", base + cmds, np_=2, flags="-k on t 1 -sf kk" if kk else "")
             rows[kk] = thermo(log)[1]
-        check(len(rows[True]) == len(rows[False]) >= 5, f"{job}: thermo rows differ: {len(rows[True])} vs {len(rows[False])}")
+            if job == "restart":
+                check("pair uma/kk: model" in log.split("read_restart")[-1] or not kk,
+                      "after read_restart, -sf kk did not pick pair_style uma/kk")
+        check(len(rows[True]) == len(rows[False]) >= 3, f"{job}: thermo rows differ: {len(rows[True])} vs {len(rows[False])}")
         for a, b in zip(rows[False], rows[True]):
             for col in ("PotEng", "TotEng", "Press"):
                 close(b[col], a[col], 1e-10 * max(1.0, abs(a[col])), f"uma/kk {job} step {int(a['Step'])} {col}")
