@@ -56,7 +56,8 @@ BatchTensors upload_layout(const std::vector<Atoms>& systems, const torch::Devic
 
 std::vector<SystemGeometry> geometry_of(const std::vector<Atoms>& systems) {
   std::vector<SystemGeometry> out;
-  for (const auto& a : systems) out.push_back({a.positions, a.cell, a.pbc, -1});
+  for (const auto& a : systems)
+    out.push_back({a.positions, a.cell, a.pbc, -1, a.on_device.defined(), a.on_device.origin});
   return out;
 }
 
@@ -67,11 +68,14 @@ Geometry upload_geometry(const std::vector<SystemGeometry>& systems, const torch
   Geometry out;
   // Host-side positions go into the staging buffer after the per-system
   // numbers: [graph cells 9B | inverse graph cells 9B | periodic 3B |
-  // 1/volume B | positions of the host-side systems].
-  const int64_t header = 22 * B;
+  // 1/volume B | origin 3B | positions of the host-side systems].
+  const int64_t header = 25 * B;
+  auto staged = [](const SystemGeometry& s) { return s.positions.device().is_cpu() && !s.in_place; };
   int64_t host_values = 0, N = 0;
+  bool shifted = false;
   for (const auto& s : systems) {
-    if (s.positions.device().is_cpu()) host_values += 3 * s.positions.size(0);
+    if (staged(s)) host_values += 3 * s.positions.size(0);
+    shifted |= s.origin != std::array<double, 3>{0.0, 0.0, 0.0};
     out.graph.push_back({N, s.positions.size(0), graph_cell(s.cell, s.pbc), s.pbc, s.ntargets});
     N += s.positions.size(0);
   }
@@ -89,11 +93,12 @@ Geometry upload_geometry(const std::vector<SystemGeometry>& systems, const torch
     const double v = cell_volume(s.cell);
     out.volumes.push_back(v);
     buf[21 * B + b] = v > 1e-6 ? 1.0 / v : std::nan("");
+    for (int k = 0; k < 3; ++k) buf[22 * B + 3 * b + k] = s.origin[k];
   }
   int64_t at = header;
   for (int64_t b = 0; b < B; ++b) {
     const auto& s = systems[b];
-    if (!s.positions.device().is_cpu()) continue;
+    if (!staged(s)) continue;
     if (staging.put(at, s.positions) > 0)
       throw Error((B > 1 ? "system " + std::to_string(b) + ": " : std::string()) +
                   "positions contain NaN or infinite values");
@@ -104,17 +109,18 @@ Geometry upload_geometry(const std::vector<SystemGeometry>& systems, const torch
   auto inv = packed.narrow(0, 9 * B, 9 * B).view({B, 3, 3});
   auto periodic = packed.narrow(0, 18 * B, 3 * B).view({B, 3});
   out.inv_volume = packed.narrow(0, 21 * B, B);
+  auto origins = packed.narrow(0, 22 * B, 3 * B).view({B, 3});
 
   std::vector<torch::Tensor> parts;
   at = header;
   for (const auto& s : systems) {
     const int64_t n = s.positions.size(0);
-    if (s.positions.device().is_cpu()) {
+    if (staged(s)) {
       parts.push_back(packed.narrow(0, at, 3 * n).view({n, 3}));
       at += 3 * n;
     } else {
-      TORCH_CHECK(s.positions.device() == device, "positions live on ", s.positions.device(),
-                  ", the model on ", device);
+      if (s.positions.device() != device)
+        throw Error("positions live on " + s.positions.device().str() + ", the model on " + device.str());
       parts.push_back(s.positions.detach().to(torch::kFloat64));
     }
   }
@@ -127,7 +133,8 @@ Geometry upload_geometry(const std::vector<SystemGeometry>& systems, const torch
   const auto dtype = fopts.dtype().toScalarType();
   std::vector<torch::Tensor> wrapped;
   for (int64_t b = 0; b < B; ++b) {
-    auto p = pos.narrow(0, out.graph[b].first_atom, out.graph[b].natoms).to(dtype);
+    auto p = pos.narrow(0, out.graph[b].first_atom, out.graph[b].natoms);
+    p = (shifted ? p - origins[b] : p).to(dtype);
     auto image = (torch::floor(p.to(torch::kFloat64).matmul(inv[b])) * periodic[b]).to(dtype);
     wrapped.push_back(p - image.matmul(out.cells[b].to(dtype)));
   }

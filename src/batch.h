@@ -23,6 +23,10 @@ struct SystemGeometry {
   Matrix3 cell{};                     // rows are lattice vectors
   std::array<bool, 3> pbc{false, false, false};
   int64_t ntargets = -1;              // see GraphSystem
+  // Positions on the model's device used where they are (DeviceAtoms), also
+  // when that device is the CPU; otherwise CPU positions are staged.
+  bool in_place = false;
+  std::array<double, 3> origin{0.0, 0.0, 0.0};   // subtracted from positions on the device
 };
 
 struct Geometry {

@@ -23,6 +23,27 @@ bool any_periodic(const Atoms& a) { return a.pbc[0] || a.pbc[1] || a.pbc[2]; }
 
 int64_t default_spin(const std::string& task) { return task == "omol" ? 1 : 0; }
 
+int64_t atom_count(const Atoms& a) {
+  return a.on_device.defined() ? a.on_device.numbers.size(0) : static_cast<int64_t>(a.numbers.size());
+}
+
+int64_t atom_count(const LocalAtoms& piece) {
+  return piece.on_device.defined() ? piece.on_device.numbers.size(0) : static_cast<int64_t>(piece.numbers.size());
+}
+
+namespace {
+
+// Device atoms must be where the model is, in the types the engine reads.
+void check_device_atoms(const DeviceAtoms& d, const torch::Tensor& positions, const torch::Device& device,
+                        const std::string& where) {
+  if (d.numbers.dim() != 1 || d.numbers.scalar_type() != torch::kLong || d.numbers.device() != device)
+    throw Error(where + "device atomic numbers must be a 1-D int64 tensor on " + device.str());
+  if (!positions.defined() || positions.device() != device || positions.scalar_type() != torch::kFloat64)
+    throw Error(where + "positions of device atoms must be float64 on " + device.str());
+}
+
+}  // namespace
+
 Engine::Engine(UmaModel model, EngineOptions options)
     : model_(std::move(model)),
       options_(options),
@@ -49,7 +70,14 @@ Engine::Engine(UmaModel model, EngineOptions options)
                 : 0.8 * available_memory(options_.device) / std::max(1, options_.memory_sharers);
 }
 
-void Engine::validate(const std::vector<Atoms>& systems) const { validate_systems(model_, systems); }
+void Engine::validate(const std::vector<Atoms>& systems) const {
+  validate_systems(model_, systems);
+  for (const Atoms& a : systems) {
+    if (!a.on_device.defined()) continue;
+    if (systems.size() > 1) throw Error("atoms on the device are evaluated one system at a time");
+    check_device_atoms(a.on_device, a.positions, options_.device, "");
+  }
+}
 
 void validate_systems(const UmaModel& model, const std::vector<Atoms>& systems) {
   const auto& cfg = model->config();
@@ -57,8 +85,10 @@ void validate_systems(const UmaModel& model, const std::vector<Atoms>& systems) 
   for (size_t b = 0; b < systems.size(); ++b) {
     const Atoms& a = systems[b];
     const std::string where = systems.size() > 1 ? "system " + std::to_string(b) + ": " : "";
-    const int64_t n = static_cast<int64_t>(a.numbers.size());
+    const int64_t n = atom_count(a);
     if (n == 0) throw Error(where + "no atoms");
+    if (a.on_device.defined() && !a.numbers.empty())
+      throw Error(where + "atomic numbers given both on the host and on the device");
     if (!a.positions.defined() || a.positions.dim() != 2 || a.positions.size(0) != n ||
         a.positions.size(1) != 3)
       throw Error(where + "positions must have shape [" + std::to_string(n) + ", 3]");
@@ -145,8 +175,25 @@ const Engine::Layout& Engine::whole_layout(const std::vector<Atoms>& systems) {
     key.insert(key.end(), {a.charge, a.spin, a.pbc[0], a.pbc[1], a.pbc[2]});
     tasks.push_back(a.task);
   }
+  const DeviceAtoms& dev = systems[0].on_device;
+  if (dev.defined()) {   // validate(): one system
+    const Atoms& a = systems[0];
+    key.insert(key.end(), {-2, dev.layout_id, atom_count(a)});
+  }
   if (layout_ && layout_->key == key && layout_->tasks == tasks) return *layout_;
 
+  if (dev.defined()) {
+    const Atoms& a = systems[0];
+    const int64_t n = atom_count(a), Z = model_->config().backbone.max_num_elements;
+    // One counted read: the composition, which the expert merge is keyed on.
+    auto host = to_host(torch::bincount(dev.numbers, {}, Z));
+    std::vector<int64_t> counts(host.data_ptr<int64_t>(), host.data_ptr<int64_t>() + host.numel());  // host data
+    if (static_cast<int64_t>(counts.size()) > Z || counts[0] > 0)
+      throw Error("atomic numbers on the device must lie in 1.." + std::to_string(Z - 1));
+    layout_ = device_layout(dev, n, -1, counts, a.charge, a.spin, a.task);
+    layout_->key = std::move(key);
+    return *layout_;
+  }
   auto layout = std::make_shared<Layout>();
   layout->key = std::move(key);
   layout->tasks = tasks;
@@ -186,14 +233,25 @@ const Engine::Layout& Engine::local_layout(const LocalAtoms& piece, int64_t N) {
   // nothing, so it is not part of the key.
   std::vector<int64_t> key{-1, N, piece.n_owned, piece.charge, piece.spin};
   key.insert(key.end(), piece.numbers.begin(), piece.numbers.end());
+  const bool on_device = piece.on_device.defined() && atom_count(piece) > 0;
+  if (on_device) key.insert(key.end(), {-2, piece.on_device.layout_id});
   key.push_back(-1);
   key.insert(key.end(), piece.composition.begin(), piece.composition.end());
   auto set_targets = [&](Layout& layout) {
     layout.layer_targets = piece.layer_targets;
-    if (piece.numbers.empty() && !piece.layer_targets.empty())
+    if (atom_count(piece) == 0 && !piece.layer_targets.empty())
       layout.layer_targets.assign(model_->config().backbone.num_layers, 1);
   };
   if (layout_ && layout_->key == key && layout_->tasks == std::vector<std::string>{piece.task}) {
+    layout_->in.reduce = piece.sum_over_processes;
+    layout_->in.exchange = piece.exchange_ghosts;
+    set_targets(*layout_);
+    return *layout_;
+  }
+  if (on_device) {
+    layout_ = device_layout(piece.on_device, N, piece.n_owned, piece.composition, piece.charge, piece.spin,
+                            piece.task);
+    layout_->key = std::move(key);
     layout_->in.reduce = piece.sum_over_processes;
     layout_->in.exchange = piece.exchange_ghosts;
     set_targets(*layout_);
@@ -251,6 +309,56 @@ const Engine::Layout& Engine::local_layout(const LocalAtoms& piece, int64_t N) {
   set_targets(*layout);
   layout_ = layout;
   return *layout_;
+}
+
+std::shared_ptr<Engine::Layout> Engine::device_layout(const DeviceAtoms& atoms, int64_t N, int64_t n_owned,
+                                                     const std::vector<int64_t>& counts, int64_t charge,
+                                                     int64_t spin, const std::string& task) {
+  auto layout = std::make_shared<Layout>();
+  layout->tasks = {task};
+  int64_t total = 0;
+  for (int64_t c : counts) total += c;
+  const bool whole = n_owned < 0;
+  if (whole) n_owned = N;
+  // One upload of the integers: [natoms | charge | spin | the composition
+  // as atomic numbers (pieces of a larger system only)].
+  std::vector<int64_t> ints{total, charge, spin};
+  for (size_t z = 0; z < counts.size() && !whole; ++z) ints.insert(ints.end(), counts[z], static_cast<int64_t>(z));
+  const auto lopts = torch::TensorOptions().dtype(torch::kLong).device(options_.device);
+  auto packed = upload(ints, lopts);
+  BatchTensors& in = layout->in;
+  in.numbers = atoms.numbers;
+  in.batch = torch::zeros({N}, lopts);   // a fill, not an upload
+  in.natoms = packed.narrow(0, 0, 1);
+  in.charge = packed.narrow(0, 1, 1);
+  in.spin = packed.narrow(0, 2, 1);
+  in.datasets = {task};
+  in.atom_offsets = {0, N};
+  in.owned = whole ? -1 : n_owned;
+  if (whole) {
+    layout->composition = in;
+  } else {
+    layout->composition.numbers = packed.narrow(0, 3, total);
+    layout->composition.batch = torch::zeros({total}, lopts);
+    layout->composition.natoms = in.natoms;
+  }
+  layout->mole_keys.push_back(mole_key(counts, charge, spin, task));
+
+  // One upload of the normalisers and the element references; each atom's
+  // energy shift is looked up on the device (ghosts: none), and the system's
+  // shift is their sum.
+  const auto& out = model_->outputs(task);
+  const int64_t Z = model_->config().backbone.max_num_elements;
+  std::vector<double> refs(Z, 0.0);
+  for (int64_t z = 0; z < Z && out.element_references.defined(); ++z)
+    refs[z] = out.element_references.accessor<double, 1>()[z];  // host data
+  layout->upload_constants({out.energy_rmsd, 0.0, out.forces_rmsd, out.stress_rmsd, out.stress_mean}, refs,
+                           options_.device);
+  auto shift = layout->atom_shift.index_select(0, atoms.numbers) + out.energy_mean / static_cast<double>(total);
+  if (n_owned < N) shift.narrow(0, n_owned, N - n_owned).zero_();
+  layout->atom_shift = shift;
+  layout->energy_shift = shift.sum().view({1});
+  return layout;
 }
 
 nn::MoleContext Engine::mole_context(const Layout& layout, const torch::Tensor& system_emb,
@@ -379,7 +487,12 @@ Evaluation Engine::evaluate_local(const LocalAtoms& piece) {
   const int64_t Z = cfg.backbone.max_num_elements;
   const auto fopts = torch::TensorOptions().dtype(options_.dtype).device(options_.device);
 
-  int64_t N = static_cast<int64_t>(piece.numbers.size());
+  int64_t N = atom_count(piece);
+  const bool empty = N == 0;   // runs on a placeholder atom (see local_layout)
+  if (piece.on_device.defined()) {
+    if (!piece.numbers.empty()) throw Error("atomic numbers given both on the host and on the device");
+    if (!empty) check_device_atoms(piece.on_device, piece.positions, options_.device, "");
+  }
   if (piece.n_owned < 0 || piece.n_owned > N) throw Error("n_owned must be within 0..number of atoms");
   if (!piece.positions.defined() || piece.positions.dim() != 2 || piece.positions.size(0) != N ||
       piece.positions.size(1) != 3)
@@ -389,15 +502,15 @@ Evaluation Engine::evaluate_local(const LocalAtoms& piece) {
   if (total == 0 || static_cast<int64_t>(piece.composition.size()) > Z)
     throw Error("the composition must count at least one atom and only atomic numbers the model covers");
   Atoms check;   // charge, spin, task and atomic numbers are validated like a whole system
-  check.numbers = piece.numbers.empty() ? std::vector<int64_t>{1} : piece.numbers;
+  check.numbers = piece.numbers.empty() ? std::vector<int64_t>{1} : piece.numbers;   // device: checked by the caller
   check.positions = torch::zeros({static_cast<int64_t>(check.numbers.size()), 3});
   check.charge = piece.charge;
   check.spin = piece.spin;
   check.task = piece.task;
   validate({check});
-  int64_t targets = piece.numbers.empty() ? 1 : piece.n_targets;
+  int64_t targets = empty ? 1 : piece.n_targets;
   if (targets >= 0 && targets < piece.n_owned) throw Error("n_targets must include every owned atom");
-  if (piece.exchange_ghosts && !piece.numbers.empty()) {
+  if (piece.exchange_ghosts && !empty) {
     if (targets > piece.n_owned || !piece.layer_targets.empty())
       throw Error("with the halo exchange only owned atoms receive messages (n_targets = n_owned, "
                   "no layer_targets)");
@@ -406,15 +519,17 @@ Evaluation Engine::evaluate_local(const LocalAtoms& piece) {
   if (!piece.layer_targets.empty() && static_cast<int64_t>(piece.layer_targets.size()) != cfg.backbone.num_layers)
     throw Error("layer_targets needs one entry per block (" + std::to_string(cfg.backbone.num_layers) + ")");
 
-  SystemGeometry sys{piece.positions, Matrix3{}, {false, false, false}, targets};
-  if (N == 0) {   // the placeholder atom (see local_layout)
+  SystemGeometry sys{piece.positions, Matrix3{}, {false, false, false}, targets,
+                     piece.on_device.defined(), piece.on_device.origin};
+  if (empty) {
+    sys.in_place = false;   // the placeholder atom (see local_layout)
     sys.positions = torch::zeros({1, 3}, torch::kFloat64);
     N = 1;
   }
   const Layout& layout = local_layout(piece, N);
   const Geometry geo = upload_geometry({sys}, fopts, staging_);
   Evaluation ev = run(layout, geo);
-  if (piece.numbers.empty()) {   // drop the placeholder
+  if (empty) {   // drop the placeholder
     ev.atom_energy = ev.atom_energy.narrow(0, 0, 0);
     ev.forces = ev.forces.narrow(0, 0, 0);
     if (ev.atom_virial.defined()) ev.atom_virial = ev.atom_virial.narrow(0, 0, 0);

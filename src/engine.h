@@ -34,6 +34,22 @@ struct Geometry;   // batch.h
 // direction within a 6 A cutoff.
 constexpr double kMinPlaneSpacing = 0.5;
 
+// For callers whose atoms already live on the model's device (pair_style
+// uma/kk wraps LAMMPS's Kokkos views): the atomic numbers as a device tensor
+// instead of a host vector, and positions used where they are (no staging
+// copy; they must be on the model's device, float64).  The caller names its
+// layout (atoms, their order and numbers) with `layout_id`; the engine builds
+// its per-layout constants (one counted read and two uploads) only when the
+// id changes, so the caller must change it whenever the numbers may have.
+struct DeviceAtoms {
+  torch::Tensor numbers;          // [n] int64 on the model's device; undefined: not used
+  int64_t layout_id = -1;
+  // Subtracted from the positions (float64, on the device) before anything
+  // else: keeps float32 models accurate far from the origin.
+  std::array<double, 3> origin{0.0, 0.0, 0.0};
+  bool defined() const { return numbers.defined(); }
+};
+
 // One system, as the caller holds it on the host.
 struct Atoms {
   std::vector<int64_t> numbers;   // atomic numbers
@@ -43,6 +59,7 @@ struct Atoms {
   int64_t charge = 0;
   int64_t spin = 0;               // spin multiplicity (omol); 0 elsewhere
   std::string task;               // dataset head, e.g. "omat"
+  DeviceAtoms on_device;          // set: the atoms live on the model's device (see DeviceAtoms)
 };
 
 struct EngineOptions {
@@ -106,7 +123,14 @@ struct LocalAtoms {
   // block), so it may communicate.  Requires n_targets = n_owned (or -1) and
   // no layer_targets.
   std::function<torch::Tensor(const torch::Tensor&)> exchange_ghosts;
+  // Set: the atoms live on the model's device (numbers stays empty; the
+  // composition must still be given).
+  DeviceAtoms on_device;
 };
+
+// Atoms of a system or piece, whichever way they were given.
+int64_t atom_count(const Atoms& a);
+int64_t atom_count(const LocalAtoms& piece);
 
 // Device tensors; energies in eV (float64), forces eV/A, stress eV/A^3
 // (+ (1/V) dE/d strain; NaN for systems with a zero-volume cell), virials in
@@ -187,6 +211,12 @@ class Engine {
   struct Layout;
   const Layout& whole_layout(const std::vector<Atoms>& systems);
   const Layout& local_layout(const LocalAtoms& piece, int64_t N);
+  // The layout of atoms given on the device (DeviceAtoms): `counts` per
+  // atomic number of the whole system; of a piece's N atoms the first
+  // `n_owned` own energy (-1: a whole system, which owns all).
+  std::shared_ptr<Layout> device_layout(const DeviceAtoms& atoms, int64_t N, int64_t n_owned,
+                                        const std::vector<int64_t>& counts, int64_t charge, int64_t spin,
+                                        const std::string& task);
   nn::MoleContext mole_context(const Layout& layout, const torch::Tensor& system_emb,
                                const std::vector<int64_t>& edge_rows);
   std::vector<int64_t> mole_key(const std::vector<int64_t>& counts, int64_t charge, int64_t spin,

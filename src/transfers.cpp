@@ -7,29 +7,45 @@ namespace uma {
 namespace {
 std::atomic<int64_t> g_reads{0};
 std::atomic<int64_t> g_uploads{0};
+std::atomic<int64_t> g_read_bytes{0};
+std::atomic<int64_t> g_upload_bytes{0};
+
+int64_t bytes(const torch::Tensor& t) { return t.numel() * static_cast<int64_t>(t.element_size()); }
+void count_read(const torch::Tensor& t) {
+  ++g_reads;
+  g_read_bytes += bytes(t);
+}
+void count_upload(const torch::Tensor& t) {
+  ++g_uploads;
+  g_upload_bytes += bytes(t);
+}
 
 bool pinned_wanted(const torch::Device& device) { return device.is_cuda(); }
 }  // namespace
 
 int64_t host_read_count() { return g_reads.load(); }
 int64_t upload_count() { return g_uploads.load(); }
+int64_t host_read_bytes() { return g_read_bytes.load(); }
+int64_t upload_bytes() { return g_upload_bytes.load(); }
 void reset_transfer_counts() {
   g_reads.store(0);
   g_uploads.store(0);
+  g_read_bytes.store(0);
+  g_upload_bytes.store(0);
 }
 
 torch::Tensor to_host(const torch::Tensor& t) {
-  ++g_reads;
+  count_read(t);
   return t.detach().to(torch::kCPU, /*non_blocking=*/false, /*copy=*/true).contiguous();
 }
 
 double read_scalar(const torch::Tensor& t) {
-  ++g_reads;
+  count_read(t);
   return t.detach().to(torch::kCPU).to(torch::kFloat64).item<double>();
 }
 
 int64_t read_int(const torch::Tensor& t) {
-  ++g_reads;
+  count_read(t);
   return t.detach().to(torch::kCPU).to(torch::kInt64).item<int64_t>();
 }
 
@@ -37,7 +53,7 @@ bool read_bool(const torch::Tensor& t) { return read_int(t) != 0; }
 
 torch::Tensor upload(const torch::Tensor& host, const torch::TensorOptions& options) {
   TORCH_CHECK(host.device().is_cpu(), "uma::upload takes a CPU tensor");
-  ++g_uploads;
+  count_upload(host);
   const auto device = options.device();
   if (!pinned_wanted(device))
     return host.detach().to(options, /*non_blocking=*/false, /*copy=*/true);
@@ -83,15 +99,15 @@ int64_t StagingBuffer::put(int64_t offset, const torch::Tensor& values) {
 
 torch::Tensor StagingBuffer::send(const torch::TensorOptions& options) {
   TORCH_CHECK(staged_.defined(), "StagingBuffer::send before host()");
-  ++g_uploads;
+  count_upload(staged_);
   auto out = staged_.to(options.device(), /*non_blocking=*/options.device().is_cuda(), /*copy=*/true);
   staged_ = torch::Tensor();
   return out;
 }
 
 torch::Tensor move_bulk(const torch::Tensor& t, const torch::TensorOptions& options) {
-  if (options.device().is_cpu() && !t.device().is_cpu()) ++g_reads;
-  else ++g_uploads;
+  if (options.device().is_cpu() && !t.device().is_cpu()) count_read(t);
+  else count_upload(t);
   return t.detach().to(options, /*non_blocking=*/false, /*copy=*/true);
 }
 

@@ -19,6 +19,9 @@ namespace uma {
 // Counts since process start (or since reset).
 int64_t host_read_count();
 int64_t upload_count();
+// Bytes those transfers moved (what they copied, in its own dtype).
+int64_t host_read_bytes();
+int64_t upload_bytes();
 void reset_transfer_counts();
 
 // ---- device -> host (reads) ------------------------------------------------

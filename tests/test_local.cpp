@@ -143,6 +143,43 @@ INSTANTIATE_TEST_SUITE_P(Edges, LocalEvaluation,
                                   : info.param == Mode::kPruned ? "pruned" : "pruned_recomputed";
                          });
 
+// A piece given on the device (DeviceAtoms, as pair_style uma/kk gives it)
+// equals the same piece with host numbers, also moved far from the origin.
+TEST(LocalEvaluation, DeviceAtomsEqualHostNumbers) {
+  EngineOptions opts;
+  opts.device = test::test_device();
+  opts.dtype = torch::kFloat64;
+  opts.atom_virial = true;
+  Engine host_engine(test::random_model_with_references(small_config(4, false)), opts);
+  Engine device_engine(test::random_model_with_references(small_config(4, false)), opts);
+  const double cutoff = host_engine.model()->config().backbone.cutoff;
+  const int layers = host_engine.model()->config().backbone.num_layers;
+  const Cluster c = random_cluster(40, 3);
+  std::vector<int> left;
+  for (int i = 0; i < static_cast<int>(c.x.size()); ++i)
+    if (c.x[i][0] < 4.5) left.push_back(i);
+  const std::array<double, 3> shift{511.0, -72.5, 3.25};
+  for (bool prune : {false, true}) {
+    std::vector<int> order;
+    LocalAtoms host = make_piece(c, left, cutoff, layers, prune, &order);
+    host.positions = host.positions.to(opts.device);
+    LocalAtoms dev = host;
+    dev.numbers.clear();
+    dev.on_device.numbers = torch::tensor(host.numbers, torch::kLong).to(opts.device);
+    dev.on_device.layout_id = prune ? 2 : 1;
+    dev.on_device.origin = shift;
+    dev.positions = host.positions + torch::tensor({shift[0], shift[1], shift[2]}, host.positions.options());
+    HostEvaluation ref, got;
+    while (!host_engine.fetch(host_engine.evaluate_local(host), ReadRequest::all(), ref)) {}
+    while (!device_engine.fetch(device_engine.evaluate_local(dev), ReadRequest::all(), got)) {}
+    EXPECT_NEAR(got.energy[0], ref.energy[0], 1e-12 * std::max(1.0, std::abs(ref.energy[0]))) << prune;
+    EXPECT_LT((got.forces - ref.forces).abs().max().item<double>(), 1e-11) << prune;
+    EXPECT_LT((got.atom_energy - ref.atom_energy).abs().max().item<double>(), 1e-12) << prune;
+    EXPECT_LT((got.virial - ref.virial).abs().max().item<double>(), 1e-11) << prune;
+    EXPECT_LT((got.atom_virial - ref.atom_virial).abs().max().item<double>(), 1e-11) << prune;
+  }
+}
+
 TEST(LocalEvaluation, ProcessWithoutAtomsRunsAPlaceholder) {
   EngineOptions opts;
   opts.dtype = torch::kFloat64;

@@ -102,6 +102,17 @@ inline UmaModel random_model(const nlohmann::json& config, uint64_t seed = 7) {
   return model;
 }
 
+// As random_model, with an energy mean and element references in every
+// dataset: per-atom energy shifts that a lost or misplaced shift would show.
+inline UmaModel random_model_with_references(nlohmann::json config, uint64_t seed = 7) {
+  for (auto& task : config["tasks"])
+    if (task["property"] == "energy") task["normalizer"]["mean"] = 0.37;
+  UmaModel model = random_model(config, seed);
+  for (const char* ds : {"omat", "omol", "oc20"})
+    model->set_element_references(ds, torch::linspace(-3.0, 1.0, 100, torch::kFloat64));
+  return model;
+}
+
 inline Atoms atoms_from(const std::vector<int64_t>& z, const std::vector<double>& pos,
                         const Matrix3& cell, std::array<bool, 3> pbc, const std::string& task,
                         int64_t charge = 0, int64_t spin = 0) {
