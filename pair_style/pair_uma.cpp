@@ -75,17 +75,31 @@ PairUMA::PairUMA(LAMMPS* lmp) : Pair(lmp) {
   comm_reverse_off = 9;   // ghost rows are sent home with newton off too
   // compute pair ... uma: host reads and uploads of the latest step, and
   // their totals since the run began; ghost atoms in the graph and bytes
-  // packed by the halo exchange in the latest step (several ranks)
-  nextra = 6;
+  // packed by the halo exchange in the latest step (several ranks); bytes
+  // read and uploaded in the latest step
+  nextra = 8;
   pvector = new double[nextra]();
   halo_.forward_comm = [this](int width) {
     traffic_ = Traffic::kHalo;
-    comm->forward_comm(this, width);
+    host_comm(true, width);
   };
   halo_.reverse_comm = [this](int width) {
     traffic_ = Traffic::kHalo;
-    comm->reverse_comm(this, width);
+    host_comm(false, width);
   };
+}
+
+// LAMMPS's Kokkos communication calls a device-side pair's Kokkos pack/unpack
+// functions; this style's rows and folds live in host buffers, so it always
+// takes the host callbacks.
+void PairUMA::host_comm(bool forward, int width) {
+  const ExecutionSpace declared = execution_space;
+  execution_space = Host;
+  if (forward)
+    comm->forward_comm(this, width);
+  else
+    comm->reverse_comm(this, width);
+  execution_space = declared;
 }
 
 PairUMA::~PairUMA() {
@@ -313,6 +327,14 @@ void PairUMA::init_style() {
       }
       comm_forward = feature_width_;
       comm_reverse = comm_reverse_off = std::max(9, feature_width_);
+      // pair_style hybrid took its sub-styles' sizes when it was set up,
+      // before pair_coeff gave this style its row width; LAMMPS sizes its
+      // buffers from the top-level style.
+      if (force->pair && force->pair != this) {
+        force->pair->comm_forward = std::max(force->pair->comm_forward, comm_forward);
+        force->pair->comm_reverse = std::max(force->pair->comm_reverse, comm_reverse);
+        force->pair->comm_reverse_off = std::max(force->pair->comm_reverse_off, comm_reverse_off);
+      }
       if (comm->me == 0)
         utils::logmesg(lmp, "pair {}: halo exchange on {} ranks: {} values per ghost atom after the "
                             "embedding and {} of the {} blocks; ghost cutoff {} A + skin\n", style_name_,
@@ -338,6 +360,7 @@ void PairUMA::set_weights(const std::function<void(uma::UmaModel &)> &copy) {
 void PairUMA::compute(int eflag, int vflag) {
   ev_init(eflag, vflag);
   const long long reads0 = uma::host_read_count(), uploads0 = uma::upload_count();
+  const long long read_bytes0 = uma::host_read_bytes(), upload_bytes0 = uma::upload_bytes();
   engine_->request_atom_virial(vflag_atom != 0);
   try {
     if (comm->nprocs == 1)
@@ -361,6 +384,8 @@ void PairUMA::compute(int eflag, int vflag) {
   pvector[1] = static_cast<double>(uma::upload_count() - uploads0);
   pvector[2] += pvector[0];
   pvector[3] += pvector[1];
+  pvector[6] = static_cast<double>(uma::host_read_bytes() - read_bytes0);
+  pvector[7] = static_cast<double>(uma::upload_bytes() - upload_bytes0);
 }
 
 // One rank: the owned atoms are the whole system, periodic as the box is.
@@ -399,15 +424,20 @@ void PairUMA::compute_whole(int, int) {
   const auto F = r.forces.accessor<double, 2>();   // host data
   for (int k = 0; k < n; ++k)
     for (int d = 0; d < 3; ++d) f[index[k]][d] += F[k][d];
+  tally(r, n, n);
+}
+
+void PairUMA::tally(const uma::HostEvaluation& r, int n_energy, int n_virial) {
+  const std::vector<int>& index = engine_index_;
   if (eflag_global) eng_vdwl += r.energy[0];
   if (eflag_atom) {
     const auto Ea = r.atom_energy.accessor<double, 1>();   // host data
-    for (int k = 0; k < n; ++k) eatom[index[k]] += Ea[k];
+    for (int k = 0; k < n_energy; ++k) eatom[index[k]] += Ea[k];
   }
   if (vflag_global) add_virial(virial, r.virial.accessor<double, 3>()[0]);   // host data
-  if (vflag_atom) {
+  if (vflag_atom && n_virial > 0) {
     const auto V = r.atom_virial.accessor<double, 3>();   // host data
-    for (int k = 0; k < n; ++k) add_virial(vatom[index[k]], V[k]);
+    for (int k = 0; k < n_virial; ++k) add_virial(vatom[index[k]], V[k]);
   }
 }
 
@@ -438,8 +468,52 @@ uma::ReadRequest PairUMA::read_request() const {
 std::vector<long long> PairUMA::global_composition(const std::vector<int64_t>& numbers, int nowned) const {
   std::vector<long long> counts(engine_->model()->config().backbone.max_num_elements, 0);
   for (int k = 0; k < nowned; ++k) ++counts[numbers[k]];
+  return sum_over_ranks(std::move(counts));
+}
+
+std::vector<long long> PairUMA::sum_over_ranks(std::vector<long long> counts) const {
   MPI_Allreduce(MPI_IN_PLACE, counts.data(), static_cast<int>(counts.size()), MPI_LONG_LONG, MPI_SUM, world);
   return counts;
+}
+
+void PairUMA::set_reduction(uma::LocalAtoms& piece) const {
+  const auto& bb = engine_->model()->config().backbone;
+  if (bb.charge_channel_end > bb.charge_channel_begin || bb.spin_channel_end > bb.spin_channel_begin) {
+    const auto handle = static_cast<int64_t>(MPI_Comm_c2f(world));
+    piece.sum_over_processes = [handle](const torch::Tensor& t) { return SumOverRanks::apply(t, handle); };
+  }
+}
+
+uma::Evaluation PairUMA::evaluate_everywhere(const uma::LocalAtoms& piece, const uma::ReadRequest& what,
+                                             uma::HostEvaluation& r) {
+  // Every rank repeats the step if any rank's edge capacity overflowed, so
+  // that the collectives inside the model stay matched.  Bad input that only
+  // some ranks see (atoms too close, non-finite positions) is reported by
+  // every rank with the lowest failing rank's message, so it is printed
+  // whatever rank found it.
+  for (int attempt = 0;; ++attempt) {
+    uma::Evaluation ev = engine_->evaluate_local(piece);
+    int ok = 0, all_ok = 0;
+    std::string failure;
+    try {
+      ok = engine_->fetch(ev, what, r) ? 1 : 0;
+    } catch (const std::exception& e) {
+      failure = describe(e);
+      ok = -1;
+    }
+    MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, world);
+    if (all_ok < 0) {
+      int mine = failure.empty() ? comm->nprocs : comm->me, reporter = 0;
+      MPI_Allreduce(&mine, &reporter, 1, MPI_INT, MPI_MIN, world);
+      int length = static_cast<int>(failure.size());
+      MPI_Bcast(&length, 1, MPI_INT, reporter, world);
+      failure.resize(length);
+      MPI_Bcast(failure.data(), length, MPI_CHAR, reporter, world);
+      error->all(FLERR, "Pair style uma: {}", failure);
+    }
+    if (all_ok) return ev;
+    if (attempt == 3) error->one(FLERR, "Pair style uma: internal: edge capacity did not converge");
+  }
 }
 
 namespace {
@@ -540,42 +614,10 @@ void PairUMA::compute_local(int, int) {
   piece.charge = charge_;
   piece.spin = spin_;
   piece.task = task_;
-  const auto& bb = engine_->model()->config().backbone;
-  if (bb.charge_channel_end > bb.charge_channel_begin || bb.spin_channel_end > bb.spin_channel_begin) {
-    const auto handle = static_cast<int64_t>(MPI_Comm_c2f(world));
-    piece.sum_over_processes = [handle](const torch::Tensor& t) { return SumOverRanks::apply(t, handle); };
-  }
+  set_reduction(piece);
   halo_.reset_counts();
-
-  // Every rank repeats the step if any rank's edge capacity overflowed, so
-  // that the collectives inside the model stay matched.
   uma::HostEvaluation r;
-  // Bad input that only some ranks see (atoms too close, non-finite positions)
-  // is reported by every rank with the lowest failing rank's message, so it is
-  // printed whatever rank found it.
-  for (int attempt = 0;; ++attempt) {
-    uma::Evaluation ev = engine_->evaluate_local(piece);
-    int ok = 0, all_ok = 0;
-    std::string failure;
-    try {
-      ok = engine_->fetch(ev, read_request(), r) ? 1 : 0;
-    } catch (const std::exception& e) {
-      failure = describe(e);
-      ok = -1;
-    }
-    MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, world);
-    if (all_ok < 0) {
-      int mine = failure.empty() ? comm->nprocs : comm->me, reporter = 0;
-      MPI_Allreduce(&mine, &reporter, 1, MPI_INT, MPI_MIN, world);
-      int length = static_cast<int>(failure.size());
-      MPI_Bcast(&length, 1, MPI_INT, reporter, world);
-      failure.resize(length);
-      MPI_Bcast(failure.data(), length, MPI_CHAR, reporter, world);
-      error->all(FLERR, "Pair style uma: {}", failure);
-    }
-    if (all_ok) break;
-    if (attempt == 3) error->one(FLERR, "Pair style uma: internal: edge capacity did not converge");
-  }
+  evaluate_everywhere(piece, read_request(), r);
 
   if (atom->nmax > nmax_fold_) {
     memory->destroy(fold_);
@@ -594,7 +636,7 @@ void PairUMA::compute_local(int, int) {
   }
   // Ghost rows go home whatever newton_pair says; the ghosts keep nothing.
   traffic_ = Traffic::kFold;
-  comm->reverse_comm(this, fold_virial_ ? 9 : 3);
+  host_comm(false, fold_virial_ ? 9 : 3);
   pvector[4] = n - n_owned;
   pvector[5] = static_cast<double>(halo_.rows_packed() * halo_.row_bytes());
   for (int i = 0; i < nlocal; ++i) {
@@ -602,12 +644,7 @@ void PairUMA::compute_local(int, int) {
     if (vflag_atom)
       for (int d = 0; d < 6; ++d) vatom[i][d] += fold_[i][3 + d];
   }
-  if (eflag_global) eng_vdwl += r.energy[0];
-  if (eflag_atom) {
-    const auto Ea = r.atom_energy.accessor<double, 1>();   // host data
-    for (int k = 0; k < n_owned; ++k) eatom[index[k]] += Ea[k];
-  }
-  if (vflag_global) add_virial(virial, r.virial.accessor<double, 3>()[0]);   // host data
+  tally(r, n_owned, 0);   // per-atom virials: folded above
 }
 
 int PairUMA::pack_forward_comm(int n, int* list, double* buf, int, int*) {

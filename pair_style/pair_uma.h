@@ -24,6 +24,8 @@
 namespace uma {
 class Engine;
 class UmaModel;
+struct Evaluation;
+struct HostEvaluation;
 struct ReadRequest;
 struct LocalAtoms;
 }
@@ -97,8 +99,23 @@ class PairUMA : public Pair {
   std::string device_name();
   void log_memory_plan();
   uma::ReadRequest read_request() const;   // what this step's flags ask the engine for
-  void compute_whole(int eflag, int vflag);
-  void compute_local(int eflag, int vflag);
+  // The evaluation of one step on one rank (the whole periodic system) or on
+  // several (owned atoms plus ghosts); the Kokkos style overrides both.
+  virtual void compute_whole(int eflag, int vflag);
+  virtual void compute_local(int eflag, int vflag);
+  // Evaluates a piece on every rank and fetches what `what` asks for,
+  // repeating the step on all ranks while any rank's edge capacity overflows;
+  // bad input any rank finds is reported by all.
+  uma::Evaluation evaluate_everywhere(const uma::LocalAtoms &piece, const uma::ReadRequest &what,
+                                      uma::HostEvaluation &r);
+  // Adds the energy and virials LAMMPS asked for: per-atom energies of
+  // engine rows [0, n_energy), per-atom virials of rows [0, n_virial).
+  void tally(const uma::HostEvaluation &r, int n_energy, int n_virial);
+  // The sum of charge/spin channels over the ranks, if the model balances them.
+  void set_reduction(uma::LocalAtoms &piece) const;
+  // Calls comm->forward_comm / reverse_comm with this style's host callbacks,
+  // whatever execution space a Kokkos variant declares.
+  void host_comm(bool forward, int width);
   // Append the ghosts this step's evaluation needs to engine_index_ (which
   // holds piece.n_owned owned atoms, inside the box lo..hi) and set piece's
   // message targets.
@@ -106,6 +123,7 @@ class PairUMA : public Pair {
   void add_ghosts_deep(uma::LocalAtoms &piece, const double *lo, const double *hi);
   std::string describe(const std::exception &e) const;
   std::vector<long long> global_composition(const std::vector<int64_t> &numbers, int nowned) const;
+  std::vector<long long> sum_over_ranks(std::vector<long long> counts) const;
 };
 
 }  // namespace LAMMPS_NS

@@ -1,9 +1,28 @@
 #include "pair_uma_kokkos.h"
 
+#include <algorithm>
+#include <numeric>
+#include <type_traits>
+
 #include "atom_kokkos.h"
 #include "atom_masks.h"
+#include "comm.h"
+#include "domain.h"
+#include "error.h"
+#include "force.h"
+#include "neighbor.h"
+#include "update.h"
+#include "utils.h"
+
+#include "engine.h"
+#include "model.h"
+#include "transfers.h"
 
 using namespace LAMMPS_NS;
+
+static_assert(std::is_same_v<KK_FLOAT, double> && std::is_same_v<KK_ACC_FLOAT, double>,
+              "pair_style uma/kk wraps x and f as float64 tensors: build LAMMPS with "
+              "-D Kokkos_PREC=DOUBLE (KOKKOS_PREC double)");
 
 template <class DeviceType>
 PairUMAKokkos<DeviceType>::PairUMAKokkos(LAMMPS* lmp) : PairUMA(lmp) {
@@ -18,12 +37,196 @@ PairUMAKokkos<DeviceType>::PairUMAKokkos(LAMMPS* lmp) : PairUMA(lmp) {
 }
 
 template <class DeviceType>
+void PairUMAKokkos<DeviceType>::init_style() {
+  PairUMA::init_style();   // the engine exists from here on
+  const torch::Device device = engine_->options().device;
+  constexpr bool host_views =
+      Kokkos::SpaceAccessibility<Kokkos::HostSpace, typename DeviceType::memory_space>::accessible;
+  std::string why_not;
+  if (host_views != device.is_cpu())
+    why_not = fmt::format("the model runs on {} but the Kokkos views live {}", device.str(),
+                          host_views ? "on the host" : "on the GPU");
+  else if (deep_shell_)
+    why_not = "UMA_GHOST_SHELL=deep";
+  else if (comm->nprocs > 1 && !force->newton_pair)
+    why_not = "newton_pair off on several ranks (ghost forces are folded through the host; newton on "
+              "leaves that to LAMMPS's Kokkos communication)";
+  in_place_ = why_not.empty();
+  if (in_place_) {
+    const std::vector<int64_t> table(type_z_.begin(), type_z_.end());
+    type_z_table_ = uma::upload(table, device_options().dtype(torch::kLong));
+    all_mapped_ = std::find(type_z_.begin() + 1, type_z_.end(), 0) == type_z_.end();
+  }
+  layout_builds_ = -1;   // the first step builds the layout
+  if (comm->me == 0)
+    utils::logmesg(lmp, in_place_ ? fmt::format("pair {}: in place on the Kokkos views (x, type, f); no host "
+                                                "copies of atom data\n", style_name_)
+                                  : fmt::format("pair {}: atoms go through the host each step ({})\n",
+                                                style_name_, why_not));
+}
+
+template <class DeviceType>
 void PairUMAKokkos<DeviceType>::compute(int eflag, int vflag) {
-  // On a host execution space atom->x, atom->type and atom->f are the host
-  // views' own memory: the host style reads and writes them in place.
-  atomKK->sync(execution_space, datamask_read);
+  if (!in_place_) {   // host path: pair_style uma on synced host arrays
+    atomKK->sync(Host, datamask_read);
+    PairUMA::compute(eflag, vflag);
+    atomKK->modified(Host, datamask_modify);
+    return;
+  }
+  // Already there in the steady state: LAMMPS's Kokkos integrators keep x,
+  // type and f on this execution space.
+  atomKK->sync(execution_space, X_MASK | F_MASK | TYPE_MASK);
   PairUMA::compute(eflag, vflag);
-  atomKK->modified(execution_space, datamask_modify);
+  atomKK->modified(execution_space, F_MASK);
+}
+
+template <class DeviceType>
+torch::TensorOptions PairUMAKokkos<DeviceType>::device_options() const {
+  return torch::TensorOptions().device(engine_->options().device);
+}
+
+// The engine's atoms, rebuilt when LAMMPS reneighbors (the only time atoms
+// move between ranks, change order or change type): rows [0, nrows) of the
+// type view through the type table, less NULL types.
+template <class DeviceType>
+void PairUMAKokkos<DeviceType>::refresh_layout(int nrows) {
+  const int nlocal = atom->nlocal, nall = atom->nlocal + atom->nghost;
+  if (neighbor->ncalls == layout_builds_) {
+    if (nlocal != layout_nlocal_ || nall != layout_nall_)
+      error->one(FLERR, "Pair style {}: internal: the atoms changed without reneighboring", style_name_);
+    return;
+  }
+  layout_builds_ = neighbor->ncalls;
+  layout_nlocal_ = nlocal;
+  layout_nall_ = nall;
+  ++layout_id_;
+  auto type = atomKK->k_type.view<DeviceType>();
+  auto types = torch::from_blob(type.data(), {nrows}, device_options().dtype(torch::kInt));
+  auto z = type_z_table_.index_select(0, types.to(torch::kLong));   // [nrows]
+  std::vector<int>& index = engine_index_;
+  if (all_mapped_) {
+    rows_ = torch::Tensor();
+    numbers_ = z;
+    index.resize(nrows);
+    std::iota(index.begin(), index.end(), 0);
+  } else {
+    rows_ = z.gt(0).nonzero().view({-1});
+    auto host = uma::to_host(rows_);   // one counted read per reneighboring
+    index.assign(host.data_ptr<int64_t>(), host.data_ptr<int64_t>() + host.numel());  // host data
+    numbers_ = z.index_select(0, rows_);
+  }
+  n_owned_ = static_cast<int>(std::lower_bound(index.begin(), index.end(), nlocal) - index.begin());
+  if (comm->nprocs == 1) return;   // the engine counts a whole system's composition itself
+  if (n_owned_ == 0) {   // a rank without atoms evaluates nothing (and takes part in every collective)
+    index.clear();
+    numbers_ = numbers_.narrow(0, 0, 0);
+    if (rows_.defined()) rows_ = rows_.narrow(0, 0, 0);
+  }
+  const int64_t Z = engine_->model()->config().backbone.max_num_elements;
+  auto owned = uma::to_host(torch::bincount(numbers_.narrow(0, 0, n_owned_), {}, Z));   // one counted read
+  std::vector<long long> counts(owned.data_ptr<int64_t>(), owned.data_ptr<int64_t>() + Z);  // host data
+  counts = sum_over_ranks(std::move(counts));
+  composition_.assign(counts.begin(), counts.end());
+}
+
+// Rows [0, nrows) of the x view as a float64 tensor over the view's own
+// memory (a gather only when some types are NULL).
+template <class DeviceType>
+torch::Tensor PairUMAKokkos<DeviceType>::positions(int nrows) {
+  auto x = atomKK->k_x.view<DeviceType>();
+  auto all = torch::from_blob(x.data(), {nrows, 3}, {static_cast<int64_t>(x.stride(0)), static_cast<int64_t>(x.stride(1))},
+                              device_options().dtype(torch::kFloat64));
+  return rows_.defined() ? all.index_select(0, rows_) : all;
+}
+
+// Adds engine forces [n, 3] into the f view, on the device.
+template <class DeviceType>
+void PairUMAKokkos<DeviceType>::add_forces(const torch::Tensor& forces) {
+  auto f = atomKK->k_f.view<DeviceType>();
+  auto all = torch::from_blob(f.data(), {static_cast<int64_t>(f.extent(0)), 3},
+                              {static_cast<int64_t>(f.stride(0)), static_cast<int64_t>(f.stride(1))},
+                              device_options().dtype(torch::kFloat64));
+  const auto add = forces.to(torch::kFloat64);
+  if (rows_.defined())
+    all.index_add_(0, rows_, add);
+  else
+    all.narrow(0, 0, add.size(0)).add_(add);
+}
+
+// One rank: the owned atoms as one periodic system.
+template <class DeviceType>
+void PairUMAKokkos<DeviceType>::compute_whole(int eflag, int vflag) {
+  if (!in_place_) return PairUMA::compute_whole(eflag, vflag);
+  refresh_layout(atom->nlocal);
+  const int n = static_cast<int>(numbers_.size(0));
+  if (n == 0) return;
+  uma::Atoms a;
+  a.on_device.numbers = numbers_;
+  a.on_device.layout_id = layout_id_;
+  a.on_device.origin = {domain->boxlo[0], domain->boxlo[1], domain->boxlo[2]};
+  a.positions = positions(atom->nlocal);
+  a.cell = {{{domain->xprd, 0.0, 0.0}, {domain->xy, domain->yprd, 0.0}, {domain->xz, domain->yz, domain->zprd}}};
+  a.pbc = {domain->xperiodic != 0, domain->yperiodic != 0, domain->zperiodic != 0};
+  a.charge = charge_;
+  a.spin = spin_;
+  a.task = task_;
+
+  uma::ReadRequest what = read_request();
+  what.forces = false;   // they stay on the device
+  uma::HostEvaluation r;
+  uma::Evaluation ev;
+  for (int attempt = 0;; ++attempt) {
+    ev = engine_->evaluate({a});
+    if (engine_->fetch(ev, what, r)) break;
+    if (attempt == 3) error->one(FLERR, "Pair style {}: internal: edge capacity did not converge", style_name_);
+  }
+  add_forces(ev.forces);
+  tally(r, n, n);
+}
+
+// Several ranks (newton on): owned atoms and every mapped ghost, with the
+// halo exchange.  Forces and per-atom virials land on ghost rows too; LAMMPS
+// folds them onto their owners (its reverse communication of f, and the
+// per-atom computes' own).
+template <class DeviceType>
+void PairUMAKokkos<DeviceType>::compute_local(int eflag, int vflag) {
+  if (!in_place_) return PairUMA::compute_local(eflag, vflag);
+  const int nall = atom->nlocal + atom->nghost;
+  refresh_layout(nall);
+  const int n = static_cast<int>(numbers_.size(0));
+  uma::LocalAtoms piece;
+  piece.n_owned = n_owned_;
+  piece.n_targets = n_owned_;
+  if (n > 0) {
+    piece.on_device.numbers = numbers_;
+    piece.on_device.layout_id = layout_id_;
+    double origin[3];
+    if (domain->triclinic)
+      domain->lamda2x(domain->sublo_lamda, origin);
+    else
+      std::copy(domain->sublo, domain->sublo + 3, origin);
+    piece.on_device.origin = {origin[0], origin[1], origin[2]};
+    piece.positions = positions(nall);
+  } else {
+    piece.positions = torch::zeros({0, 3}, torch::kFloat64);
+  }
+  piece.composition = composition_;
+  piece.charge = charge_;
+  piece.spin = spin_;
+  piece.task = task_;
+  set_reduction(piece);
+  halo_.set_atoms(&engine_index_, n_owned_, nall);
+  piece.exchange_ghosts = [this](const torch::Tensor& features) { return halo_.apply(features); };
+  halo_.reset_counts();
+
+  uma::ReadRequest what = read_request();
+  what.forces = false;   // they stay on the device
+  uma::HostEvaluation r;
+  const uma::Evaluation ev = evaluate_everywhere(piece, what, r);
+  add_forces(ev.forces);
+  tally(r, n_owned_, n);
+  pvector[4] = n - n_owned_;
+  pvector[5] = static_cast<double>(halo_.rows_packed() * halo_.row_bytes());
 }
 
 namespace LAMMPS_NS {

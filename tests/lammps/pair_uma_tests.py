@@ -467,8 +467,10 @@ def case_kokkos(h, r):
     """pair_style uma/kk through LAMMPS's KOKKOS package (OpenMP), picked by -sf kk:
     energy, virial, forces, per-atom energies and virials equal pair_style uma's
     one-rank values to 1e-10 (fp64) on 1 rank x 2 threads and 2 and 4 ranks x 1
-    thread, newton on and off, on orthogonal and triclinic Cu and a molecule; NVE, NPT,
-    minimize and a restart on 2 ranks follow uma's."""
+    thread, newton on and off, on orthogonal and triclinic Cu, a molecule and Cu with a
+    NULL type; in place on the Kokkos views except newton off on several ranks; in the
+    steady state no per-atom data crosses between host and model; NVE, NPT, minimize and
+    a restart on 2 ranks follow uma's."""
     syms, mol = read_xyz(os.path.join(HERE, "..", "..", "examples", "structures", "ethanol_cation.extxyz"))
     write_molecule_data(os.path.join(h, "molecule.data"), syms, mol - mol.min(0) + 2.0, ["C", "O", "H"])
     systems = {
@@ -479,7 +481,16 @@ def case_kokkos(h, r):
                       "create_box 1 box\ncreate_atoms 1 box\nmass 1 63.546\n"
                       "displace_atoms all random 0.1 0.1 0.1 777 units box\n", "Cu", "task omat"),
         "molecule": (None, "C O H", "task omol charge 1 spin 2"),
+        # a quarter of the atoms are of a type uma leaves to lj/cut: the engine's atoms are a
+        # gather of LAMMPS's (hybrid/overlay/kk with uma/kk and lj/cut/kk)
+        "null_type": ("boundary p p p\nlattice fcc 3.615\nregion box block 0 3 0 3 0 3\ncreate_box 2 box\n"
+                      "create_atoms 1 box\nmass * 63.546\nset type 1 type/fraction 2 0.25 5\n"
+                      "displace_atoms all random 0.1 0.1 0.1 4242 units box\n", "Cu NULL", "task omat"),
     }
+    pair_lines = {name: f"pair_style uma {args} precision fp64\npair_coeff * * {MODEL} {elements}\n"
+                  for name, (_, elements, args) in systems.items()}
+    pair_lines["null_type"] = (f"pair_style hybrid/overlay uma task omat precision fp64 lj/cut 4.0\n"
+                               f"pair_coeff * * uma {MODEL} Cu NULL\npair_coeff * 2 lj/cut 0.01 2.3\n")
     runs = [(1, 2, "on"), (2, 1, "on"), (4, 1, "on"), (2, 1, "off")]
     worst = 0.0
     for name, (build, elements, args) in systems.items():
@@ -487,19 +498,61 @@ def case_kokkos(h, r):
             lammps(h, r, f"in.{name}_build", PRE.format(plugin=PLUGIN) + build + f"write_data {name}.data\n")
         boundary = "boundary s s s\n" if build is None else build.splitlines()[0] + "\n"
         text = PRE.format(plugin=PLUGIN) + "newton {newton}\n" + boundary + f"read_data {name}.data\n" + \
-            f"pair_style uma {args} precision fp64\npair_coeff * * {MODEL} {elements}\n"
+            pair_lines[name]
         tag = f"{name}_uma"
         ref = halo_results(h, tag, lammps(h, r, f"in.{tag}", text.format(newton="on") + HALO_OUT.format(tag=tag)))
+        if name == "null_type":   # hybrid/overlay sizes its buffers from uma's halo rows (host style too)
+            tag = f"{name}_uma_2"
+            log = lammps(h, r, f"in.{tag}", text.format(newton="on") + HALO_OUT.format(tag=tag), np_=2)
+            err = same_as_one_rank(halo_results(h, tag, log), ref, tag)
+            print(f"  {name}: uma in hybrid/overlay on 2 ranks equals 1 rank (worst {err:.1e} relative)")
         for np_, threads, newton in runs:
             tag = f"{name}_kk_{np_}x{threads}_{newton}"
             log = lammps(h, r, f"in.{tag}", text.format(newton=newton) + HALO_OUT.format(tag=tag), np_=np_,
                          flags=f"-k on t {threads} -sf kk")
             check("pair uma/kk: model" in log, f"[{tag}] -sf kk did not pick pair_style uma/kk")
+            # newton off on several ranks folds ghost forces on the host; everything else runs in place
+            in_place = np_ == 1 or newton == "on"
+            check(("pair uma/kk: in place on the Kokkos views" in log) == in_place and
+                  ("pair uma/kk: atoms go through the host" in log) != in_place,
+                  f"[{tag}] expected the {'in-place' if in_place else 'host'} data path")
             err = same_as_one_rank(halo_results(h, tag, log), ref, tag)
             worst = max(worst, err)
             print(f"  {name}: uma/kk on {np_} rank(s) x {threads} thread(s), newton {newton}: equals uma "
                   f"(worst {err:.1e} relative)")
     print(f"  worst deviation of uma/kk from uma: {worst:.1e}")
+    # The steady state in place: per step one read (the engine's status and the
+    # energy compute pair asks for) and one upload (cell and origin), whose
+    # sizes do not grow with the atoms; pair_style uma reads the forces and
+    # uploads the positions.
+    per_step = {}
+    for cells in (3, 4):
+        for kk in (False, True):
+            text = PRE.format(plugin=PLUGIN) + CU_BOX.replace("0 3 0 3 0 3", f"0 {cells} 0 {cells} 0 {cells}") \
+                .format(ntypes=1) + f"pair_style uma task omat precision fp64\npair_coeff * * {MODEL} Cu\n" \
+                "neigh_modify every 1000 delay 0 check no\nvelocity all create 300 4928 loop geom\n" \
+                "timestep 0.002\nfix 1 all nve\ncompute p all pair uma\n" \
+                "thermo_style custom step c_p[1] c_p[2] c_p[7] c_p[8]\nthermo 1\nrun 20\n"
+            log = lammps(h, r, f"in.steady_{cells}_{kk}", text, flags="-k on t 1 -sf kk" if kk else "")
+            rows = thermo(log)[1][1:]   # steps 1..20 (step 0 builds the layout)
+            check(len(rows) == 20, f"steady state: {len(rows)} thermo rows, expected 20")
+            cols = ("c_p[1]", "c_p[2]", "c_p[7]", "c_p[8]")
+            seen = {tuple(row[c] for c in cols) for row in rows}
+            check(len(seen) == 1, f"steady state ({'uma/kk' if kk else 'uma'}, {4 * cells ** 3} atoms): "
+                                  f"transfers vary from step to step: {sorted(seen)}")
+            per_step[cells, kk] = seen.pop()
+    for cells in (3, 4):
+        reads, uploads, read_bytes, upload_bytes = per_step[cells, True]
+        n = 4 * cells ** 3
+        check(reads == 1 and uploads == 1, f"uma/kk, {n} atoms: {reads:g} reads and {uploads:g} uploads per step")
+        check(read_bytes < 24 * n and upload_bytes < 24 * n and per_step[cells, True] == per_step[3, True],
+              f"uma/kk moves per-atom data: {per_step[cells, True]} per step with {n} atoms, "
+              f"{per_step[3, True]} with 108")
+        check(per_step[cells, False][2] >= 24 * n, f"uma, {n} atoms: the forces were not read?")
+    print(f"  steady state, 20 NVE steps: uma/kk reads {per_step[3, True][2]:g} B and uploads "
+          f"{per_step[3, True][3]:g} B per step with 108 and 256 atoms; uma reads "
+          f"{per_step[3, False][2]:g} B / {per_step[4, False][2]:g} B and uploads {per_step[3, False][3]:g} B / "
+          f"{per_step[4, False][3]:g} B")
     # MD and minimization on 2 ranks follow pair_style uma's (Kokkos integrators and min styles)
     base = PRE.format(plugin=PLUGIN) + "boundary p p p\nread_data cu.data\n" + \
         f"pair_style uma task omat precision fp64\npair_coeff * * {MODEL} Cu\n" + \
