@@ -7,6 +7,7 @@
 #include <numeric>
 
 #include "atom.h"
+#include "atom_masks.h"
 #include "comm.h"
 #include "domain.h"
 #include "error.h"
@@ -153,7 +154,13 @@ FixUMATrain::FixUMATrain(LAMMPS *lmp, int narg, char **arg) : Fix(lmp, narg, arg
   global_freq = 1;
   extvector = 0;
   restart_global = 1;
-  nevery = 1;
+  // Called only on steps where it labels, trains or checkpoints.  Under
+  // KOKKOS, LAMMPS syncs what a fix reads to the host before each call and
+  // what it modifies back: positions, types and IDs (to label frames), and
+  // nothing back.
+  nevery = std::gcd(std::gcd(train_every_, label_every_), checkpoint_every_);
+  datamask_read = X_MASK | TYPE_MASK | TAG_MASK;
+  datamask_modify = EMPTY_MASK;
 }
 
 FixUMATrain::~FixUMATrain() = default;

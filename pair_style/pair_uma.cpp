@@ -465,6 +465,13 @@ uma::ReadRequest PairUMA::read_request() const {
   return what;
 }
 
+void PairUMA::subdomain_corner(double* origin) const {
+  if (domain->triclinic)
+    domain->lamda2x(domain->sublo_lamda, origin);
+  else
+    std::copy(domain->sublo, domain->sublo + 3, origin);
+}
+
 std::vector<long long> PairUMA::global_composition(const std::vector<int64_t>& numbers, int nowned) const {
   std::vector<long long> counts(engine_->model()->config().backbone.max_num_elements, 0);
   for (int k = 0; k < nowned; ++k) ++counts[numbers[k]];
@@ -602,9 +609,9 @@ void PairUMA::compute_local(int, int) {
   const std::vector<int>& index = engine_index_;
   const int n = static_cast<int>(index.size()), n_owned = static_cast<int>(piece.n_owned);
   for (int k = 0; k < n; ++k) piece.numbers.push_back(type_z_[type[index[k]]]);
-  // float32 keeps 7 digits: coordinates relative to an atom of this rank
-  const double* origin = n > 0 ? x[index[0]] : domain->boxlo;
-  const double o[3] = {origin[0], origin[1], origin[2]};
+  // float32 keeps 7 digits: coordinates relative to this rank's subdomain
+  double o[3];
+  subdomain_corner(o);
   piece.positions = torch::empty({n, 3}, torch::kFloat64);
   double* pos = piece.positions.data_ptr<double>();   // host data
   for (int k = 0; k < n; ++k)

@@ -111,6 +111,9 @@ class PairUMA : public Pair {
   // Adds the energy and virials LAMMPS asked for: per-atom energies of
   // engine rows [0, n_energy), per-atom virials of rows [0, n_virial).
   void tally(const uma::HostEvaluation &r, int n_energy, int n_virial);
+  // The lower corner of this rank's subdomain (box coordinates): the origin
+  // of the coordinates a rank hands the engine (float32 keeps 7 digits).
+  void subdomain_corner(double *origin) const;
   // The sum of charge/spin channels over the ranks, if the model balances them.
   void set_reduction(uma::LocalAtoms &piece) const;
   // Calls comm->forward_comm / reverse_comm with this style's host callbacks,

@@ -52,6 +52,10 @@ void PairUMAKokkos<DeviceType>::init_style() {
     why_not = "newton_pair off on several ranks (ghost forces are folded through the host; newton on "
               "leaves that to LAMMPS's Kokkos communication)";
   in_place_ = why_not.empty();
+  // LAMMPS's Kokkos integrators sync the atoms to this space before compute()
+  // and mark them modified there after it: the host when this style runs
+  // pair_style uma's host path.
+  execution_space = in_place_ ? ExecutionSpaceFromDevice<DeviceType>::space : Host;
   if (in_place_) {
     const std::vector<int64_t> table(type_z_.begin(), type_z_.end());
     type_z_table_ = uma::upload(table, device_options().dtype(torch::kLong));
@@ -201,10 +205,7 @@ void PairUMAKokkos<DeviceType>::compute_local(int eflag, int vflag) {
     piece.on_device.numbers = numbers_;
     piece.on_device.layout_id = layout_id_;
     double origin[3];
-    if (domain->triclinic)
-      domain->lamda2x(domain->sublo_lamda, origin);
-    else
-      std::copy(domain->sublo, domain->sublo + 3, origin);
+    subdomain_corner(origin);   // as pair_style uma's: the same float32 inputs
     piece.on_device.origin = {origin[0], origin[1], origin[2]};
     piece.positions = positions(nall);
   } else {

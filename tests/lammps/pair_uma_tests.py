@@ -467,10 +467,10 @@ def case_kokkos(h, r):
     """pair_style uma/kk through LAMMPS's KOKKOS package (OpenMP), picked by -sf kk:
     energy, virial, forces, per-atom energies and virials equal pair_style uma's
     one-rank values to 1e-10 (fp64) on 1 rank x 2 threads and 2 and 4 ranks x 1
-    thread, newton on and off, on orthogonal and triclinic Cu, a molecule and Cu with a
-    NULL type; in place on the Kokkos views except newton off on several ranks; in the
-    steady state no per-atom data crosses between host and model; NVE, NPT, minimize and
-    a restart on 2 ranks follow uma's."""
+    thread, newton on and off, on orthogonal and triclinic Cu, a slab, a molecule and Cu
+    with a NULL type; in place on the Kokkos views except newton off on several ranks; in the
+    steady state no per-atom data crosses between host and model; NVE, NPT, minimize, a
+    restart and a write_data/read_data round trip on 2 ranks follow uma's."""
     syms, mol = read_xyz(os.path.join(HERE, "..", "..", "examples", "structures", "ethanol_cation.extxyz"))
     write_molecule_data(os.path.join(h, "molecule.data"), syms, mol - mol.min(0) + 2.0, ["C", "O", "H"])
     systems = {
@@ -480,6 +480,9 @@ def case_kokkos(h, r):
         "triclinic": ("boundary p p p\nlattice fcc 3.615\nregion box prism 0 3 0 3 0 3 1.1 -0.7 0.5\n"
                       "create_box 1 box\ncreate_atoms 1 box\nmass 1 63.546\n"
                       "displace_atoms all random 0.1 0.1 0.1 777 units box\n", "Cu", "task omat"),
+        "slab": ("boundary p p f\nlattice fcc 3.615\nregion box block 0 3 0 3 -1 5\ncreate_box 1 box\n"
+                 "region atoms block 0 3 0 3 0 3\ncreate_atoms 1 region atoms\nmass 1 63.546\n"
+                 "displace_atoms all random 0.1 0.1 0.1 99 units box\n", "Cu", "task omat"),
         "molecule": (None, "C O H", "task omol charge 1 spin 2"),
         # a quarter of the atoms are of a type uma leaves to lj/cut: the engine's atoms are a
         # gather of LAMMPS's (hybrid/overlay/kk with uma/kk and lj/cut/kk)
@@ -566,15 +569,21 @@ def case_kokkos(h, r):
                        "run 10\nwrite_restart state.restart\nclear\n" + PRE.format(plugin=PLUGIN) +
                        "read_restart state.restart\n" + f"pair_style uma task omat precision fp64\n"
                        f"pair_coeff * * {MODEL} Cu\nfix 1 all nve\nthermo 5\n"
-                       "thermo_style custom step pe etotal press\nthermo_modify format float %.17g\nrun 10\n"}
+                       "thermo_style custom step pe etotal press\nthermo_modify format float %.17g\nrun 10\n",
+            # the same through write_data / read_data (positions, velocities, box)
+            "data": "velocity all create 600 4928 loop geom\ntimestep 0.002\nfix 1 all nve\nthermo 5\n"
+                    "run 10\nwrite_data state.data\nclear\n" + PRE.format(plugin=PLUGIN) +
+                    "read_data state.data\n" + f"pair_style uma task omat precision fp64\n"
+                    f"pair_coeff * * {MODEL} Cu\ntimestep 0.002\nfix 1 all nve\nthermo 5\n"
+                    "thermo_style custom step pe etotal press\nthermo_modify format float %.17g\nrun 10\n"}
     for job, cmds in jobs.items():
         rows = {}
         for kk in (False, True):
             log = lammps(h, r, f"in.{job}_{kk}", base + cmds, np_=2, flags="-k on t 1 -sf kk" if kk else "")
             rows[kk] = thermo(log)[1]
-            if job == "restart":
-                check("pair uma/kk: model" in log.split("read_restart")[-1] or not kk,
-                      "after read_restart, -sf kk did not pick pair_style uma/kk")
+            if job in ("restart", "data"):
+                check("pair uma/kk: model" in log.split(f"read_{job}")[-1] or not kk,
+                      f"after read_{job}, -sf kk did not pick pair_style uma/kk")
         check(len(rows[True]) == len(rows[False]) >= 3, f"{job}: thermo rows differ: {len(rows[True])} vs {len(rows[False])}")
         for a, b in zip(rows[False], rows[True]):
             for col in ("PotEng", "TotEng", "Press"):
@@ -932,7 +941,8 @@ run 10
 
 
 def case_examples(h, r):
-    """Every input in examples/ runs as shipped (plugin from LAMMPS_PLUGIN_PATH), with finite thermo.
+    """Every input in examples/ runs as shipped (plugin from LAMMPS_PLUGIN_PATH), with finite thermo; cu_otf
+    also under -k on t 1 -sf kk (uma/kk in place).
     Quantitative: the step-0 energy of the Cu NVE/NPT examples (the perfect 3x3x3 fcc lattice) and of
     the molecule example equals `uma eval` of the same structure, built independently here (ASE, the
     shipped extxyz); the NVE examples conserve energy."""
@@ -948,13 +958,17 @@ def case_examples(h, r):
     expect = {"cu_nve": (e_cu, 1e-4), "cu_npt": (e_cu, None), "omol_molecule": (e_mol, 2e-3)}
     for sub, name, np_, extra in (("cu_nve", "in.cu_nve", 1, ""), ("cu_npt", "in.cu_npt", 1, ""),
                                   ("omol_molecule", "in.ethanol_cation", 1, ""), ("oc20_slab", "in.pt_slab_o", 2, ""),
-                                  ("cu_otf", "in.cu_otf", 2, "-var steps 20")):
+                                  ("cu_otf", "in.cu_otf", 2, "-var steps 20"),
+                                  ("cu_otf", "in.cu_otf", 2, "-var steps 20 -k on t 1 -sf kk")):
         d = f"{SRC}/examples/{sub}"
         p = in_root(f"cd {d} && LAMMPS_PLUGIN_PATH={SRC}/build-root LAMMPS_POTENTIALS=/opt/lammps/share/lammps/potentials "
                     f"OMP_NUM_THREADS=1 mpirun --oversubscribe -np {np_} /opt/lammps/bin/lmp -in {name} {extra} "
                     f"-log /tmp/uma-pair/examples/log.{sub} -screen none")
         log = open(os.path.join(h, "log." + sub)).read()
         check(p.returncode == 0 and "Total wall time" in log, f"example {sub} failed:\n{log[-2000:]}")
+        if "-sf kk" in extra:
+            check("pair uma/kk: in place on the Kokkos views" in log, f"example {sub} under -sf kk: not uma/kk in place")
+            name += " -sf kk"
         _, rows = thermo(log)
         check(all(math.isfinite(v) for x in rows for v in x.values()), f"example {sub}: non-finite thermo")
         summary = ""
