@@ -105,7 +105,7 @@ void PairUMAKokkos<DeviceType>::refresh_layout(int nrows) {
   layout_nall_ = nall;
   ++layout_id_;
   auto type = atomKK->k_type.view<DeviceType>();
-  auto types = torch::from_blob(type.data(), {nrows}, device_options().dtype(torch::kInt));
+  const torch::Tensor types = torch::from_blob(type.data(), {nrows}, device_options().dtype(torch::kInt));   // device view
   auto z = type_z_table_.index_select(0, types.to(torch::kLong));   // [nrows]
   std::vector<int>& index = engine_index_;
   if (all_mapped_) {
@@ -113,10 +113,13 @@ void PairUMAKokkos<DeviceType>::refresh_layout(int nrows) {
     numbers_ = z;
     index.resize(nrows);
     std::iota(index.begin(), index.end(), 0);
-  } else {
-    rows_ = z.gt(0).nonzero().view({-1});
-    auto host = uma::to_host(rows_);   // one counted read per reneighboring
-    index.assign(host.data_ptr<int64_t>(), host.data_ptr<int64_t>() + host.numel());  // host data
+  } else {   // one counted read and one upload per reneighboring
+    const torch::Tensor host = uma::to_host(z);
+    const int64_t* zs = host.data_ptr<int64_t>();   // host data
+    index.clear();
+    for (int i = 0; i < nrows; ++i)
+      if (zs[i] > 0) index.push_back(i);
+    rows_ = uma::upload(std::vector<int64_t>(index.begin(), index.end()), device_options().dtype(torch::kLong));
     numbers_ = z.index_select(0, rows_);
   }
   n_owned_ = static_cast<int>(std::lower_bound(index.begin(), index.end(), nlocal) - index.begin());
@@ -138,8 +141,8 @@ void PairUMAKokkos<DeviceType>::refresh_layout(int nrows) {
 template <class DeviceType>
 torch::Tensor PairUMAKokkos<DeviceType>::positions(int nrows) {
   auto x = atomKK->k_x.view<DeviceType>();
-  auto all = torch::from_blob(x.data(), {nrows, 3}, {static_cast<int64_t>(x.stride(0)), static_cast<int64_t>(x.stride(1))},
-                              device_options().dtype(torch::kFloat64));
+  const std::vector<int64_t> strides{static_cast<int64_t>(x.stride(0)), static_cast<int64_t>(x.stride(1))};
+  auto all = torch::from_blob(x.data(), {nrows, 3}, strides, device_options().dtype(torch::kFloat64));   // device view
   return rows_.defined() ? all.index_select(0, rows_) : all;
 }
 
@@ -147,9 +150,9 @@ torch::Tensor PairUMAKokkos<DeviceType>::positions(int nrows) {
 template <class DeviceType>
 void PairUMAKokkos<DeviceType>::add_forces(const torch::Tensor& forces) {
   auto f = atomKK->k_f.view<DeviceType>();
-  auto all = torch::from_blob(f.data(), {static_cast<int64_t>(f.extent(0)), 3},
-                              {static_cast<int64_t>(f.stride(0)), static_cast<int64_t>(f.stride(1))},
-                              device_options().dtype(torch::kFloat64));
+  const std::vector<int64_t> strides{static_cast<int64_t>(f.stride(0)), static_cast<int64_t>(f.stride(1))};
+  const int64_t rows = static_cast<int64_t>(f.extent(0));
+  auto all = torch::from_blob(f.data(), {rows, 3}, strides, device_options().dtype(torch::kFloat64));   // device view
   const auto add = forces.to(torch::kFloat64);
   if (rows_.defined())
     all.index_add_(0, rows_, add);

@@ -14,6 +14,8 @@ A line may say why a flagged form is not a transfer, with one of two markers:
   // bulk transfer    a one-off move of a whole model or state outside the
                       time step (loading, checkpoints)
   // same device      a copy_ between tensors on one device
+  // device view      a Kokkos view on the execution space whose memory the
+                      model runs in, wrapped in place (pair_style uma/kk)
 usage: check_transfers.py REPO_ROOT | --self-test
 """
 import pathlib
@@ -26,7 +28,7 @@ EXEMPT_FILES = {
     # readers and writers of host files, which never see a device tensor
     "src/safetensors.cpp", "src/extxyz.cpp",
 }
-MARKERS = ("// host data", "// bulk transfer", "// same device")
+MARKERS = ("// host data", "// bulk transfer", "// same device", "// device view")
 
 # A .to(...) whose only argument is a dtype converts on the tensor's own device.
 DTYPE_ONLY = re.compile(
@@ -148,6 +150,7 @@ SELF_TEST_GOOD = [
     "// t.item<double>() in a comment",
     "torch::Device device = torch::kCPU;",
     "w.copy_(v);   // same device",
+    "auto x = torch::from_blob(view.data(), {n, 3}, opts);   // device view",
 ]
 
 
