@@ -466,11 +466,11 @@ def case_halo(h, r):
 def case_kokkos(h, r):
     """pair_style uma/kk through LAMMPS's KOKKOS package (OpenMP), picked by -sf kk:
     energy, virial, forces, per-atom energies and virials equal pair_style uma's
-    one-rank values to 1e-10 (fp64) on 1 rank x 2 threads and 2 and 4 ranks x 1
-    thread, newton on and off, on orthogonal and triclinic Cu, a slab, a molecule and Cu
-    with a NULL type; in place on the Kokkos views except newton off on several ranks; in the
+    one-rank values to 1e-10 (fp64) on 1 rank x 2 threads and 2 ranks x 1 thread
+    (4 ranks: Cu, triclinic; newton off: Cu, molecule, NULL type), on orthogonal and
+    triclinic Cu, a slab, a molecule and Cu with a NULL type; in place on the Kokkos views except newton off on several ranks; in the
     steady state no per-atom data crosses between host and model; NVE, NPT, minimize, a
-    restart and a write_data/read_data round trip on 2 ranks follow uma's."""
+    restart and a write_data/read_data round trip on 2 ranks (triclinic cell) follow uma's."""
     syms, mol = read_xyz(os.path.join(HERE, "..", "..", "examples", "structures", "ethanol_cation.extxyz"))
     write_molecule_data(os.path.join(h, "molecule.data"), syms, mol - mol.min(0) + 2.0, ["C", "O", "H"])
     systems = {
@@ -494,7 +494,12 @@ def case_kokkos(h, r):
                   for name, (_, elements, args) in systems.items()}
     pair_lines["null_type"] = (f"pair_style hybrid/overlay uma task omat precision fp64 lj/cut 4.0\n"
                                f"pair_coeff * * uma {MODEL} Cu NULL\npair_coeff * 2 lj/cut 0.01 2.3\n")
-    runs = [(1, 2, "on"), (2, 1, "on"), (4, 1, "on"), (2, 1, "off")]
+    # every system on 1 rank x 2 threads and 2 ranks; 4 ranks and newton off where they add a case
+    runs = {"cu": [(1, 2, "on"), (2, 1, "on"), (4, 1, "on"), (2, 1, "off")],
+            "triclinic": [(1, 2, "on"), (2, 1, "on"), (4, 1, "on")],
+            "slab": [(1, 2, "on"), (2, 1, "on")],
+            "molecule": [(1, 2, "on"), (2, 1, "on"), (2, 1, "off")],
+            "null_type": [(1, 2, "on"), (2, 1, "on"), (2, 1, "off")]}
     worst = 0.0
     for name, (build, elements, args) in systems.items():
         if build is not None:
@@ -509,7 +514,7 @@ def case_kokkos(h, r):
             log = lammps(h, r, f"in.{tag}", text.format(newton="on") + HALO_OUT.format(tag=tag), np_=2)
             err = same_as_one_rank(halo_results(h, tag, log), ref, tag)
             print(f"  {name}: uma in hybrid/overlay on 2 ranks equals 1 rank (worst {err:.1e} relative)")
-        for np_, threads, newton in runs:
+        for np_, threads, newton in runs[name]:
             tag = f"{name}_kk_{np_}x{threads}_{newton}"
             log = lammps(h, r, f"in.{tag}", text.format(newton=newton) + HALO_OUT.format(tag=tag), np_=np_,
                          flags=f"-k on t {threads} -sf kk")
@@ -556,8 +561,9 @@ def case_kokkos(h, r):
           f"{per_step[3, True][3]:g} B per step with 108 and 256 atoms; uma reads "
           f"{per_step[3, False][2]:g} B / {per_step[4, False][2]:g} B and uploads {per_step[3, False][3]:g} B / "
           f"{per_step[4, False][3]:g} B")
-    # MD and minimization on 2 ranks follow pair_style uma's (Kokkos integrators and min styles)
-    base = PRE.format(plugin=PLUGIN) + "boundary p p p\nread_data cu.data\n" + \
+    # MD and minimization on 2 ranks follow pair_style uma's (Kokkos integrators and min styles),
+    # on the skewed triclinic cell (108 atoms)
+    base = PRE.format(plugin=PLUGIN) + "boundary p p p\nread_data triclinic.data\n" + \
         f"pair_style uma task omat precision fp64\npair_coeff * * {MODEL} Cu\n" + \
         "thermo_style custom step pe etotal press\nthermo_modify format float %.17g\n"
     jobs = {"nve": "velocity all create 600 4928 loop geom\ntimestep 0.002\nfix 1 all nve\nthermo 5\nrun 20\n",
