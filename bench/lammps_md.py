@@ -29,14 +29,17 @@ FULL_PT = os.path.join(CACHE, "uma-s-1p1-random.pt")
 FULL = os.path.join(CACHE, "uma-s-1p1-random.safetensors")
 TINY = os.path.join(HERE, "..", "potentials", "uma-s-tiny-random.safetensors")
 
-EAM_STYLE = """units metal
+# A Cu crystal of nx x ny x nz fcc cells (4 atoms each)
+CU_CRYSTAL = """units metal
 atom_style atomic
 lattice fcc 3.615
 region box block 0 {nx} 0 {ny} 0 {nz}
 create_box 1 box
 create_atoms 1 box
 mass 1 63.546
-{pair}
+"""
+
+EAM_STYLE = CU_CRYSTAL + """{pair}
 velocity all create 1600.0 376847 loop geom
 neighbor 1.0 bin
 neigh_modify every 1 delay 5 check yes
@@ -49,14 +52,7 @@ run {steps}
 
 
 # Cu NVE with pair_style uma and `compute pair uma` (bench/lammps_ranks.py, bench/lammps_kokkos.py)
-CU_NVE = """units metal
-atom_style atomic
-lattice fcc 3.615
-region box block 0 {nx} 0 {ny} 0 {nz}
-create_box 1 box
-create_atoms 1 box
-mass 1 63.546
-pair_style uma task omat
+CU_NVE = CU_CRYSTAL + """pair_style uma task omat
 pair_coeff * * {model} Cu
 velocity all create 300 4928 loop geom
 fix 1 all nve
