@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <numeric>
 
 #include "atom.h"
@@ -19,6 +20,7 @@
 #include "update.h"
 #include "utils.h"
 
+#include "first_failure.h"
 #include "pair_uma.h"
 
 #include "model.h"
@@ -32,7 +34,8 @@ using namespace FixConst;
 
 namespace {
 
-enum Stat { LOSS, ENERGY_MAE, FORCES_MAE, STRESS_MAE, GRAD_NORM, LR, STEPS, FRAMES, SKIPPED, HELD_ENERGY_MAE, HELD_FORCES_MAE };
+enum Stat { LOSS, ENERGY_MAE, FORCES_MAE, STRESS_MAE, GRAD_NORM, LR, STEPS, FRAMES, SKIPPED, HELD_ENERGY_MAE, HELD_FORCES_MAE,
+            READS_PER_STEP, NSTATS };
 
 bool is_keyword(const std::string &w) {
   static const char *words[] = {"data",   "label",      "reference",   "task",        "max_atoms",     "steps",
@@ -150,7 +153,7 @@ FixUMATrain::FixUMATrain(LAMMPS *lmp, int narg, char **arg) : Fix(lmp, narg, arg
   o.seed = seed_;
 
   vector_flag = 1;
-  size_vector = 11;
+  size_vector = NSTATS;
   global_freq = 1;
   extvector = 0;
   restart_global = 1;
@@ -191,12 +194,14 @@ void FixUMATrain::create_trainer() {
     o.sum_host = [world_comm](std::vector<double> &v) {
       MPI_Allreduce(MPI_IN_PLACE, v.data(), static_cast<int>(v.size()), MPI_DOUBLE, MPI_SUM, world_comm);
     };
+    o.first_failure = [world_comm](const std::string &mine) { return first_failure(world_comm, mine); };
     // Reduce to rank 0, then broadcast: every rank gets the very same bits.
-    // On a GPU this is one counted read and one upload per step (no
-    // CUDA-aware MPI or NCCL yet); on the CPU the buffer is reduced in place.
-    o.sum_gradients = [world_comm](torch::Tensor &g) {
+    // On a GPU the gradient goes through one persistent pinned host mirror
+    // (one counted read and one upload per step, nothing allocated per step;
+    // no CUDA-aware MPI or NCCL yet); on the CPU it is reduced in place.
+    o.sum_gradients = [world_comm, mirror = std::make_shared<uma::HostMirror>()](torch::Tensor &g) {
       const bool on_host = g.device().is_cpu();
-      auto host = on_host ? g : uma::to_host(g);
+      torch::Tensor host = on_host ? g : mirror->read(g);
       int me = 0;
       MPI_Comm_rank(world_comm, &me);
       const int n = static_cast<int>(host.numel());
@@ -204,7 +209,7 @@ void FixUMATrain::create_trainer() {
       const MPI_Datatype type = host.scalar_type() == torch::kFloat64 ? MPI_DOUBLE : MPI_FLOAT;
       MPI_Reduce(me == 0 ? MPI_IN_PLACE : data, data, n, type, MPI_SUM, 0, world_comm);
       MPI_Bcast(data, n, type, 0, world_comm);
-      if (!on_host) g.copy_(uma::upload(host, g.options()));   // same device
+      if (!on_host) mirror->write(g);
     };
   }
   try {
@@ -407,11 +412,15 @@ void FixUMATrain::train() {
     }
     std::vector<int64_t> batch;
     for (int64_t p : picks) batch.push_back(train_ids_[p]);
+    const long long reads0 = uma::host_read_count(), uploads0 = uma::upload_count();
     try {
       trainer_->step(batch);
     } catch (const std::exception &e) {
       failure = std::string("training step failed: ") + e.what();
     }
+    step_reads_ += uma::host_read_count() - reads0;
+    step_uploads_ += uma::upload_count() - uploads0;
+    ++steps_counted_;
   }
   if (!failure.empty()) error->all(FLERR, "Fix uma/train: {}", failure);
   push_weights();
@@ -435,6 +444,14 @@ void FixUMATrain::print_stats() {
   stats_[FRAMES] = static_cast<double>(trainer_->num_samples());
   stats_[SKIPPED] = static_cast<double>(s.skipped);
   stats_[HELD_ENERGY_MAE] = stats_[HELD_FORCES_MAE] = std::nan("");
+  // Host transfers of this rank's optimizer steps (training itself reads
+  // nothing; on several GPU ranks the gradient reduction reads and uploads once).
+  const double counted = static_cast<double>(std::max<long long>(steps_counted_, 1));
+  const double reads_per_step = static_cast<double>(step_reads_) / counted;
+  const double uploads_per_step = static_cast<double>(step_uploads_) / counted;
+  stats_[READS_PER_STEP] = reads_per_step;
+  const long long counted_steps = steps_counted_;
+  step_reads_ = step_uploads_ = steps_counted_ = 0;
   if (!held_ids_.empty()) {
     double held[2] = {0, 0};
     if (comm->me == 0) {
@@ -451,6 +468,8 @@ void FixUMATrain::print_stats() {
                         "forces {:.5g} eV/A stress {:.5g} eV/A^3 grad_norm {:.4g} lr {:.4g}\n",
                    update->ntimestep, trainer_->steps(), trainer_->num_samples(), s.loss, s.energy_mae,
                    s.forces_mae, s.stress_mae, s.grad_norm, s.lr);
+    utils::logmesg(lmp, "fix uma/train: {:.3g} host reads and {:.3g} uploads per optimizer step ({} steps since "
+                        "the last print)\n", reads_per_step, uploads_per_step, counted_steps);
     if (!held_ids_.empty())
       utils::logmesg(lmp, "fix uma/train: held-out ({} frames) MAE energy {:.5g} eV/atom forces {:.5g} eV/A\n",
                      held_ids_.size(), stats_[HELD_ENERGY_MAE], stats_[HELD_FORCES_MAE]);

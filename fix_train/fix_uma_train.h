@@ -58,7 +58,8 @@ class FixUMATrain : public Fix {
   std::string pair_task_;
   int charge_ = 0, spin_ = 0;
   long long calls_ = 0, frames_collected_ = 0;
-  double stats_[11] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+  double stats_[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+  long long step_reads_ = 0, step_uploads_ = 0, steps_counted_ = 0;   // since the last print
   bool restarted_ = false;
   double restart_values_[4] = {0, 0, 0, 0};
 

@@ -9,21 +9,6 @@ using namespace LAMMPS_NS;
 
 namespace {
 
-// The exchange as one autograd node: forward owners -> ghosts, backward the
-// ghosts' gradients -> owners.
-class ExchangeFunction : public torch::autograd::Function<ExchangeFunction> {
- public:
-  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, torch::Tensor x, int64_t halo) {
-    ctx->saved_data["halo"] = halo;
-    return reinterpret_cast<HaloExchange*>(halo)->owners_to_ghosts(x);
-  }
-  static torch::autograd::tensor_list backward(torch::autograd::AutogradContext* ctx,
-                                               torch::autograd::tensor_list grad) {
-    auto* halo = reinterpret_cast<HaloExchange*>(ctx->saved_data["halo"].toInt());
-    return {halo->ghosts_to_owners(grad[0]), torch::Tensor()};
-  }
-};
-
 // Shape of `x` with `rows` rows.
 std::vector<int64_t> rows_like(const torch::Tensor& x, int64_t rows) {
   auto shape = x.sizes().vec();
@@ -46,10 +31,6 @@ void HaloExchange::resize(const torch::Tensor& x) {
   slots_ = static_cast<int>((width_ * value_bytes_ + sizeof(double) - 1) / sizeof(double));
   const size_t need = static_cast<size_t>(nall_) * slots_;
   if (rows_.size() < need) rows_.resize(need);
-}
-
-torch::Tensor HaloExchange::apply(const torch::Tensor& x) {
-  return ExchangeFunction::apply(x, reinterpret_cast<int64_t>(this));
 }
 
 // Rows [first, first + count) of the engine's rows k -> LAMMPS rows index[k]:
@@ -80,7 +61,6 @@ torch::Tensor HaloExchange::owners_to_ghosts(const torch::Tensor& x) {
 }
 
 torch::Tensor HaloExchange::ghosts_to_owners(const torch::Tensor& grad) {
-  if (!grad.defined()) return grad;
   const int64_t N = grad.size(0), n = static_cast<int64_t>(index_->size()), ghosts = n - n_owned_;
   resize(grad);
   std::fill(rows_.begin(), rows_.begin() + static_cast<size_t>(nall_) * slots_, 0.0);

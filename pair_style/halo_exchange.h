@@ -7,8 +7,10 @@
 // own forward communication (which follows periodic images, any processor
 // grid and subdomains thinner than the cutoff).  Its gradient is the reverse
 // communication: the gradient that reached a ghost's row is added into its
-// owner's row.  Both run in the autograd graph, so the forces, virials and
-// per-atom quantities stay exact.
+// owner's row.  The engine differentiates through both (the forces, virials
+// and per-atom quantities stay exact) and calls them from LAMMPS's thread
+// between its autograd passes, never from inside one (staged_backward.h), so
+// every MPI call stays on the thread that called compute().
 //
 // The rows travel, in the model's precision, through a host buffer indexed
 // by LAMMPS's local atom index (owned and ghost, mapped or not), so ghosts
@@ -23,6 +25,8 @@
 
 #include <torch/torch.h>
 
+#include "engine.h"
+
 namespace LAMMPS_NS {
 
 class HaloExchange {
@@ -35,12 +39,6 @@ class HaloExchange {
   // This step's atoms: engine row k is LAMMPS local atom index[k]; rows
   // [0, n_owned) are owned.  nall = nlocal + nghost.
   void set_atoms(const std::vector<int>* index, int n_owned, int nall);
-
-  // x [N, 9, C] node features (N >= index.size(): extra placeholder rows pass
-  // through) -> the same with every ghost row replaced by its owner's row.
-  // Differentiable; a collective over all ranks (each call, and each
-  // backward, must happen on every rank).
-  torch::Tensor apply(const torch::Tensor& x);
 
   // Bytes of one row of the latest exchange: 9 x sphere channels values of
   // the model's precision (float32 rows travel two values per double).
@@ -56,9 +54,17 @@ class HaloExchange {
   int pack_reverse(int n, int first, double* buf);
   void unpack_reverse(int n, const int* list, const double* buf);
 
-  // The two directions, as the autograd function calls them.
+  // The two directions (uma::LocalAtoms::GhostExchange), collectives over
+  // all ranks: x [N, 9, C] node features (N >= index.size(): extra
+  // placeholder rows pass through) -> the same with every ghost row replaced
+  // by its owner's row; and a gradient of that shape -> each ghost row added
+  // into its owner's row, ghost rows zero.
   torch::Tensor owners_to_ghosts(const torch::Tensor& x);
   torch::Tensor ghosts_to_owners(const torch::Tensor& grad);
+  uma::LocalAtoms::GhostExchange functions() {
+    return {[this](const torch::Tensor& x) { return owners_to_ghosts(x); },
+            [this](const torch::Tensor& g) { return ghosts_to_owners(g); }};
+  }
 
   double memory_usage() const { return static_cast<double>(rows_.capacity()) * sizeof(double); }
 

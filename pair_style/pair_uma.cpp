@@ -1,5 +1,7 @@
 #include "pair_uma.h"
 
+#include "first_failure.h"
+
 #include <mpi.h>
 
 #include <algorithm>
@@ -31,27 +33,14 @@ using namespace LAMMPS_NS;
 
 namespace {
 
-// Differentiable sum of a small tensor over the ranks of a communicator:
-// the backward of an all-reduce is the all-reduce of the incoming gradient.
-class SumOverRanks : public torch::autograd::Function<SumOverRanks> {
- public:
-  static torch::Tensor reduce(const torch::Tensor& x, MPI_Fint comm) {
-    auto host = uma::to_host(x);   // one counted read and one upload per call
-    const MPI_Datatype type = host.scalar_type() == torch::kFloat64 ? MPI_DOUBLE : MPI_FLOAT;
-    MPI_Allreduce(MPI_IN_PLACE, host.data_ptr(), static_cast<int>(host.numel()), type, MPI_SUM,  // host data
-                  MPI_Comm_f2c(comm));
-    return uma::upload(host, x.options());
-  }
-  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, torch::Tensor x, int64_t comm) {
-    ctx->saved_data["comm"] = comm;
-    return reduce(x, static_cast<MPI_Fint>(comm));
-  }
-  static torch::autograd::tensor_list backward(torch::autograd::AutogradContext* ctx,
-                                               torch::autograd::tensor_list grad) {
-    const auto comm = static_cast<MPI_Fint>(ctx->saved_data["comm"].toInt());
-    return {reduce(grad[0], comm), torch::Tensor()};
-  }
-};
+// Sum of a small tensor over the ranks of a communicator: one counted read
+// and one upload per call.
+torch::Tensor tensor_sum_over_ranks(const torch::Tensor& x, MPI_Comm comm) {
+  auto host = uma::to_host(x);
+  const MPI_Datatype type = host.scalar_type() == torch::kFloat64 ? MPI_DOUBLE : MPI_FLOAT;
+  MPI_Allreduce(MPI_IN_PLACE, host.data_ptr(), static_cast<int>(host.numel()), type, MPI_SUM, comm);  // host data
+  return uma::upload(host, x.options());
+}
 
 bool task_has_charge_spin(const std::string& task) { return task == "omol"; }
 
@@ -123,7 +112,7 @@ void PairUMA::allocate() {
     for (int j = 0; j < n; ++j) setflag[i][j] = 0;
 }
 
-/* pair_style uma [task NAME] [charge Q] [spin S] [precision fp32|fp64|tf32] [device auto|cpu|cuda]
+/* pair_style uma [task NAME] [charge Q] [spin S] [precision fp32|fp64|tf32] [device auto|cpu|cuda|cuda:N]
                   [memory GB] */
 
 void PairUMA::settings(int narg, char** arg) {
@@ -153,9 +142,9 @@ void PairUMA::settings(int narg, char** arg) {
         error->all(FLERR, "Pair style uma: precision must be fp32, fp64 or tf32, got '{}'", value);
       precision_ = value;
     } else if (key == "device") {
-      if (value != "auto" && value != "cpu" && value != "cuda")
-        error->all(FLERR, "Pair style uma: device must be auto, cpu or cuda, got '{}'", value);
-      device_ = value;
+      if (value != "auto" && value != "cpu" && value != "cuda" && value.rfind("cuda:", 0) != 0)
+        error->all(FLERR, "Pair style uma: device must be auto, cpu, cuda or cuda:N, got '{}'", value);
+      device_ = value;   // cuda:N is checked against the GPUs when the engine is made
     } else if (key == "memory") {
       memory_gb_ = utils::numeric(FLERR, value, false, lmp);
       if (!(memory_gb_ > 0.0))
@@ -219,7 +208,7 @@ std::string PairUMA::device_name() {
   MPI_Comm_size(node, &node_ranks);
   MPI_Comm_free(&node);
   try {
-    const auto device = uma::resolve_device(device_, local);
+    const auto device = uma::resolve_device(device_, local, data_gpu());
     uma::make_current(device);
     // The ranks of this node that share the device's memory.
     const int devices = device.is_cuda() ? std::max<int>(1, torch::cuda::device_count()) : 1;
@@ -486,8 +475,8 @@ std::vector<long long> PairUMA::sum_over_ranks(std::vector<long long> counts) co
 void PairUMA::set_reduction(uma::LocalAtoms& piece) const {
   const auto& bb = engine_->model()->config().backbone;
   if (bb.charge_channel_end > bb.charge_channel_begin || bb.spin_channel_end > bb.spin_channel_begin) {
-    const auto handle = static_cast<int64_t>(MPI_Comm_c2f(world));
-    piece.sum_over_processes = [handle](const torch::Tensor& t) { return SumOverRanks::apply(t, handle); };
+    MPI_Comm comm = world;
+    piece.sum_over_processes = [comm](const torch::Tensor& t) { return tensor_sum_over_ranks(t, comm); };
   }
 }
 
@@ -506,18 +495,10 @@ uma::Evaluation PairUMA::evaluate_everywhere(const uma::LocalAtoms& piece, const
       ok = engine_->fetch(ev, what, r) ? 1 : 0;
     } catch (const std::exception& e) {
       failure = describe(e);
-      ok = -1;
     }
+    const std::string first = first_failure(world, failure);
+    if (!first.empty()) error->all(FLERR, "Pair style uma: {}", first);
     MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, world);
-    if (all_ok < 0) {
-      int mine = failure.empty() ? comm->nprocs : comm->me, reporter = 0;
-      MPI_Allreduce(&mine, &reporter, 1, MPI_INT, MPI_MIN, world);
-      int length = static_cast<int>(failure.size());
-      MPI_Bcast(&length, 1, MPI_INT, reporter, world);
-      failure.resize(length);
-      MPI_Bcast(failure.data(), length, MPI_CHAR, reporter, world);
-      error->all(FLERR, "Pair style uma: {}", failure);
-    }
     if (all_ok) return ev;
     if (attempt == 3) error->one(FLERR, "Pair style uma: internal: edge capacity did not converge");
   }
@@ -567,7 +548,7 @@ void PairUMA::add_ghosts_halo(uma::LocalAtoms& piece, const double*, const doubl
     if (type_z_[atom->type[i]] > 0) index.push_back(i);
   piece.n_targets = n_owned;
   halo_.set_atoms(&index, n_owned, nall);
-  piece.exchange_ghosts = [this](const torch::Tensor& features) { return halo_.apply(features); };
+  piece.exchange_ghosts = halo_.functions();
 }
 
 // Deep shell: ghosts ordered by how many message-passing hops (cutoffs from

@@ -97,6 +97,9 @@ class PairUMA : public Pair {
   void allocate();
   void create_engine();
   std::string device_name();
+  // The GPU the atoms' data lives on (uma/kk under a CUDA Kokkos), or -1: the
+  // node-local rank picks one.
+  virtual int data_gpu() const { return -1; }
   void log_memory_plan();
   uma::ReadRequest read_request() const;   // what this step's flags ask the engine for
   // The evaluation of one step on one rank (the whole periodic system) or on

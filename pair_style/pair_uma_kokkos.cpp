@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <optional>
 #include <type_traits>
 
 #include "atom_kokkos.h"
@@ -14,11 +15,32 @@
 #include "update.h"
 #include "utils.h"
 
+#include "elements.h"
 #include "engine.h"
 #include "model.h"
 #include "transfers.h"
 
+#ifdef KOKKOS_ENABLE_CUDA
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#endif
+
 using namespace LAMMPS_NS;
+
+namespace {
+
+// Whether DeviceType's views live in CUDA memory (and its kernels run on a
+// CUDA stream).
+template <class DeviceType>
+constexpr bool on_cuda() {
+#ifdef KOKKOS_ENABLE_CUDA
+  return std::is_same_v<typename DeviceType::execution_space, Kokkos::Cuda>;
+#else
+  return false;
+#endif
+}
+
+}  // namespace
 
 static_assert(std::is_same_v<KK_FLOAT, double> && std::is_same_v<KK_ACC_FLOAT, double>,
               "pair_style uma/kk wraps x and f as float64 tensors: build LAMMPS with "
@@ -69,6 +91,15 @@ void PairUMAKokkos<DeviceType>::init_style() {
                                                 style_name_, why_not));
 }
 
+// Under a CUDA Kokkos the tensors go on the GPU Kokkos chose for this rank.
+template <class DeviceType>
+int PairUMAKokkos<DeviceType>::data_gpu() const {
+#ifdef KOKKOS_ENABLE_CUDA
+  if constexpr (on_cuda<DeviceType>()) return Kokkos::Cuda().cuda_device();
+#endif
+  return -1;
+}
+
 template <class DeviceType>
 void PairUMAKokkos<DeviceType>::compute(int eflag, int vflag) {
   if (!in_place_) {   // host path: pair_style uma on synced host arrays
@@ -80,6 +111,17 @@ void PairUMAKokkos<DeviceType>::compute(int eflag, int vflag) {
   // Already there in the steady state: LAMMPS's Kokkos integrators keep x,
   // type and f on this execution space.
   atomKK->sync(execution_space, X_MASK | F_MASK | TYPE_MASK);
+#ifdef KOKKOS_ENABLE_CUDA
+  // The rule on CUDA: every LibTorch kernel of the step runs on the stream of
+  // Kokkos's default instance, the one LAMMPS's kernels use, so LibTorch
+  // reads x after the kernels that wrote it and the kernels after compute()
+  // see the forces it added, with no synchronisation of the host.  The
+  // autograd passes replay on the streams the forward pass used.
+  std::optional<c10::cuda::CUDAStreamGuard> on_kokkos_stream;
+  if constexpr (on_cuda<DeviceType>())
+    on_kokkos_stream.emplace(c10::cuda::getStreamFromExternal(Kokkos::Cuda().cuda_stream(),
+                                                              static_cast<c10::DeviceIndex>(data_gpu())));
+#endif
   PairUMA::compute(eflag, vflag);
   atomKK->modified(execution_space, F_MASK);
 }
@@ -130,7 +172,7 @@ void PairUMAKokkos<DeviceType>::refresh_layout(int nrows) {
     if (rows_.defined()) rows_ = rows_.narrow(0, 0, 0);
   }
   const int64_t Z = engine_->model()->config().backbone.max_num_elements;
-  auto owned = uma::to_host(torch::bincount(numbers_.narrow(0, 0, n_owned_), {}, Z));   // one counted read
+  auto owned = uma::to_host(uma::count_atomic_numbers(numbers_.narrow(0, 0, n_owned_), Z));   // one counted read
   std::vector<long long> counts(owned.data_ptr<int64_t>(), owned.data_ptr<int64_t>() + Z);  // host data
   counts = sum_over_ranks(std::move(counts));
   composition_.assign(counts.begin(), counts.end());
@@ -220,7 +262,7 @@ void PairUMAKokkos<DeviceType>::compute_local(int eflag, int vflag) {
   piece.task = task_;
   set_reduction(piece);
   halo_.set_atoms(&engine_index_, n_owned_, nall);
-  piece.exchange_ghosts = [this](const torch::Tensor& features) { return halo_.apply(features); };
+  piece.exchange_ghosts = halo_.functions();
   halo_.reset_counts();
 
   uma::ReadRequest what = read_request();

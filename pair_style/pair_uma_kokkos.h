@@ -33,6 +33,7 @@ class PairUMAKokkos : public PairUMA {
  protected:
   void compute_whole(int eflag, int vflag) override;
   void compute_local(int eflag, int vflag) override;
+  int data_gpu() const override;
 
  private:
   bool in_place_ = false;        // the model runs where DeviceType's views live

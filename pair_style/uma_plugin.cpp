@@ -80,10 +80,23 @@ void check_kokkos(LAMMPS* lmp) {
 #else
   const char* api = "serial";
 #endif
+  // The layout of LAMMPS's device views (CMake KOKKOS_LAYOUT): with another
+  // one, the force view's elements would be written in the wrong order.
+#if defined(UMA_KOKKOS_CLAIM_LAYOUT)   // the test suite's copy that claims another layout
+  const char* layout = UMA_KOKKOS_CLAIM_LAYOUT;
+#elif defined(LMP_KOKKOS_LAYOUT_LEGACY)
+  const char* layout = "legacy";
+#else
+  const char* layout = "default";
+#endif
   if (!lammps_config_accelerator("KOKKOS", "precision", precision) || !lammps_config_accelerator("KOKKOS", "api", api))
     lmp->error->all(FLERR, "umaplugin.so was built for a KOKKOS package with the {} backend in {} precision, "
                            "and this LAMMPS's KOKKOS differs (see 'lmp -h'); rebuild the plugin against it",
                     api, precision);
+  if (!lammps_config_accelerator("KOKKOS", "layout", layout))
+    lmp->error->all(FLERR, "umaplugin.so was built for KOKKOS views in the '{}' layout, and this LAMMPS's KOKKOS "
+                           "uses another (see 'KOKKOS package view layout' in 'lmp -h'); rebuild LAMMPS with "
+                           "-D KOKKOS_LAYOUT={} or the plugin against this LAMMPS", layout, layout);
 }
 #endif
 

@@ -145,6 +145,11 @@ torch::Tensor BackboneImpl::forward(const BatchTensors& in, const EdgeInput& e,
   if (e.recompute_chunk > 0) return forward_recomputed(in, e, sys_node, x, ctx);
 
   auto frame = edge_frame(in, e, e.vec, 0);
+  if (in.share) {   // read by every block: one leaf each, differentiated once
+    frame.wigner = in.share(frame.wigner);
+    frame.wigner_inv_envelope = in.share(frame.wigner_inv_envelope);
+    frame.x_edge = in.share(frame.x_edge);
+  }
   x = exchanged(x.index_add(0, e.tgt, edge_degree(frame) / 5.0), in, 0);
   for (size_t i = 0; i < blocks_.size(); ++i) {
     if (i < e.layer_edges.size()) {

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "engine.h"
+#include "geometry_matmul.h"
 #include "uma_error.h"
 
 namespace uma {
@@ -136,7 +137,7 @@ Geometry upload_geometry(const std::vector<SystemGeometry>& systems, const torch
     auto p = pos.narrow(0, out.graph[b].first_atom, out.graph[b].natoms);
     p = (shifted ? p - origins[b] : p).to(dtype);
     auto image = (torch::floor(p.to(torch::kFloat64).matmul(inv[b])) * periodic[b]).to(dtype);
-    wrapped.push_back(p - image.matmul(out.cells[b].to(dtype)));
+    wrapped.push_back(p - geometry_matmul(image, out.cells[b].to(dtype)));
   }
   out.positions = B == 1 ? wrapped[0] : torch::cat(wrapped, 0);
   return out;
@@ -146,8 +147,8 @@ torch::Tensor edge_vectors(const torch::Tensor& pos, const RadiusGraph& graph, c
   torch::NoGradGuard no_grad;
   // in the positions' dtype, as the model sees them
   auto cell = cells.to(pos.scalar_type());
-  auto shift = torch::bmm(graph.offsets.to(cell.scalar_type()).unsqueeze(1),
-                          cell.index_select(0, graph.edge_system)).squeeze(1);
+  auto shift = geometry_matmul(graph.offsets.to(cell.scalar_type()).unsqueeze(1),
+                               cell.index_select(0, graph.edge_system)).squeeze(1);
   return pos.index_select(0, graph.src) - pos.index_select(0, graph.tgt) + shift;
 }
 

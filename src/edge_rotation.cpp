@@ -1,5 +1,6 @@
 #include "edge_rotation.h"
 
+#include "geometry_matmul.h"
 #include "transfers.h"
 
 #include <cmath>
@@ -100,7 +101,7 @@ torch::Tensor edge_wigner(const torch::Tensor& vec) {
   auto R = rotation_matrix(quaternion_to_y(u));                      // [E, 3, 3]
   auto Rf = R.reshape({edges, 9});
   auto RR = (Rf.unsqueeze(2) * Rf.unsqueeze(1)).reshape({edges, 81});  // R[b,c] R[a,d]
-  auto D2 = RR.matmul(l2_coupling(vec.options())).view({edges, 5, 5});
+  auto D2 = geometry_matmul(RR, l2_coupling(vec.options())).view({edges, 5, 5});
   auto D0 = torch::ones({edges, 1, 1}, vec.options());
   return F::pad(D0, F::PadFuncOptions({0, 8, 0, 8})) + F::pad(R, F::PadFuncOptions({1, 5, 1, 5})) +
          F::pad(D2, F::PadFuncOptions({4, 0, 4, 0}));

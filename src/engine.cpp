@@ -11,6 +11,7 @@
 
 #include "batch.h"
 #include "device.h"
+#include "elements.h"
 #include "uma_error.h"
 #include "transfers.h"
 
@@ -59,6 +60,7 @@ Engine::Engine(UmaModel model, EngineOptions options)
     at::globalContext().setAllowTF32CuBLAS(true);
     at::globalContext().setAllowTF32CuDNN(true);
   }
+  configure_cublas_workspace(options_.device);   // before any GEMM: a later fix uma/train needs it
   make_current(options_.device);   // before anything is allocated there
   model_->to(options_.device, options_.dtype);   // bulk transfer
   model_->eval();
@@ -186,9 +188,9 @@ const Engine::Layout& Engine::whole_layout(const std::vector<Atoms>& systems) {
     const Atoms& a = systems[0];
     const int64_t n = atom_count(a), Z = model_->config().backbone.max_num_elements;
     // One counted read: the composition, which the expert merge is keyed on.
-    auto host = to_host(torch::bincount(dev.numbers, {}, Z));
-    std::vector<int64_t> counts(host.data_ptr<int64_t>(), host.data_ptr<int64_t>() + host.numel());  // host data
-    if (static_cast<int64_t>(counts.size()) > Z || counts[0] > 0)
+    auto host = to_host(count_atomic_numbers(dev.numbers, Z));
+    std::vector<int64_t> counts(host.data_ptr<int64_t>(), host.data_ptr<int64_t>() + Z);  // host data
+    if (host.data_ptr<int64_t>()[Z] > 0 || counts[0] > 0)  // host data
       throw Error("atomic numbers on the device must lie in 1.." + std::to_string(Z - 1));
     layout_ = device_layout(dev, n, -1, counts, a.charge, a.spin, a.task);
     layout_->key = std::move(key);
@@ -243,8 +245,7 @@ const Engine::Layout& Engine::local_layout(const LocalAtoms& piece, int64_t N) {
       layout.layer_targets.assign(model_->config().backbone.num_layers, 1);
   };
   if (layout_ && layout_->key == key && layout_->tasks == std::vector<std::string>{piece.task}) {
-    layout_->in.reduce = piece.sum_over_processes;
-    layout_->in.exchange = piece.exchange_ghosts;
+    connect_collectives(layout_->in, piece);
     set_targets(*layout_);
     return *layout_;
   }
@@ -252,8 +253,7 @@ const Engine::Layout& Engine::local_layout(const LocalAtoms& piece, int64_t N) {
     layout_ = device_layout(piece.on_device, N, piece.n_owned, piece.composition, piece.charge, piece.spin,
                             piece.task);
     layout_->key = std::move(key);
-    layout_->in.reduce = piece.sum_over_processes;
-    layout_->in.exchange = piece.exchange_ghosts;
+    connect_collectives(layout_->in, piece);
     set_targets(*layout_);
     return *layout_;
   }
@@ -285,8 +285,7 @@ const Engine::Layout& Engine::local_layout(const LocalAtoms& piece, int64_t N) {
   in.datasets = {piece.task};
   in.atom_offsets = {0, N};
   in.owned = piece.n_owned;
-  in.reduce = piece.sum_over_processes;
-  in.exchange = piece.exchange_ghosts;
+  connect_collectives(in, piece);
   BatchTensors& composition = layout->composition;
   composition.numbers = both.numbers.narrow(0, N, total);
   composition.batch = torch::zeros({total}, both.batch.options());   // a fill, not an upload
@@ -361,6 +360,21 @@ std::shared_ptr<Engine::Layout> Engine::device_layout(const DeviceAtoms& atoms, 
   return layout;
 }
 
+void Engine::connect_collectives(BatchTensors& in, const LocalAtoms& piece) {
+  in.reduce = in.exchange = in.share = nullptr;
+  if (piece.sum_over_processes) {
+    in.reduce = [this, sum = piece.sum_over_processes](const torch::Tensor& x) {
+      return stages_.cut(x, sum, sum);   // the gradient of a sum over processes is the sum of the gradients
+    };
+  }
+  if (piece.exchange_ghosts) {
+    in.exchange = [this, ex = piece.exchange_ghosts](const torch::Tensor& x) {
+      return stages_.cut(x, ex.owners_to_ghosts, ex.ghosts_to_owners);
+    };
+  }
+  if (in.reduce || in.exchange) in.share = [this](const torch::Tensor& x) { return stages_.share(x); };
+}
+
 nn::MoleContext Engine::mole_context(const Layout& layout, const torch::Tensor& system_emb,
                                      const std::vector<int64_t>& edge_rows) {
   nn::MoleContext ctx;
@@ -402,6 +416,7 @@ Evaluation Engine::run(const Layout& layout, const Geometry& geo) {
   const int64_t B = static_cast<int64_t>(geo.graph.size());
   const int64_t N = pos.size(0);
 
+  stages_.clear();   // cuts of an evaluation that failed half-way
   RadiusGraph graph = graph_.build(pos, geo.cells, geo.graph);
   if (graph.row_offsets != edge_block_offsets_) {   // the capacities changed: new block lengths
     std::vector<int64_t> lengths;
@@ -440,7 +455,9 @@ Evaluation Engine::run(const Layout& layout, const Geometry& geo) {
     raw_atom = torch::cat({raw_atom.narrow(0, 0, in.owned),
                            torch::zeros({N - in.owned}, dopts)});
   auto raw_energy = system_sum(raw_atom, in.atom_offsets, in.natoms);
-  auto g = torch::autograd::grad({raw_energy.sum()}, {vec})[0];   // [E, 3] dE/dr_edge
+  // [E, 3] dE/dr_edge; stage by stage where the model called collectives,
+  // which then run here, on this thread (staged_backward.h).
+  auto g = stages_.grad(raw_energy.sum(), {vec})[0];
 
   Evaluation ev;
   const auto& escale = layout.energy_scale;

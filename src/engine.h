@@ -23,6 +23,7 @@
 #include "memory_plan.h"
 #include "model.h"
 #include "radius_graph.h"
+#include "staged_backward.h"
 #include "transfers.h"
 
 namespace uma {
@@ -112,17 +113,26 @@ struct LocalAtoms {
   int64_t charge = 0;
   int64_t spin = 0;
   std::string task;
-  // Differentiable sum over all processes of a small tensor; needed by models
-  // that balance charge/spin channels.  Unset: this process holds everything.
+  // Sum over all processes of a small tensor (a collective); needed by
+  // models that balance charge/spin channels.  Unset: this process holds
+  // everything.  The engine differentiates through it (the gradient of the
+  // sum is the sum of the gradients) and calls it only from the thread that
+  // called evaluate_local(), never from inside an autograd pass.
   std::function<torch::Tensor(const torch::Tensor&)> sum_over_processes;
   // Halo exchange of node features [N, 9, C] (N = n_owned + ghosts; a
-  // process without atoms gets one placeholder row): returns them with each
-  // ghost row replaced by its owner's current row.  Its gradient must add
-  // each ghost row's gradient into the owner's row and give the ghost rows
-  // none.  Called the same number of times on every process (once per
-  // block), so it may communicate.  Requires n_targets = n_owned (or -1) and
-  // no layer_targets.
-  std::function<torch::Tensor(const torch::Tensor&)> exchange_ghosts;
+  // process without atoms gets one placeholder row).  Both directions are
+  // collectives, called the same number of times on every process (once per
+  // block each), from the thread that called evaluate_local() and never from
+  // inside an autograd pass (staged_backward.h); neither needs autograd.
+  // Requires n_targets = n_owned (or -1) and no layer_targets.
+  struct GhostExchange {
+    // The rows with every ghost row replaced by its owner's current row.
+    std::function<torch::Tensor(const torch::Tensor&)> owners_to_ghosts;
+    // Gradient rows with each ghost row's gradient added into its owner's
+    // row, and the ghost rows zero.
+    std::function<torch::Tensor(const torch::Tensor&)> ghosts_to_owners;
+    explicit operator bool() const { return static_cast<bool>(owners_to_ghosts); }
+  } exchange_ghosts;
   // Set: the atoms live on the model's device (numbers stays empty; the
   // composition must still be given).
   DeviceAtoms on_device;
@@ -217,6 +227,9 @@ class Engine {
   std::shared_ptr<Layout> device_layout(const DeviceAtoms& atoms, int64_t N, int64_t n_owned,
                                         const std::vector<int64_t>& counts, int64_t charge, int64_t spin,
                                         const std::string& task);
+  // The model's collectives for a piece: piece's sum and exchange, cut out
+  // of the autograd graph (stages_).
+  void connect_collectives(BatchTensors& in, const LocalAtoms& piece);
   nn::MoleContext mole_context(const Layout& layout, const torch::Tensor& system_emb,
                                const std::vector<int64_t>& edge_rows);
   std::vector<int64_t> mole_key(const std::vector<int64_t>& counts, int64_t charge, int64_t spin,
@@ -233,6 +246,7 @@ class Engine {
   RadiusGraphBuilder graph_;
   std::shared_ptr<Layout> layout_;
   StagingBuffer staging_;
+  StagedBackward stages_;   // this evaluation's collectives (local pieces)
   std::vector<int64_t> edge_block_offsets_;   // edge blocks the cached lengths belong to
   torch::Tensor edge_block_lengths_;
   std::vector<int64_t> merged_key_;

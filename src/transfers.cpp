@@ -105,6 +105,23 @@ torch::Tensor StagingBuffer::send(const torch::TensorOptions& options) {
   return out;
 }
 
+torch::Tensor& HostMirror::read(const torch::Tensor& t) {
+  if (!host_.defined() || host_.sizes() != t.sizes() || host_.scalar_type() != t.scalar_type()) {
+    host_ = torch::empty(t.sizes(), torch::TensorOptions().dtype(t.scalar_type()).pinned_memory(pinned_wanted(t.device())));
+    ++allocations_;
+  }
+  count_read(t);
+  host_.copy_(t.detach(), /*non_blocking=*/false);
+  return host_;
+}
+
+void HostMirror::write(torch::Tensor& t) {
+  TORCH_CHECK(host_.defined() && host_.sizes() == t.sizes(), "HostMirror::write before read() of this shape");
+  count_upload(host_);
+  torch::NoGradGuard no_grad;
+  t.copy_(host_, /*non_blocking=*/t.device().is_cuda());
+}
+
 torch::Tensor move_bulk(const torch::Tensor& t, const torch::TensorOptions& options) {
   if (options.device().is_cpu() && !t.device().is_cpu()) count_read(t);
   else count_upload(t);

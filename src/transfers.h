@@ -58,6 +58,24 @@ class StagingBuffer {
   torch::Tensor staged_;
 };
 
+// A persistent host copy of one device tensor that goes down and back up
+// every step (fix uma/train's gradient, reduced over MPI ranks on the host):
+// pinned memory on CUDA, allocated once per shape and dtype, never per step.
+class HostMirror {
+ public:
+  // Copies `t` into the mirror (one counted read; the host waits for it) and
+  // returns the mirror (CPU, contiguous, t's shape and dtype).
+  torch::Tensor& read(const torch::Tensor& t);
+  // Copies the mirror into `t` (one counted upload; non-blocking from pinned
+  // memory: a later read() on the same stream is ordered after it).
+  void write(torch::Tensor& t);
+  int64_t allocations() const { return allocations_; }
+
+ private:
+  torch::Tensor host_;
+  int64_t allocations_ = 0;
+};
+
 // Model parameters and states moved between devices (loading a model,
 // checkpoints): a one-off bulk copy, counted as one transfer in the
 // direction it goes.

@@ -9,6 +9,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include <torch/csrc/autograd/graph_task.h>
+
 #include "engine.h"
 #include "test_util.h"
 
@@ -210,6 +212,7 @@ class HaloExchange : public ::testing::TestWithParam<HaloCase> {};
 TEST_P(HaloExchange, PeriodicImagesEqualThePeriodicCell) {
   const auto cfg = small_config(4, false, GetParam().balanced);
   EngineOptions opts;
+  opts.device = test::test_device();
   opts.dtype = torch::kFloat64;
   opts.atom_virial = true;
   Engine whole_engine(random_model(cfg), opts);
@@ -269,17 +272,38 @@ TEST_P(HaloExchange, PeriodicImagesEqualThePeriodicCell) {
   piece.composition.assign(100, 0);
   for (int64_t zz : c.z) ++piece.composition[zz];
   piece.task = "omat";
-  const auto owners = torch::tensor(owner, torch::kLong);
-  int exchanges = 0;
-  piece.exchange_ghosts = [&](const torch::Tensor& x) {
-    ++exchanges;
+  const auto owners = torch::tensor(owner, torch::kLong).to(opts.device);
+  // The collectives, as one process holding every owner sees them; each
+  // call records whether it came from inside an autograd pass (which on a
+  // GPU runs on LibTorch's worker thread, where MPI may not be called).
+  int forwards = 0, backwards = 0, sums = 0, inside_autograd = 0;
+  auto outside_autograd = [&] { inside_autograd += torch::autograd::get_current_graph_task_id() != -1; };
+  piece.exchange_ghosts.owners_to_ghosts = [&](const torch::Tensor& x) {
+    ++forwards;
+    outside_autograd();
     return torch::cat({x.narrow(0, 0, n), x.index_select(0, owners)});
   };
+  piece.exchange_ghosts.ghosts_to_owners = [&](const torch::Tensor& g) {
+    ++backwards;
+    outside_autograd();
+    auto ghost_rows = g.narrow(0, n, ghosts);
+    return torch::cat({g.narrow(0, 0, n).index_add(0, owners, ghost_rows), torch::zeros_like(ghost_rows)});
+  };
+  if (GetParam().balanced)   // the whole-system sums (this process holds every owned atom)
+    piece.sum_over_processes = [&](const torch::Tensor& x) {
+      ++sums;
+      outside_autograd();
+      return x.clone();
+    };
 
   HostEvaluation r;
-  while (!local_engine.fetch(local_engine.evaluate_local(piece), ReadRequest::all(), r)) exchanges = 0;
-  EXPECT_EQ(exchanges, 2);   // after the edge-degree embedding and the first of two blocks
-  auto fold = torch::cat({torch::arange(n, torch::kLong), owners});
+  while (!local_engine.fetch(local_engine.evaluate_local(piece), ReadRequest::all(), r))
+    forwards = backwards = sums = inside_autograd = 0;
+  EXPECT_EQ(forwards, 2);   // after the edge-degree embedding and the first of two blocks
+  EXPECT_EQ(backwards, 2);
+  EXPECT_EQ(sums, GetParam().balanced ? 2 * 2 : 0);   // the charge channels: two blocks, forward and backward
+  EXPECT_EQ(inside_autograd, 0);
+  auto fold = torch::cat({torch::arange(n, torch::kLong), owners.cpu()});
   auto forces = torch::zeros({n, 3}, torch::kFloat64).index_add_(0, fold, r.forces);
   auto atom_virial = torch::zeros({n, 3, 3}, torch::kFloat64).index_add_(0, fold, r.atom_virial);
   const double scale = std::max(1.0, std::abs(ref.energy[0]));
@@ -292,7 +316,8 @@ TEST_P(HaloExchange, PeriodicImagesEqualThePeriodicCell) {
 
   // The exchange matters: ghosts that keep their own (edge-less) features
   // give another energy.
-  piece.exchange_ghosts = [](const torch::Tensor& x) { return x; };
+  auto identity = [](const torch::Tensor& x) { return x; };
+  piece.exchange_ghosts = {identity, identity};
   while (!local_engine.fetch(local_engine.evaluate_local(piece), ReadRequest::all(), r)) {}
   EXPECT_GT(std::abs(r.energy[0] - ref.energy[0]), 1e-6 * scale);
 }
@@ -314,7 +339,8 @@ TEST(HaloExchange, OnlyOwnedAtomsReceiveMessages) {
   piece.composition.assign(30, 0);
   piece.composition[29] = 1;
   piece.task = "omat";
-  piece.exchange_ghosts = [](const torch::Tensor& x) { return x; };
+  auto identity = [](const torch::Tensor& x) { return x; };
+  piece.exchange_ghosts = {identity, identity};
   EXPECT_THROW(engine.evaluate_local(piece), Error);
   piece.n_targets = -1;
   piece.layer_targets = {1, 1};

@@ -14,6 +14,7 @@
 
 #include "batch.h"
 #include "radius_graph.h"
+#include "test_util.h"
 #include "transfers.h"
 
 namespace uma::test {
@@ -80,8 +81,9 @@ Batch make_batch(const std::vector<TestSystem>& list, torch::ScalarType dtype) {
       << ", ntargets=" << s.ntargets << ") ";
     b.describe += d.str();
   }
-  b.pos = torch::tensor(pos, torch::kFloat64).view({-1, 3}).to(dtype);
-  b.cells = torch::tensor(cells, torch::kFloat64).view({-1, 3, 3});
+  // on the test device ($UMA_TEST_DEVICE), where the builder then works
+  b.pos = torch::tensor(pos, torch::kFloat64).view({-1, 3}).to(dtype).to(test::test_device());
+  b.cells = torch::tensor(cells, torch::kFloat64).view({-1, 3, 3}).to(test::test_device());
   return b;
 }
 

@@ -260,6 +260,66 @@ TEST(TrainingParity, OneStepMatchesFairchem) {
   EXPECT_EQ(compared, [&] { int n = 0; for (const auto& [k, v] : fx["updated"].items()) n += v["index"].size(); return n; }());
 }
 
+// Deterministic algorithms are on inside step() only: the MD evaluations
+// between training steps (pair_style uma while fix uma/train is active) keep
+// LibTorch's fast sums, and a CUDA engine made before the trainer already
+// fixed cuBLAS's workspace.
+TEST(Training, DeterministicOnlyInsideSteps) {
+  ASSERT_FALSE(at::globalContext().deterministicAlgorithms());
+  Engine engine(random_model(small_config()), EngineOptions{test_device()});
+  Trainer trainer(random_model(small_config()), options());
+  EXPECT_FALSE(at::globalContext().deterministicAlgorithms()) << "set when the trainer was made";
+  auto ids = add_samples(trainer);
+  trainer.step(ids);
+  EXPECT_TRUE(trainer.step_was_deterministic());
+  EXPECT_FALSE(at::globalContext().deterministicAlgorithms()) << "left on after the step";
+  engine.evaluate_checked({copper_cell()});
+  EXPECT_FALSE(at::globalContext().deterministicAlgorithms());
+  auto opts = options();
+  opts.deterministic = false;
+  Trainer free(random_model(small_config()), opts);
+  free.step({free.add_sample(labelled(copper_cell(), -14.0))});
+  EXPECT_FALSE(free.step_was_deterministic());
+  if (test_device().is_cuda()) {
+    const char* workspace = std::getenv("CUBLAS_WORKSPACE_CONFIG");
+    ASSERT_NE(workspace, nullptr);
+  }
+}
+
+// The processes meet before each collective of a step; a failure on one is
+// reported by all (through first_failure) instead of leaving them waiting.
+TEST(Training, FailuresAreAgreedBeforeEachCollective) {
+  std::vector<std::string> seen;
+  auto opts = options();
+  opts.first_failure = [&](const std::string& mine) {
+    seen.push_back(mine);
+    return mine;
+  };
+  {
+    Trainer trainer(random_model(small_config()), opts);
+    trainer.step(add_samples(trainer));
+    EXPECT_EQ(seen, (std::vector<std::string>{"", ""}));
+  }
+  seen.clear();
+  setenv("UMA_TEST_FAIL_TRAINING_STEP", "1", 1);
+  Trainer failing(random_model(small_config()), opts);
+  unsetenv("UMA_TEST_FAIL_TRAINING_STEP");
+  auto ids = add_samples(failing);
+  expect_error([&] { failing.step(ids); }, "a failure injected by UMA_TEST_FAIL_TRAINING_STEP");
+  ASSERT_EQ(seen.size(), 2u);
+  EXPECT_EQ(seen[0], "");
+  EXPECT_NE(seen[1].find("injected"), std::string::npos);
+  // Another process's failure stops this one too, with that message.
+  int meetings = 0;   // the second meeting reports another process's failure
+  opts.first_failure = [&](const std::string&) {
+    return ++meetings == 2 ? std::string("rank 1: out of memory") : std::string();
+  };
+  Trainer healthy(random_model(small_config()), opts);
+  auto more = add_samples(healthy);
+  expect_error([&] { healthy.step(more); }, "rank 1: out of memory");
+  EXPECT_EQ(healthy.steps(), 0);
+}
+
 TEST(Sampler, PacksDeterministicallyAndSplitsOverProcesses) {
   const std::vector<int64_t> natoms{5, 3, 8, 2, 7, 4, 6, 1, 9, 30};
   train::MaxAtomsSampler one(10, 42);

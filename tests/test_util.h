@@ -42,8 +42,15 @@ class NoSyncGuard {
       c10::cuda::warning_state().set_sync_debug_mode(c10::cuda::SyncDebugMode::L_ERROR);
       active_ = true;
     }
+#else
+    // Built without the CUDA headers, the guard cannot arm: a CUDA test run
+    // would then prove nothing about synchronisations, so it fails here.
+    if (test_device().is_cuda())
+      throw std::runtime_error("UMA_TEST_DEVICE is a CUDA device, but the tests were built without "
+                               "cuda_runtime_api.h, so the synchronisation guard cannot be armed");
 #endif
   }
+  bool active() const { return active_; }
   ~NoSyncGuard() {
 #ifdef UMA_TEST_HAS_CUDA_HEADERS
     if (active_) c10::cuda::warning_state().set_sync_debug_mode(c10::cuda::SyncDebugMode::L_DISABLED);

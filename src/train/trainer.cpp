@@ -37,11 +37,9 @@ Trainer::Trainer(UmaModel model, TrainOptions options)
     : model_(std::move(model)),
       options_(std::move(options)),
       graph_(model_->config().backbone.cutoff, model_->config().backbone.max_neighbors) {
-  if (options_.deterministic && options_.device.is_cuda()) {
-    // cuBLAS reads this when its first handle is made.
-    setenv("CUBLAS_WORKSPACE_CONFIG", ":4096:8", /*overwrite=*/0);
-    at::globalContext().setDeterministicAlgorithms(true, /*warn_only=*/false);
-  }
+  const char* fail = std::getenv("UMA_TEST_FAIL_TRAINING_STEP");
+  fail_step_ = fail && std::string(fail) == "1";
+  configure_cublas_workspace(options_.device);   // before any GEMM
   make_current(options_.device);   // before anything is allocated there
   model_->to(options_.device, options_.dtype);   // bulk transfer
   model_->train();
@@ -129,31 +127,30 @@ Predictions Trainer::predict(const std::vector<const Sample*>& samples, const st
   return pred;
 }
 
-LossTerms Trainer::forward(const std::vector<int64_t>& indices, std::vector<double>& counts, bool reduce,
-                           bool backward) {
+Trainer::Batch Trainer::prepare(const std::vector<int64_t>& indices) {
   if (indices.empty()) throw Error("internal: empty training batch");
-  std::vector<const Sample*> batch;
-  std::vector<int64_t> capacities;
+  Batch b;
   for (int64_t i : indices) {
-    batch.push_back(&samples_.at(i));
-    capacities.push_back(std::max<int64_t>(edges_[i], 1));
+    b.samples.push_back(&samples_.at(i));
+    b.capacities.push_back(std::max<int64_t>(edges_[i], 1));
   }
   // Equal edge blocks let every MoLE layer run as one batched GEMM.
-  const int64_t widest = *std::max_element(capacities.begin(), capacities.end());
-  const int64_t total = std::accumulate(capacities.begin(), capacities.end(), int64_t{0});
-  if (capacities.size() > 1 && widest * static_cast<double>(capacities.size()) <= (1.0 + options_.mole_padding) * total)
-    std::fill(capacities.begin(), capacities.end(), widest);
+  const int64_t widest = *std::max_element(b.capacities.begin(), b.capacities.end());
+  const int64_t total = std::accumulate(b.capacities.begin(), b.capacities.end(), int64_t{0});
+  if (b.capacities.size() > 1 && widest * static_cast<double>(b.capacities.size()) <= (1.0 + options_.mole_padding) * total)
+    std::fill(b.capacities.begin(), b.capacities.end(), widest);
 
   const auto fopts = torch::TensorOptions().dtype(options_.dtype).device(options_.device);
-  auto targets = make_targets(tasks_, batch, fopts);
-  counts.clear();
-  for (const auto& t : targets) counts.push_back(static_cast<double>(t.count));
-  for (const auto& t : targets) counts.push_back(static_cast<double>(t.metric_count));
-  if (reduce && options_.sum_host) options_.sum_host(counts);
-  std::vector<int64_t> global(counts.begin(), counts.begin() + targets.size());
+  b.targets = make_targets(tasks_, b.samples, fopts);
+  for (const auto& t : b.targets) b.counts.push_back(static_cast<double>(t.count));
+  for (const auto& t : b.targets) b.counts.push_back(static_cast<double>(t.metric_count));
+  return b;
+}
 
-  Predictions pred = predict(batch, capacities, backward);
-  LossTerms terms = compute_losses(tasks_, pred, targets, global);
+LossTerms Trainer::evaluate(const Batch& b, bool backward) {
+  std::vector<int64_t> global(b.counts.begin(), b.counts.begin() + b.targets.size());
+  Predictions pred = predict(b.samples, b.capacities, backward);
+  LossTerms terms = compute_losses(tasks_, pred, b.targets, global);
   if (backward) {
     auto& grads = flat_->grads();
     grads.zero_();
@@ -167,14 +164,38 @@ LossTerms Trainer::forward(const std::vector<int64_t>& indices, std::vector<doub
   return terms;
 }
 
+void Trainer::agree(const std::string& failure) const {
+  const std::string first = options_.first_failure ? options_.first_failure(failure) : failure;
+  if (!first.empty()) throw Error(first);
+}
+
 torch::Tensor Trainer::compute_gradient(const std::vector<int64_t>& indices) {
-  std::vector<double> counts;
-  return forward(indices, counts, /*reduce=*/false, /*backward=*/true).losses.sum().detach();
+  return evaluate(prepare(indices), /*backward=*/true).losses.sum().detach();
 }
 
 void Trainer::step(const std::vector<int64_t>& indices) {
-  std::vector<double> counts;
-  LossTerms terms = forward(indices, counts, /*reduce=*/true, /*backward=*/true);
+  const DeterministicScope deterministic(options_.deterministic);
+  step_deterministic_ = at::globalContext().deterministicAlgorithms();
+  // The processes meet before each collective: a failure on one (a GPU out
+  // of memory, say) stops every process with its message, where the others
+  // would wait for it in the collective forever.
+  Batch batch;
+  LossTerms terms;
+  std::string failure;
+  try {
+    batch = prepare(indices);
+  } catch (const std::exception& e) {
+    failure = e.what();
+  }
+  agree(failure);
+  if (options_.sum_host) options_.sum_host(batch.counts);
+  try {
+    if (fail_step_) throw Error("a failure injected by UMA_TEST_FAIL_TRAINING_STEP (tests only)");
+    terms = evaluate(batch, /*backward=*/true);
+  } catch (const std::exception& e) {
+    failure = e.what();
+  }
+  agree(failure);
   auto total_loss = terms.losses.sum().detach();
   if (options_.sum_gradients) options_.sum_gradients(flat_->grads());
   optimizer_->step(total_loss);
@@ -183,16 +204,19 @@ void Trainer::step(const std::vector<int64_t>& indices) {
   loss_sum_ += total_loss;
   task_loss_sums_ += terms.losses.detach();
   error_sums_ += terms.error_sums;
-  for (size_t t = 0; t < tasks_.size(); ++t) error_counts_[t] += counts[tasks_.size() + t];
+  for (size_t t = 0; t < tasks_.size(); ++t) error_counts_[t] += batch.counts[tasks_.size() + t];
   ++stat_steps_;
 }
 
 Trainer::Errors Trainer::errors(const std::vector<int64_t>& indices, bool average) {
-  std::vector<double> counts;
+  Batch batch;
   LossTerms terms;
-  with_weights(average, [&] { terms = forward(indices, counts, /*reduce=*/false, /*backward=*/false); });
+  with_weights(average, [&] {
+    batch = prepare(indices);
+    terms = evaluate(batch, /*backward=*/false);
+  });
   auto sums = to_host(terms.error_sums);
-  return property_maes(tasks_, sums.data_ptr<double>(), counts.data() + tasks_.size());  // host data
+  return property_maes(tasks_, sums.data_ptr<double>(), batch.counts.data() + tasks_.size());  // host data
 }
 
 void Trainer::with_weights(bool average, const std::function<void()>& fn) {

@@ -41,14 +41,18 @@ struct TrainOptions {
   uint64_t seed = 0;                // dropout RNG
   // Bit-identical steps from run to run on CUDA as on the CPU: LibTorch's
   // deterministic algorithms (sums into atoms without float atomics, fixed
-  // cuBLAS workspaces).  A process-wide setting, made when the trainer is
-  // built on a GPU; on the CPU every step is deterministic anyway.
+  // cuBLAS workspaces), switched on for the duration of each step() only, so
+  // that MD evaluations between steps keep the fast sums.
   bool deterministic = true;
   // Data parallelism.  sum_host: element-wise in-place sum of host numbers
   // over processes (valid-sample counts, statistics); sum_gradients: in-place
   // sum of a device tensor over processes.  Unset: this process trains alone.
   std::function<void(std::vector<double>&)> sum_host;
   std::function<void(torch::Tensor&)> sum_gradients;
+  // Where the processes meet before each collective of a step: called with
+  // this process's failure (empty: none), returns on every process the
+  // failure of the lowest-numbered process that failed (empty: none did).
+  std::function<std::string(const std::string&)> first_failure;
 };
 
 // Averages since the last read_stats(), over all processes.
@@ -100,6 +104,8 @@ class Trainer {
   const UmaModel& model() const { return model_; }
   const std::vector<LossTask>& tasks() const { return tasks_; }
   int64_t steps() const { return optimizer_->steps_taken(); }
+  // Whether LibTorch's deterministic algorithms were on during the latest step().
+  bool step_was_deterministic() const { return step_deterministic_; }
   // Hash of the raw weights' bytes (one counted read): equal on every process
   // that holds the same weights.
   uint64_t weights_hash() const;
@@ -109,9 +115,20 @@ class Trainer {
   // an average), then puts the raw ones back.
   void with_weights(bool average, const std::function<void()>& fn);
   Predictions predict(const std::vector<const Sample*>& batch, const std::vector<int64_t>& capacities, bool create_graph);
-  // Loss terms (gradient left in the flat buffer when `backward`); counts: per
-  // task the loss denominators then the metric denominators, summed over processes.
-  LossTerms forward(const std::vector<int64_t>& indices, std::vector<double>& counts, bool reduce, bool backward);
+  // A batch ready to evaluate: its samples, edge capacities and targets, and
+  // counts (per task the loss denominators, then the metric denominators),
+  // which step() sums over processes before evaluate() uses them.
+  struct Batch {
+    std::vector<const Sample*> samples;
+    std::vector<int64_t> capacities;
+    std::vector<TaskTargets> targets;
+    std::vector<double> counts;
+  };
+  Batch prepare(const std::vector<int64_t>& indices);
+  // Loss terms (gradient left in the flat buffer when `backward`).
+  LossTerms evaluate(const Batch& batch, bool backward);
+  // Throws uma::Error on every process if any process's step failed.
+  void agree(const std::string& failure) const;
 
   UmaModel model_;
   TrainOptions options_;
@@ -127,6 +144,8 @@ class Trainer {
   torch::Tensor loss_sum_, task_loss_sums_, error_sums_;
   std::vector<double> error_counts_;   // host: per task, metric denominators
   int64_t stat_steps_ = 0;
+  bool step_deterministic_ = false;
+  bool fail_step_ = false;   // UMA_TEST_FAIL_TRAINING_STEP=1: every step fails (tests of the agreement)
 };
 
 }  // namespace uma::train

@@ -237,7 +237,27 @@ def case_errors(h, r):
         print(f"  {name}: refused with \"{msg}\"")
 
 
-CASES = {"data_parallel": case_data_parallel, "on_the_fly": case_on_the_fly, "learning": case_learning,
+def case_one_rank_fails(h, r):
+    """A training step that fails on one rank only (on a GPU typically out of memory; injected here on rank 1
+    by UMA_TEST_FAIL_TRAINING_STEP=1 in that rank's environment) stops both ranks with that rank's message,
+    where the other would wait for it in the gradient reduction forever."""
+    write_frames(h, 4)
+    text = head() + "fix t all uma/train 1 data frames.extxyz max_atoms 32 print 1\nrun 2\n"
+    with open(os.path.join(h, "in.fails"), "w") as f:
+        f.write(text)
+    lmp = "/opt/lammps/bin/lmp -in in.fails -log log.fails -screen none"
+    p = pt.in_root(f"cd {r} && OMP_NUM_THREADS=1 timeout 300 mpirun --oversubscribe -np 1 {lmp} : "
+                   f"-np 1 -x UMA_TEST_FAIL_TRAINING_STEP=1 {lmp}")
+    check(p.returncode != 124, "one rank failed and the run hung (killed after 300 s)")
+    log = open(os.path.join(h, "log.fails")).read() if os.path.exists(os.path.join(h, "log.fails")) else ""
+    out = log + p.stdout + p.stderr
+    check(p.returncode != 0, "the run with a failing rank exited with status 0")
+    msg = "training step failed: a failure injected by UMA_TEST_FAIL_TRAINING_STEP"
+    check(msg in out, f"expected rank 1's message \"{msg}\" from the run; got:\n{out[-2000:]}")
+    print(f"  rank 1 failed alone: both ranks stopped (exit status {p.returncode}) with \"{msg}\"")
+
+
+CASES = {"data_parallel": case_data_parallel, "one_rank_fails": case_one_rank_fails, "on_the_fly": case_on_the_fly, "learning": case_learning,
          "restart": case_restart,
          "errors": case_errors}
 

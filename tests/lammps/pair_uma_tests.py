@@ -51,12 +51,12 @@ def in_root(cmd):
     return subprocess.run([IN_SID, ROOT, "bash", "-c", cmd], capture_output=True, text=True)
 
 
-def lammps(host_dir, root_dir, name, text, np_=1, env="", fail=False, flags=""):
-    """Runs `lmp FLAGS -in name` on np_ ranks; returns the log text."""
+def lammps(host_dir, root_dir, name, text, np_=1, env="", fail=False, flags="", launch=""):
+    """Runs `lmp FLAGS -in name` on np_ ranks (mpirun LAUNCH ...); returns the log text."""
     with open(os.path.join(host_dir, name), "w") as f:
         f.write(text)
     log = "log." + name
-    cmd = (f"cd {root_dir} && {env} OMP_NUM_THREADS=1 mpirun --oversubscribe -np {np_} "
+    cmd = (f"cd {root_dir} && {env} OMP_NUM_THREADS=1 mpirun --oversubscribe {launch} -np {np_} "
            f"/opt/lammps/bin/lmp {flags} -in {name} -log {log} -screen none")
     p = in_root(cmd)
     path = os.path.join(host_dir, log)
@@ -463,6 +463,53 @@ def case_halo(h, r):
     print(f"  worst deviation from one rank over all fp64 runs: {worst:.1e}")
 
 
+PROBE = SRC + "/build-root/libmpi_thread_probe.so"
+
+
+def probe_counts(h, tag, np_):
+    """Per rank: (calls, off the main thread, inside an autograd pass, first bad call) from the PMPI probe."""
+    out = []
+    for rank in range(np_):
+        path = os.path.join(h, f"probe.{tag}.{rank}")
+        check(os.path.exists(path), f"[{tag}] rank {rank} wrote no MPI probe record (was the probe preloaded?)")
+        v = open(path).read().split()
+        out.append((int(v[1]), int(v[3]), int(v[5]), v[7]))
+    return out
+
+
+def case_mpi_threads(h, r):
+    """Every MPI call of a run is made on LAMMPS's main thread and outside any LibTorch autograd pass
+    (on a GPU, autograd runs backward nodes on its own worker threads, and LAMMPS initialises MPI at
+    thread level SINGLE).  A PMPI wrapper preloaded into lmp (tests/lammps/mpi_thread_probe.cpp)
+    records every call: 2 ranks with the halo exchange and a charge-balanced model (collectives in
+    every block, forward and backward), with pair_style uma and uma/kk, run 0 and 5 NVE steps; and
+    fix uma/train labelling with EAM and training on 2 ranks."""
+    write_data = PRE.format(plugin=PLUGIN) + CU_BOX.format(ntypes=1)
+    runs = {
+        "balanced": (write_data + f"pair_style uma task omat precision fp64\npair_coeff * * {BALANCED_MODEL} Cu\n"
+                     "velocity all create 300 5 loop geom\nfix 1 all nve\nrun 0\nrun 5\n", "", ""),
+        "balanced_kk": (write_data + f"pair_style uma task omat precision fp64\npair_coeff * * {BALANCED_MODEL} Cu\n"
+                        "velocity all create 300 5 loop geom\nfix 1 all nve\nrun 0\nrun 5\n", "-k on t 1 -sf kk", ""),
+        "train": (write_data + f"pair_style uma task omat\npair_coeff * * {MODEL} Cu\n"
+                  "velocity all create 500 4242 loop geom\nfix 1 all nve\n"
+                  "fix learn all uma/train 2 label 2 lr 1e-3 print 2 reference eam coeff 1 1 Cu_u3.eam\nrun 4\n",
+                  "", "LAMMPS_POTENTIALS=/opt/lammps/share/lammps/potentials"),
+    }
+    for tag, (text, flags, env) in runs.items():
+        log = lammps(h, r, f"in.{tag}", text, np_=2, flags=flags, env=f"{env} UMA_MPI_PROBE={r}/probe.{tag}",
+                     launch=f"-x LD_PRELOAD={PROBE} -x UMA_MPI_PROBE")
+        if tag.startswith("balanced"):
+            check("halo exchange on 2 ranks" in log, f"[{tag}] the run did not use the halo exchange")
+        for rank, (calls, off_main, in_autograd, first) in enumerate(probe_counts(h, tag, 2)):
+            check(calls > 100, f"[{tag}] rank {rank}: only {calls} MPI calls recorded")
+            check(off_main == 0, f"[{tag}] rank {rank}: {off_main} of {calls} MPI calls off the main thread "
+                                 f"(first: {first})")
+            check(in_autograd == 0, f"[{tag}] rank {rank}: {in_autograd} of {calls} MPI calls from inside an "
+                                    f"autograd pass (first: {first}); on a GPU they would run on LibTorch's "
+                                    f"worker thread")
+            print(f"  {tag}, rank {rank}: {calls} MPI calls, all on the main thread, none inside autograd")
+
+
 def case_kokkos(h, r):
     """pair_style uma/kk through LAMMPS's KOKKOS package (OpenMP), picked by -sf kk:
     energy, virial, forces, per-atom energies and virials equal pair_style uma's
@@ -850,6 +897,8 @@ def case_errors(h, r):
                   "was built for LAMMPS '1 Jan 2000' but this is LAMMPS '4 Jul 2026'"))
     cases.append(("kokkos_backend", f"plugin load {SRC}/build-root/umaplugin_wrong_kokkos.so\n",
                   "was built for a KOKKOS package with the cuda backend in double precision"))
+    cases.append(("kokkos_layout", f"plugin load {SRC}/build-root/umaplugin_wrong_layout.so\n",
+                  "was built for KOKKOS views in the 'default' layout, and this LAMMPS's KOKKOS uses another"))
     cases.append(("units", PRE.replace("units metal", "units real").format(plugin=PLUGIN) + box +
                   f"pair_style uma task omat\npair_coeff * * {MODEL} Cu\nrun 0\n", "requires 'units metal'"))
     for name, text, msg in cases:
@@ -995,6 +1044,7 @@ CASES = {
     "balanced_model": case_balanced_model, "halo": case_halo, "halo_md": case_halo_md, "kokkos": case_kokkos, "empty_ranks": case_empty_ranks, "composition": case_composition, "md": case_md,
     "restart_data": case_restart_data, "examples": case_examples, "plugin_path": case_plugin_path, "errors": case_errors,
     "gpu_path": case_gpu_path, "memory": case_memory, "ghost_cutoff": case_ghost_cutoff,
+    "mpi_threads": case_mpi_threads,
 }
 
 

@@ -42,8 +42,8 @@ RULES = [
     ("from_blob", re.compile(r"\bfrom_blob\b"), "wraps host memory: upload it with upload()"),
     ("tensor", re.compile(r"\btorch::tensor\s*\("), "builds a host tensor: use upload(std::vector, options)"),
     ("repeat_interleave", re.compile(r"\brepeat_interleave\s*\("), "without output_size it reads the total from the device"),
-    ("sync_op", re.compile(r"\bnonzero\s*\(|\bmasked_select\b|\bunique\w*\s*\(|\.tolist\b"),
-     "data-dependent output size: the host waits for the device"),
+    ("sync_op", re.compile(r"\bnonzero\s*\(|\bmasked_select\b|\bunique\w*\s*\(|\.tolist\b|\bbincount\s*\("),
+     "data-dependent output size (bincount reads min and max): the host waits for the device"),
     ("copy", re.compile(r"\bcopy_\s*\(|\bset_data\s*\("), "may copy across devices: say why it does not, or use upload()"),
     ("synchronize", re.compile(r"\bsynchronize\s*\("), "an explicit wait for the device"),
 ]
@@ -136,6 +136,7 @@ SELF_TEST_BAD = [
     "auto r = torch::arange(n).repeat_interleave(k);",
     "auto i = mask.nonzero();",
     "auto u = torch::unique_consecutive(x);",
+    "auto c = torch::bincount(z, {}, Z);",
     "g.copy_(host);",
     "torch::cuda::synchronize();",
 ]
