@@ -86,7 +86,11 @@ torch::Tensor BackboneImpl::expert_coefficients(const BatchTensors& in,
 }
 
 torch::Tensor BackboneImpl::balance_channels(const torch::Tensor& x, const BatchTensors& in) {
-  auto out = x;
+  if (config_.charge_channel_end <= config_.charge_channel_begin && config_.spin_channel_end <= config_.spin_channel_begin)
+    return x;
+  // x is read both before the sums over processes and after them: a leaf of
+  // its own under a staged backward, so that each stage stops at it.
+  auto out = in.share ? in.share({x})[0] : x;
   auto balance = [&](int begin, int end, const torch::Tensor& target) {
     const int64_t n = end - begin;
     const int64_t B = in.natoms.size(0);
@@ -145,10 +149,11 @@ torch::Tensor BackboneImpl::forward(const BatchTensors& in, const EdgeInput& e,
   if (e.recompute_chunk > 0) return forward_recomputed(in, e, sys_node, x, ctx);
 
   auto frame = edge_frame(in, e, e.vec, 0);
-  if (in.share) {   // read by every block: one leaf each, differentiated once
-    frame.wigner = in.share(frame.wigner);
-    frame.wigner_inv_envelope = in.share(frame.wigner_inv_envelope);
-    frame.x_edge = in.share(frame.x_edge);
+  if (in.share) {   // read by every block: new leaves, differentiated once
+    auto shared = in.share({frame.wigner, frame.wigner_inv_envelope, frame.x_edge});
+    frame.wigner = shared[0];
+    frame.wigner_inv_envelope = shared[1];
+    frame.x_edge = shared[2];
   }
   x = exchanged(x.index_add(0, e.tgt, edge_degree(frame) / 5.0), in, 0);
   for (size_t i = 0; i < blocks_.size(); ++i) {

@@ -33,10 +33,10 @@ struct BatchTensors {
   // their owners' rows (differentiably).  Called after the edge-degree
   // embedding and after every block but the last.  Unset: no exchange.
   std::function<torch::Tensor(const torch::Tensor&)> exchange;
-  // Set with reduce or exchange: returns a tensor that every block reads
-  // (the edge frame) as a new leaf of the graph, whose gradient the caller
-  // hands on (staged_backward.h).
-  std::function<torch::Tensor(const torch::Tensor&)> share;
+  // Set with reduce or exchange: returns tensors that every block reads (the
+  // edge frame) as new leaves of the graph, whose gradients the caller hands
+  // on (staged_backward.h).
+  std::function<std::vector<torch::Tensor>(const std::vector<torch::Tensor>&)> share;
 };
 
 // Edge list in the form the backbone consumes.

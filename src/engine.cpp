@@ -361,7 +361,8 @@ std::shared_ptr<Engine::Layout> Engine::device_layout(const DeviceAtoms& atoms, 
 }
 
 void Engine::connect_collectives(BatchTensors& in, const LocalAtoms& piece) {
-  in.reduce = in.exchange = in.share = nullptr;
+  in.reduce = in.exchange = nullptr;
+  in.share = nullptr;
   if (piece.sum_over_processes) {
     in.reduce = [this, sum = piece.sum_over_processes](const torch::Tensor& x) {
       return stages_.cut(x, sum, sum);   // the gradient of a sum over processes is the sum of the gradients
@@ -372,7 +373,8 @@ void Engine::connect_collectives(BatchTensors& in, const LocalAtoms& piece) {
       return stages_.cut(x, ex.owners_to_ghosts, ex.ghosts_to_owners);
     };
   }
-  if (in.reduce || in.exchange) in.share = [this](const torch::Tensor& x) { return stages_.share(x); };
+  if (in.reduce || in.exchange)
+    in.share = [this](const std::vector<torch::Tensor>& x) { return stages_.share(x); };
 }
 
 nn::MoleContext Engine::mole_context(const Layout& layout, const torch::Tensor& system_emb,

@@ -32,8 +32,9 @@ class StagedBackward {
   // cuts in the same order, and grad() calls every backward, in reverse order,
   // on every process (with zeros where no gradient arrived).
   torch::Tensor cut(const torch::Tensor& input, const Map& forward, Map backward);
-  // A new leaf with input's values; its gradient is handed on unchanged.
-  torch::Tensor share(const torch::Tensor& input);
+  // New leaves with the inputs' values; their gradients are handed on
+  // unchanged, in one autograd pass (the inputs may share a graph).
+  std::vector<torch::Tensor> share(const std::vector<torch::Tensor>& inputs);
 
   // d output / d inputs for a scalar output (first derivatives; the graph is
   // freed), then forgets the cuts.  An input the output does not depend on
@@ -41,15 +42,20 @@ class StagedBackward {
   std::vector<torch::Tensor> grad(const torch::Tensor& output, const std::vector<torch::Tensor>& inputs);
 
   // Forgets the cuts (an evaluation that failed half-way).
-  void clear() { cuts_.clear(); }
+  void clear() {
+    cuts_.clear();
+    leaves_.clear();
+  }
   size_t size() const { return cuts_.size(); }
 
  private:
   struct Cut {
-    torch::Tensor input, leaf;
-    Map backward;   // empty: identity
+    std::vector<torch::Tensor> inputs;
+    size_t first_leaf = 0;   // its leaves: leaves_[first_leaf, first_leaf + inputs.size())
+    Map backward;            // one input; empty: identity, any number
   };
   std::vector<Cut> cuts_;
+  std::vector<torch::Tensor> leaves_;
 };
 
 }  // namespace uma
