@@ -246,9 +246,9 @@ def case_one_rank_fails(h, r):
     with open(os.path.join(h, "in.fails"), "w") as f:
         f.write(text)
     lmp = "/opt/lammps/bin/lmp -in in.fails -log log.fails -screen none"
-    p = pt.in_root(f"cd {r} && OMP_NUM_THREADS=1 timeout 300 mpirun --oversubscribe -np 1 {lmp} : "
+    p = pt.in_root(f"cd {r} && OMP_NUM_THREADS=1 timeout 120 mpirun --oversubscribe -np 1 {lmp} : "
                    f"-np 1 -x UMA_TEST_FAIL_TRAINING_STEP=1 {lmp}")
-    check(p.returncode != 124, "one rank failed and the run hung (killed after 300 s)")
+    check(p.returncode != 124, "one rank failed and the run hung (killed after 120 s)")
     log = open(os.path.join(h, "log.fails")).read() if os.path.exists(os.path.join(h, "log.fails")) else ""
     out = log + p.stdout + p.stderr
     check(p.returncode != 0, "the run with a failing rank exited with status 0")
