@@ -937,10 +937,11 @@ def case_gpu_path(h, r):
         lammps(h, r, "in.cuda", text)
         print("  device cuda runs (this machine has a GPU)")
     else:
-        out = lammps(h, r, "in.cuda", text, fail=True)
-        msg = "device cuda requested, but LibTorch sees no CUDA device"
-        check(msg in out and "ERROR" in out, f"device cuda without a GPU: expected \"{msg}\"; got:\n{out[-1500:]}")
-        print(f"  device cuda without a GPU: refused with \"{msg}\"")
+        for device in ("cuda", "cuda:0"):   # cuda:N is accepted by the keyword, then checked against the GPUs
+            out = lammps(h, r, "in.cuda", text.replace("device cuda", f"device {device}"), fail=True)
+            msg = f"device {device} requested, but LibTorch sees no CUDA device"
+            check(msg in out and "ERROR" in out, f"device {device} without a GPU: expected \"{msg}\"; got:\n{out[-1500:]}")
+            print(f"  device {device} without a GPU: refused with \"{msg}\"")
 
     budget = head + f"""pair_style uma task omat
 pair_coeff * * {MODEL} Cu
