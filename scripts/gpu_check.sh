@@ -656,7 +656,7 @@ RANKS_DIR="$B/ranks"
 ranks_case() {   # NAME MODEL
   local name="$1" model="$2" rc1 rc2 d="$RANKS_DIR"
   local args=(-in "$d/in.ranks" -screen none -var plugin "$B/engine/umaplugin.so" -var model "$model"
-              -var device "$(device_name)")
+              -var device "$(device_name)" -var data "$d/cu108.data")
   echo "== $name ($(basename "$model")): 1 rank"
   LD_LIBRARY_PATH="$LINST/lib:${LD_LIBRARY_PATH:-}" timeout "$(left)" "${MPIRUN[@]}" -np 1 -x OMP_NUM_THREADS=1 \
     "$LINST/bin/lmp" "${args[@]}" -log "$d/log.$name.1" -var dumpfile "$d/$name.1.dump"
@@ -680,12 +680,7 @@ plugin          load ${plugin}
 units           metal
 atom_style      atomic
 boundary        p p p
-lattice         fcc 3.615
-region          box block 0 3 0 3 0 3
-create_box      1 box
-create_atoms    1 box
-mass            1 63.546
-displace_atoms  all random 0.12 0.12 0.12 4242 units box
+read_data       ${data}
 pair_style      uma task omat precision fp64 device ${device}
 pair_coeff      * * ${model} Cu
 compute         pu all pair uma
@@ -698,6 +693,25 @@ dump            f all custom 10 ${dumpfile} id xu yu zu fx fy fz
 dump_modify     f format float %.17g sort id
 run             0
 run             10
+EOF
+  # One data file for both runs: create_atoms numbers atoms by the rank that
+  # creates them, so 1 and 2 ranks would give the same atoms other IDs.
+  "$HPY" - "$RANKS_DIR/cu108.data" <<'EOF' || return 1
+# 3x3x3 fcc Cu cells (a = 3.615 A), every coordinate displaced by up to 0.12 A (seeded)
+import random, sys
+a, n = 3.615, 3
+rng = random.Random(4242)
+basis = [(0, 0, 0), (0.5, 0.5, 0), (0.5, 0, 0.5), (0, 0.5, 0.5)]
+atoms = [[(i + b[0]) * a + rng.uniform(-0.12, 0.12), (j + b[1]) * a + rng.uniform(-0.12, 0.12),
+          (k + b[2]) * a + rng.uniform(-0.12, 0.12)]
+         for i in range(n) for j in range(n) for k in range(n) for b in basis]
+with open(sys.argv[1], "w") as f:
+    f.write("fcc Cu for scripts/gpu_check.sh (ranks)\n\n%d atoms\n1 atom types\n\n" % len(atoms))
+    for lo, hi in (("xlo", "xhi"), ("ylo", "yhi"), ("zlo", "zhi")):
+        f.write("0 %.17g %s %s\n" % (n * a, lo, hi))
+    f.write("\nMasses\n\n1 63.546\n\nAtoms # atomic\n\n")
+    for i, x in enumerate(atoms, 1):
+        f.write("%d 1 %.17g %.17g %.17g\n" % (i, x[0], x[1], x[2]))
 EOF
   t0=$(date +%s)
   ranks_case tiny "$TINY_MODEL" || rc=1
