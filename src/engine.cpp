@@ -70,6 +70,10 @@ Engine::Engine(UmaModel model, EngineOptions options)
   budget_ = options_.memory_budget > 0
                 ? options_.memory_budget
                 : 0.8 * available_memory(options_.device) / std::max(1, options_.memory_sharers);
+  // The graph is built before the model runs, and its temporaries are freed
+  // before the model allocates: a quarter of the budget for them keeps the
+  // build, with its outputs (counted by the plan), inside the budget too.
+  graph_.set_memory_limit(0.25 * budget_);
 }
 
 void Engine::validate(const std::vector<Atoms>& systems) const {

@@ -11,6 +11,10 @@ namespace {
 
 // Candidate pairs per chunk of targets: bounds the peak memory of a build.
 constexpr int64_t kPairsPerChunk = int64_t{1} << 20;
+// Bytes of temporaries per candidate pair of a chunk, at most (float64: the
+// distance vectors and their squares, masks, cumulative counts, keys, sort
+// values and indices, slots); set_memory_limit divides by it.
+constexpr double kBytesPerPair = 192;
 // A key larger than every (source, image) key: marks candidates not kept.
 constexpr int64_t kNoKey = std::numeric_limits<int64_t>::max();
 
@@ -397,7 +401,11 @@ std::vector<int64_t> constants_key(const std::vector<Plan>& plans) {
 }  // namespace
 
 RadiusGraphBuilder::RadiusGraphBuilder(double cutoff, int64_t max_neighbors)
-    : cutoff_(cutoff), max_neighbors_(max_neighbors) {}
+    : cutoff_(cutoff), max_neighbors_(max_neighbors), pairs_per_chunk_(kPairsPerChunk) {}
+
+void RadiusGraphBuilder::set_memory_limit(double bytes) {
+  pairs_per_chunk_ = static_cast<int64_t>(std::clamp(std::floor(bytes / kBytesPerPair), 1.0, double(kPairsPerChunk)));
+}
 
 void RadiusGraphBuilder::set_capacity(std::vector<GraphCapacity> capacity) {
   capacity_ = std::move(capacity);
@@ -611,10 +619,10 @@ RadiusGraph RadiusGraphBuilder::build_with(const torch::Tensor& pos_in, const to
       most_candidates = total.max();
       overflow = overflow | (most_candidates > C);
       auto shifts = image_shifts(K.images[b], cellf[b]);   // [S, 3]
-      // Built in chunks of bins: the temporaries stay within kPairsPerChunk slots.
+      // Built in chunks of bins: the temporaries stay within pairs_per_chunk_ slots.
       auto cand_pos = torch::empty({nbins, C, 3}, opts);   // r_src + n . cell, as the brute force
       auto cand_key = torch::empty({nbins, C}, lopts);     // source * S + image: the brute force's order
-      const int64_t bin_chunk = std::max<int64_t>(1, kPairsPerChunk / C);
+      const int64_t bin_chunk = std::max<int64_t>(1, pairs_per_chunk_ / C);
       for (int64_t b0 = 0; b0 < nbins; b0 += bin_chunk) {
         const int64_t rows = std::min(bin_chunk, nbins - b0);
         auto run = through.narrow(0, b0, rows);
@@ -635,7 +643,7 @@ RadiusGraph RadiusGraphBuilder::build_with(const torch::Tensor& pos_in, const to
       cand_key = cand_key.reshape({-1});
 
       const int64_t W = capacity[b].neighbors > 0 ? std::min(capacity[b].neighbors, C) : C;
-      const int64_t chunk = std::max<int64_t>(1, kPairsPerChunk / C);
+      const int64_t chunk = std::max<int64_t>(1, pairs_per_chunk_ / C);
       auto candidate_index = torch::arange(C, lopts);
       for (int64_t t0 = 0; t0 < targets; t0 += chunk) {
         const int64_t rows = std::min(chunk, targets - t0);

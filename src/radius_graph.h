@@ -127,6 +127,11 @@ class RadiusGraphBuilder {
   // build (one counted read, only on this overflow path) and grows from them.
   void grow(const std::vector<int64_t>& counts);
 
+  // Bounds the build's temporaries (the per-pair distance tests, done in
+  // chunks of targets) to about `bytes`, so that a memory budget holds while
+  // the graph is built too; the default is 2^20 candidate pairs per chunk.
+  void set_memory_limit(double bytes);
+
   // Edge capacities per system, and all capacities.
   const std::vector<int64_t>& capacities() const { return edge_capacity_; }
   const std::vector<GraphCapacity>& graph_capacities() const { return capacity_; }
@@ -146,6 +151,7 @@ class RadiusGraphBuilder {
 
   double cutoff_;
   int64_t max_neighbors_;
+  int64_t pairs_per_chunk_;            // candidate pairs per chunk of targets
   std::vector<int64_t> layout_;        // natoms per system the capacities belong to
   std::vector<GraphCapacity> capacity_;
   std::vector<int64_t> edge_capacity_;
