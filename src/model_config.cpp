@@ -40,19 +40,30 @@ T required(const json& j, const char* key) {
 }
 
 void require_equal(const json& b, const char* key, const std::string& want) {
+  if (b.contains(key) && !b[key].is_null() && !b[key].is_string())
+    throw Error(std::string("model config: ") + key + " must be a string (only '" + want + "' is supported)");
   if (b.contains(key) && !b[key].is_null() && b[key].get<std::string>() != want)
     throw Error(std::string("model config: ") + key + " '" + b[key].get<std::string>() +
                 "' is not supported (only '" + want + "')");
 }
 
-std::pair<int, int> channel_range(const json& b, const char* key) {
+// Channels [begin, end) of a balanced-channel key, within [0, channels).
+std::pair<int, int> channel_range(const json& b, const char* key, int channels) {
   if (!b.contains(key) || b[key].is_null()) return {0, 0};
-  auto ch = b[key].get<std::vector<int>>();
+  std::vector<int> ch;
+  try {
+    ch = b[key].get<std::vector<int>>();
+  } catch (const json::exception&) {
+    throw Error(std::string("model config: ") + key + " must be a list of channel indices");
+  }
   if (ch.empty()) return {0, 0};
   std::sort(ch.begin(), ch.end());
   for (size_t i = 1; i < ch.size(); ++i)
     if (ch[i] != ch[i - 1] + 1)
       throw Error(std::string("model config: ") + key + " must be contiguous channels");
+  if (ch.front() < 0 || ch.back() >= channels)
+    throw Error(std::string("model config: ") + key + " must lie in 0.." + std::to_string(channels - 1) + ", got " +
+                std::to_string(ch.front()) + ".." + std::to_string(ch.back()));
   return {ch.front(), ch.back() + 1};
 }
 
@@ -101,9 +112,9 @@ ModelConfig config_from_json(const json& j, const std::string& json_text) {
   else if (b.contains("dataset_list") && b["dataset_list"].is_array())
     for (const auto& d : b["dataset_list"]) bb.dataset_mapping[d] = d;
   std::tie(bb.charge_channel_begin, bb.charge_channel_end) =
-      channel_range(b, "charge_balanced_channels");
+      channel_range(b, "charge_balanced_channels", bb.sphere_channels);
   std::tie(bb.spin_channel_begin, bb.spin_channel_end) =
-      channel_range(b, "spin_balanced_channels");
+      channel_range(b, "spin_balanced_channels", bb.sphere_channels);
 
   if (bb.lmax != 2 || bb.mmax != 2)
     throw Error("model config: only lmax = mmax = 2 (UMA-S) is supported, got lmax " +
@@ -122,10 +133,6 @@ ModelConfig config_from_json(const json& j, const std::string& json_text) {
     throw Error("model config: sizes must be positive");
   if (!(bb.cutoff > 0) || !std::isfinite(bb.cutoff))
     throw Error("model config: the cutoff must be a positive finite distance");
-  for (auto [begin, end] : {std::pair{bb.charge_channel_begin, bb.charge_channel_end},
-                            std::pair{bb.spin_channel_begin, bb.spin_channel_end}})
-    if (begin < 0 || end > bb.sphere_channels)
-      throw Error("model config: balanced channels must lie in 0.." + std::to_string(bb.sphere_channels - 1));
   if (bb.use_dataset_embedding && bb.dataset_mapping.empty())
     throw Error("model config: dataset embedding is on but no datasets are listed");
 

@@ -1,6 +1,8 @@
 // Bad input gets a clear error, never a crash or a silent wrong answer.
 #include <gtest/gtest.h>
 
+#include <tuple>
+
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -133,13 +135,24 @@ TEST_F(BadModelFile, ConfigBeyondTheFile) {
   const auto path = temp_path("huge.safetensors");
   write_safetensors(path, f);
   expect_error([&] { load_model(path); }, "its configuration needs at least");
-  for (const auto& [key, value] : std::vector<std::pair<const char*, nlohmann::json>>{
-           {"sphere_channels", 2.5}, {"num_layers", "two"}, {"cutoff", "six"}, {"edge_channels", -1},
-           {"act_type", 3}, {"charge_balanced_channels", {0, 4096}}, {"dataset_list", {1, 2}}}) {
+  // (key, value, what the message must say); the model has 8 sphere channels.
+  const std::vector<std::tuple<const char*, nlohmann::json, std::string>> cases{
+      {"sphere_channels", 2.5, "key 'sphere_channels' must be an integer"},
+      {"num_layers", "two", "key 'num_layers' must be an integer"},
+      {"cutoff", "six", "key 'cutoff' has the wrong type"},
+      {"edge_channels", -1, "sizes must be positive"},
+      {"act_type", 3, "act_type must be a string"},
+      {"charge_balanced_channels", {0, 4096}, "charge_balanced_channels must be contiguous channels"},
+      {"charge_balanced_channels", {6, 7, 8}, "charge_balanced_channels must lie in 0..7, got 6..8"},
+      {"spin_balanced_channels", {-1, 0}, "spin_balanced_channels must lie in 0..7, got -1..0"},
+      {"spin_balanced_channels", {"a"}, "spin_balanced_channels must be a list of channel indices"},
+      {"dataset_list", {1, 2}, "model config: malformed value"}};
+  for (const auto& [key, value, message] : cases) {
     auto bad = nlohmann::json::parse(read_safetensors(good_).metadata["config"]);
     bad["backbone"][key] = value;
     if (std::string(key) == "dataset_list") bad["backbone"].erase("dataset_mapping");
-    EXPECT_THROW(parse_model_config(bad.dump()), Error) << key << " = " << value.dump();
+    SCOPED_TRACE(std::string(key) + " = " + value.dump());
+    expect_error([&] { parse_model_config(bad.dump()); }, message);
   }
   fs::remove(path);
 }
@@ -182,7 +195,7 @@ TEST_F(BadStructure, NaNPositions) {
 }
 
 // Atoms closer than kMinAtomDistance (0.01 A) are refused, naming the pair;
-// at the minimum they are accepted.
+// at the minimum itself they are accepted.
 TEST_F(BadStructure, CloseAtoms) {
   Atoms a = copper_cell();
   a.positions[2] = a.positions[0].clone();
@@ -190,8 +203,14 @@ TEST_F(BadStructure, CloseAtoms) {
   a.positions[2] = a.positions[0] + torch::tensor({0.004, 0.0, 0.003}, torch::kFloat64);
   expect_error([&] { engine.evaluate_checked({a}); }, "atoms 0 and 2 (0-based, in input order) are 0.005 A apart, "
                                                        "closer than the 0.01 A minimum");
-  a.positions[2] = a.positions[0] + torch::tensor({0.0, 0.0101, 0.0}, torch::kFloat64);
+  // exactly 0.01 A apart along x (0.0 and 0.01 are exact here: the distance
+  // the engine computes is 0.01 to the last bit)
+  a.positions[2] = a.positions[0].clone();
+  a.positions[0][0] = 0.0;
+  a.positions[2][0] = kMinAtomDistance;
   EXPECT_NO_THROW(engine.evaluate_checked({a}));
+  a.positions[2][0] = 0.999 * kMinAtomDistance;   // below it by more than float32 rounding
+  expect_error([&] { engine.evaluate_checked({a}); }, "are 0.00999 A apart, closer than the 0.01 A minimum");
   // Through a periodic image: atom 1 sits 0.002 A from atom 3's image.
   a = copper_cell();
   a.positions[1] = a.positions[3] + torch::tensor({a.cell[0][0] - 0.002, 0.0, 0.0}, torch::kFloat64);
@@ -258,7 +277,7 @@ TEST_F(BadStructure, UnknownTaskChargeSpinShape) {
 TEST(BadStructureFile, ExtxyzErrors) {
   const auto path = temp_path("bad.xyz");
   std::ofstream(path) << "2\nLattice=\"1 0 0 0 1 0 0 0 1\" Properties=species:S:1:pos:R:3\nCu 0 0 0\n";
-  EXPECT_THROW(read_extxyz(path), Error);  // ends inside the frame
+  expect_error([&] { read_extxyz(path); }, "ends inside");  // ends inside the frame
   std::ofstream(path) << "1\nProperties=species:S:1:pos:R:3\nQq 0 0 0\n";
   expect_error([&] { read_extxyz(path); }, "unknown element 'Qq'");
   std::ofstream(path) << "1\nProperties=species:S:1:pos:R:3\nCu 0 zero 0\n";

@@ -44,10 +44,17 @@ TEST(Transfers, SteadyStateEvaluationReadsNothingAndUploadsOnce) {
       EXPECT_FALSE(r.virial.defined());   // not asked for
     }
   }
-  // A new layout (another charge) uploads its constants once, then settles.
+  // A new layout (another charge, and one system after the batch of three)
+  // costs, on its first call, the one read of the graph's sizing probe and
+  // six uploads: the layout (numbers, charge, spin, dataset), its constants,
+  // the positions and cells, the graph's bin tables, the edge block lengths
+  // and the head's dataset one-hot; then it settles.
   std::vector<Atoms> charged = one;
   charged[0].charge = 1;
+  reset_transfer_counts();
   engine.evaluate(charged);
+  EXPECT_EQ(upload_count(), 6);
+  EXPECT_EQ(host_read_count(), 1);
   reset_transfer_counts();
   engine.evaluate(charged);
   EXPECT_EQ(upload_count(), 1);

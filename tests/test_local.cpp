@@ -19,6 +19,7 @@ namespace {
 
 using test::random_model;
 using test::small_config;
+using test::expect_error;
 
 struct Cluster {
   std::vector<int64_t> z;
@@ -341,10 +342,15 @@ TEST(HaloExchange, OnlyOwnedAtomsReceiveMessages) {
   piece.task = "omat";
   auto identity = [](const torch::Tensor& x) { return x; };
   piece.exchange_ghosts = {identity, identity};
-  EXPECT_THROW(engine.evaluate_local(piece), Error);
+  const std::string only_owned = "with the halo exchange only owned atoms receive messages";
+  expect_error([&] { engine.evaluate_local(piece); }, only_owned);   // a ghost as a target
+  piece.n_targets = 0;
+  expect_error([&] { engine.evaluate_local(piece); }, "n_targets must include every owned atom");
   piece.n_targets = -1;
   piece.layer_targets = {1, 1};
-  EXPECT_THROW(engine.evaluate_local(piece), Error);
+  expect_error([&] { engine.evaluate_local(piece); }, only_owned);   // per-block targets
+  piece.layer_targets.clear();
+  EXPECT_NO_THROW(engine.evaluate_local(piece));   // the same piece, asked rightly
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <random>
 #include <set>
 #include <sstream>
@@ -43,19 +44,47 @@ double volume(const Matrix3& c) {
   return std::abs(c[0][0] * n[0] + c[0][1] * n[1] + c[0][2] * n[2]);
 }
 
-// Wraps positions into the graph cell along periodic directions, as the
-// engine does before building (frac = pos . inv(cell), pos -= floor(frac) . cell).
+// Fractional coordinates of v along the periodic lattice vectors only, by
+// the Gram matrix of those vectors (no use of graph_cell): the coefficients
+// of v's projection onto their span.  Written for the tests, independently
+// of the builder.
+std::vector<double> periodic_fractions(const Matrix3& cell, const std::array<bool, 3>& pbc, const double* v) {
+  std::vector<int> dirs;
+  for (int k = 0; k < 3; ++k)
+    if (pbc[k]) dirs.push_back(k);
+  const size_t P = dirs.size();
+  // G f = A v with G = A A^T (P x P), solved by Gaussian elimination.
+  std::vector<std::vector<double>> G(P, std::vector<double>(P + 1, 0.0));
+  for (size_t i = 0; i < P; ++i) {
+    for (size_t j = 0; j < P; ++j)
+      for (int c = 0; c < 3; ++c) G[i][j] += cell[dirs[i]][c] * cell[dirs[j]][c];
+    for (int c = 0; c < 3; ++c) G[i][P] += cell[dirs[i]][c] * v[c];
+  }
+  for (size_t i = 0; i < P; ++i) {
+    size_t best = i;
+    for (size_t r = i + 1; r < P; ++r)
+      if (std::abs(G[r][i]) > std::abs(G[best][i])) best = r;
+    std::swap(G[i], G[best]);
+    for (size_t r = 0; r < P; ++r) {
+      if (r == i) continue;
+      const double f = G[r][i] / G[i][i];
+      for (size_t c = i; c <= P; ++c) G[r][c] -= f * G[i][c];
+    }
+  }
+  std::vector<double> f(3, 0.0);
+  for (size_t i = 0; i < P; ++i) f[dirs[i]] = G[i][P] / G[i][i];
+  return f;
+}
+
+// Wraps positions into the cell along periodic directions: subtracts
+// floor(f) lattice vectors, f the periodic fractions above.
 void wrap(TestSystem& s) {
-  const Matrix3 g = graph_cell(s.cell, s.pbc);
-  const Matrix3 inv = inverse(g);
   for (int64_t a = 0; a < s.natoms(); ++a) {
     double* r = &s.pos[3 * a];
-    std::array<double, 3> image{};
-    for (int j = 0; j < 3; ++j) {
-      const double f = r[0] * inv[0][j] + r[1] * inv[1][j] + r[2] * inv[2][j];
-      image[j] = s.pbc[j] ? std::floor(f) : 0.0;
-    }
-    for (int c = 0; c < 3; ++c) r[c] -= image[0] * g[0][c] + image[1] * g[1][c] + image[2] * g[2][c];
+    const auto f = periodic_fractions(s.cell, s.pbc, r);
+    for (int j = 0; j < 3; ++j)
+      if (s.pbc[j])
+        for (int c = 0; c < 3; ++c) r[c] -= std::floor(f[j]) * s.cell[j][c];
   }
 }
 
@@ -145,6 +174,146 @@ void check_against_brute_force(const Batch& b, int64_t max_neighbors, const std:
   }
   auto ref = brute_force_radius_graph(b.pos, b.cells, b.systems, builder.capacities(), kCutoff, max_neighbors);
   expect_same_graph(g, ref, what + " max_neighbors=" + std::to_string(max_neighbors) + ": " + b.describe);
+}
+
+// ---- an independent reference ----------------------------------------------------
+//
+// The brute force above shares the builder's image ranges (image_repeats),
+// graph cell and tie rule.  This one shares nothing: every target against
+// every atom and every image n with |n_j| up to one more than a bound taken
+// from the positions themselves (their spread in periodic fractions plus the
+// cutoff's reach along each reciprocal direction), squared distances in
+// float64 from the exact positions the builder got, and the neighbour rule
+// written from its documentation (radius_graph.h).  The builder computes
+// distances in the positions' dtype, so pairs within `band` of a threshold
+// (the cutoff, or the max-neighbour rule's d^2_(T) + 0.01) may fall either
+// way: they are counted, not compared.
+
+struct ReferenceEdge {
+  Edge edge;
+  double d2 = 0;
+  bool required = true;   // false: within the band of a threshold
+};
+
+std::vector<ReferenceEdge> independent_graph(const TestSystem& s, const torch::Tensor& pos_as_built, int64_t first,
+                                             double cutoff, int64_t max_neighbors, double band) {
+  const int64_t n = s.natoms();
+  auto P = pos_as_built.narrow(0, first, n).to(torch::kCPU, torch::kFloat64).contiguous();
+  const double* p = P.data_ptr<double>();
+  // Image range per periodic direction: |n_j| <= ceil(spread_j + cutoff * |b_j|) + 1.
+  std::array<int64_t, 3> range{0, 0, 0};
+  for (int j = 0; j < 3; ++j) {
+    if (!s.pbc[j]) continue;
+    double lo = 1e300, hi = -1e300;
+    for (int64_t a = 0; a < n; ++a) {
+      const double f = periodic_fractions(s.cell, s.pbc, p + 3 * a)[j];
+      lo = std::min(lo, f);
+      hi = std::max(hi, f);
+    }
+    // |b_j|: the largest change of f_j per Angstrom, from f of unit vectors.
+    double reach = 0;
+    for (int c = 0; c < 3; ++c) {
+      const double unit[3] = {double(c == 0), double(c == 1), double(c == 2)};
+      const double fj = periodic_fractions(s.cell, s.pbc, unit)[j];
+      reach += fj * fj;
+    }
+    range[j] = static_cast<int64_t>(std::ceil((hi - lo) + cutoff * std::sqrt(reach))) + 1;
+  }
+  const int64_t targets = s.ntargets < 0 ? n : std::min(s.ntargets, n);
+  const double cutoff2 = cutoff * cutoff;
+  // Only for speed: an image whose shift is longer than the cutoff plus the
+  // atoms' diameter cannot hold a neighbour (triangle inequality).
+  std::array<double, 3> centre{0, 0, 0};
+  for (int64_t a = 0; a < n; ++a)
+    for (int c = 0; c < 3; ++c) centre[c] += p[3 * a + c] / double(n);
+  double radius = 0;
+  for (int64_t a = 0; a < n; ++a) {
+    double r2 = 0;
+    for (int c = 0; c < 3; ++c) r2 += (p[3 * a + c] - centre[c]) * (p[3 * a + c] - centre[c]);
+    radius = std::max(radius, std::sqrt(r2));
+  }
+  struct Image {
+    int64_t i, j, k;
+    double shift[3];
+  };
+  std::vector<Image> images;
+  for (int64_t i = -range[0]; i <= range[0]; ++i)
+    for (int64_t j = -range[1]; j <= range[1]; ++j)
+      for (int64_t k = -range[2]; k <= range[2]; ++k) {
+        Image im{i, j, k, {}};
+        double len2 = 0;
+        for (int c = 0; c < 3; ++c) {
+          im.shift[c] = i * s.cell[0][c] + j * s.cell[1][c] + k * s.cell[2][c];
+          len2 += im.shift[c] * im.shift[c];
+        }
+        if (std::sqrt(len2) <= cutoff + 2 * radius + 1.0) images.push_back(im);
+      }
+  std::vector<ReferenceEdge> out;
+  for (int64_t t = 0; t < targets; ++t) {
+    std::vector<ReferenceEdge> near;
+    for (int64_t a = 0; a < n; ++a)
+      for (const Image& im : images) {
+        if (a == t && im.i == 0 && im.j == 0 && im.k == 0) continue;
+        double d2 = 0;
+        for (int c = 0; c < 3; ++c) {
+          const double d = p[3 * a + c] + im.shift[c] - p[3 * t + c];
+          d2 += d * d;
+        }
+        if (d2 <= cutoff2 + band) near.push_back({{first + t, first + a, im.i, im.j, im.k}, d2, d2 < cutoff2 - band});
+      }
+    if (max_neighbors > 0 && static_cast<int64_t>(near.size()) > max_neighbors) {
+      // keep d^2 <= d^2_(T) + 0.01, d^2_(T) the (T+1)-th smallest
+      std::vector<double> d2s;
+      for (const auto& e : near) d2s.push_back(e.d2);
+      std::nth_element(d2s.begin(), d2s.begin() + max_neighbors, d2s.end());
+      const double limit = d2s[max_neighbors] + 0.01;
+      std::vector<ReferenceEdge> kept;
+      for (auto e : near) {
+        if (e.d2 > limit + band) continue;
+        e.required = e.required && e.d2 < limit - band;
+        kept.push_back(e);
+      }
+      near = std::move(kept);
+    }
+    out.insert(out.end(), near.begin(), near.end());
+  }
+  return out;
+}
+
+// The builder's graph against the independent reference: every required
+// edge present, nothing outside the reference, no duplicates, and edges in
+// the documented order (target, then source, then image lexicographically).
+void expect_matches_independent(const RadiusGraph& g, const std::vector<TestSystem>& list, const Batch& b,
+                                int64_t max_neighbors, double band, const std::string& what, int64_t* compared) {
+  const auto built = edge_list(g);
+  std::vector<ReferenceEdge> ref;
+  for (size_t k = 0; k < list.size(); ++k) {
+    auto part = independent_graph(list[k], b.pos, b.systems[k].first_atom, kCutoff, max_neighbors, band);
+    ref.insert(ref.end(), part.begin(), part.end());
+  }
+  std::map<Edge, bool> allowed;   // edge -> required
+  for (const auto& e : ref) allowed[e.edge] = e.required;
+  std::set<Edge> seen;
+  int64_t outside = 0, optional_found = 0;
+  std::string first_outside;
+  for (const auto& e : built) {
+    auto it = allowed.find(e);
+    if (it == allowed.end()) {
+      if (outside++ == 0) first_outside = show(e);
+    } else if (!it->second) {
+      ++optional_found;
+    }
+    seen.insert(e);
+  }
+  int64_t missing = 0;
+  std::string first_missing;
+  for (const auto& e : ref)
+    if (e.required && !seen.count(e.edge) && missing++ == 0) first_missing = show(e.edge);
+  EXPECT_EQ(seen.size(), built.size()) << what << ": duplicate edges";
+  EXPECT_EQ(outside, 0) << what << ": " << outside << " edges the reference does not have, first " << first_outside;
+  EXPECT_EQ(missing, 0) << what << ": " << missing << " reference edges missing, first " << first_missing;
+  EXPECT_TRUE(std::is_sorted(built.begin(), built.end())) << what << ": edges not in (target, source, image) order";
+  *compared += static_cast<int64_t>(built.size());
 }
 
 // ---- random systems ------------------------------------------------------------
@@ -250,20 +419,31 @@ class Generator {
   std::mt19937_64 rng_;
 };
 
+// Float32 distances of the builder against float64 ones: pairs this close
+// to a threshold (in A^2) may go either way.
+double band_for(torch::ScalarType dtype) { return dtype == torch::kFloat64 ? 1e-9 : 1e-3; }
+
 TEST(RadiusGraphCellList, MatchesBruteForceOnRandomSystems) {
   Generator gen(20240611);
   int systems = 0;
+  int64_t compared = 0;
   for (int round = 0; round < 12; ++round) {
     for (int kind = 0; kind < 6; ++kind) {
       TestSystem s = gen.random_system(kind);
       const auto dtype = round % 3 == 2 ? torch::kFloat64 : torch::kFloat32;
       const int64_t max_nb = round % 4 == 3 ? 0 : (round % 4 == 1 ? 8 : 30);
-      check_against_brute_force(make_batch({s}, dtype), max_nb,
-                                "round " + std::to_string(round) + (dtype == torch::kFloat64 ? " fp64" : " fp32"));
+      const std::string what = "round " + std::to_string(round) + (dtype == torch::kFloat64 ? " fp64 " : " fp32 ") +
+                               "max_neighbors=" + std::to_string(max_nb);
+      const Batch b = make_batch({s}, dtype);
+      check_against_brute_force(b, max_nb, what);
+      RadiusGraphBuilder builder(kCutoff, max_nb);
+      expect_matches_independent(builder.build(b.pos, b.cells, b.systems), {s}, b, max_nb, band_for(dtype),
+                                 what + ": " + b.describe, &compared);
       ++systems;
     }
   }
   EXPECT_GE(systems, 50);
+  EXPECT_GT(compared, 20000) << "edges compared with the independent reference";
 }
 
 TEST(RadiusGraphCellList, MatchesBruteForceOnMixedBatches) {
@@ -272,8 +452,14 @@ TEST(RadiusGraphCellList, MatchesBruteForceOnMixedBatches) {
     std::vector<TestSystem> list;
     const int64_t count = gen.integer(2, 5);
     for (int64_t i = 0; i < count; ++i) list.push_back(gen.random_system(static_cast<int>(gen.integer(0, 5))));
-    check_against_brute_force(make_batch(list, torch::kFloat32), round % 2 ? 0 : 30,
-                              "batch " + std::to_string(round));
+    const int64_t max_nb = round % 2 ? 0 : 30;
+    const Batch b = make_batch(list, torch::kFloat32);
+    check_against_brute_force(b, max_nb, "batch " + std::to_string(round));
+    RadiusGraphBuilder builder(kCutoff, max_nb);
+    int64_t compared = 0;
+    expect_matches_independent(builder.build(b.pos, b.cells, b.systems), list, b, max_nb,
+                               band_for(torch::kFloat32), "batch " + std::to_string(round) + ": " + b.describe,
+                               &compared);
   }
 }
 
