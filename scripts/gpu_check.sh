@@ -225,13 +225,13 @@ JOBS="${UMA_GPU_JOBS:-$(nproc)}"
 # (the stages after lammps_md have a limit each, cut to what is left of the budget)
 if [ "$MODE" = gpu ]; then
   BUDGET="${UMA_GPU_BUDGET_S:-540}"; TESTS_TIMEOUT=360; BENCH_TIMEOUT=120; MD_TIMEOUT=240
-  MPI_TIMEOUT=60; RANKS_TIMEOUT=90; TRAIN_TIMEOUT=60; TF32_TIMEOUT=90
+  MPI_TIMEOUT=60; RANKS_TIMEOUT=90; DEVICES_TIMEOUT=60; TRAIN_TIMEOUT=60; TF32_TIMEOUT=90
 else
   BUDGET="${UMA_GPU_BUDGET_S:-0}"; TESTS_TIMEOUT=3600; BENCH_TIMEOUT=900; MD_TIMEOUT=900
-  MPI_TIMEOUT=300; RANKS_TIMEOUT=1800; TRAIN_TIMEOUT=1800; TF32_TIMEOUT=1800
+  MPI_TIMEOUT=300; RANKS_TIMEOUT=1800; DEVICES_TIMEOUT=900; TRAIN_TIMEOUT=1800; TF32_TIMEOUT=1800
 fi
 # the least a stage needs left of the budget to start (else it is skipped)
-declare -A STAGE_NEEDS_S=([mpi]=10 [ranks]=30 [train]=20 [tf32]=30)
+declare -A STAGE_NEEDS_S=([mpi]=10 [ranks]=30 [devices]=20 [train]=20 [tf32]=30)
 SYSROOT="$B/sysroot"
 LOGS="$B/logs"
 DET="$B/details"
@@ -727,6 +727,48 @@ EOF
   return $rc
 }
 
+# The same fp64 input on the CPU and on the device (cuda; the CPU again in
+# a CPU proof, a rehearsal only): run 0's energy, virial and forces must agree
+# to 1e-10 (relative to each quantity's largest value), the thermo rows of
+# 100 NVE steps to 1e-8, and the device's energy drift over them must be
+# within 2x the CPU's plus 1e-6 eV/atom.  The tiny model, the ranks stage's
+# 108-atom data file, 1 rank.
+st_devices() {
+  stage_deadline "$DEVICES_TIMEOUT"
+  local d="$B/devices" dev rc_cpu rc_dev
+  rm -rf "$d" && mkdir -p "$d" || return 1
+  [ -f "$RANKS_DIR/cu108.data" ] || { echo "no $RANKS_DIR/cu108.data (written by the ranks stage)"; return 1; }
+  cat > "$d/in.devices" <<'EOF'
+# written by scripts/gpu_check.sh: one fp64 input, run on the device given
+plugin          load ${plugin}
+units           metal
+atom_style      atomic
+boundary        p p p
+read_data       ${data}
+pair_style      uma task omat precision fp64 device ${device}
+pair_coeff      * * ${model} Cu
+thermo_style    custom step pe ke etotal press pxx pyy pzz pxy pxz pyz
+thermo_modify   format float %.17g
+dump            f all custom 100 ${dumpfile} id fx fy fz
+dump_modify     f format float %.17g sort id
+run             0
+velocity        all create 300.0 4928459 loop geom
+timestep        0.001
+fix             1 all nve
+thermo          10
+run             100
+EOF
+  for dev in cpu "$(device_name)"; do
+    echo "== device $dev"
+    LD_LIBRARY_PATH="$LINST/lib:${LD_LIBRARY_PATH:-}" timeout "$(left)" "${MPIRUN[@]}" -np 1 -x OMP_NUM_THREADS=1 \
+      "$LINST/bin/lmp" -in "$d/in.devices" -screen none -log "$d/log.$dev" -var plugin "$B/engine/umaplugin.so" \
+      -var model "$TINY_MODEL" -var device "$dev" -var data "$RANKS_DIR/cu108.data" -var dumpfile "$d/$dev.dump"
+    if [ "$dev" = cpu ]; then rc_cpu=$?; else rc_dev=$?; fi
+  done
+  "$HPY" "$REPORT" devices "$DET/devices.json" cpu "$rc_cpu" "$d/log.cpu" "$d/cpu.dump" \
+    "$(device_name)" "$rc_dev" "$d/log.$(device_name)" "$d/$(device_name).dump"
+}
+
 # fix uma/train on the device, 1 rank, the tiny model.  `run 0` with the pair
 # style comes before the fix line: the pair style evaluates (and sets up the
 # device) before the trainer exists, the order that once broke deterministic
@@ -838,6 +880,7 @@ if [ $ok_engine = 1 ]; then run_stage model_init st_model_init && ok_model=1; el
 if [ $ok_lammps = 1 ] && [ $ok_engine = 1 ]; then run_stage plugin st_plugin && ok_plugin=1
 else skip plugin "needs lammps_build and engine"; fi
 if [ $ok_plugin = 1 ]; then run_stage ranks st_ranks; else skip ranks "needs plugin"; fi
+if [ $ok_plugin = 1 ]; then run_stage devices st_devices; else skip devices "needs plugin"; fi
 if [ $ok_plugin = 1 ]; then run_stage train st_train; else skip train "needs plugin"; fi
 if [ $ok_model = 1 ] && [ $ok_structs = 1 ]; then run_stage tf32 st_tf32
 else skip tf32 "needs model_init and structures"; fi

@@ -15,6 +15,9 @@
       the halo exchange, the PMPI probe's records PROBE_PREFIX.<rank>, the per-step transfer counts
   gpu_check_report.py ranks-skip OUT.json CASE MODEL REASON
       a case of the ranks stage that was not run
+  gpu_check_report.py devices OUT.json DEV_A RC_A LOG_A DUMP_A DEV_B RC_B LOG_B DUMP_B
+      the devices stage: one fp64 input on DEV_A (cpu) and DEV_B (the device): run 0's energy,
+      virial and forces to 1e-10 relative, 100 NVE steps' thermo to 1e-8, B's drift within 2x A's + 1e-6 eV/atom
   gpu_check_report.py train OUT.json LOG RC NRANKS [PROBE_PREFIX]
       fix uma/train's loss lines and host reads/uploads per optimizer step, checked
   gpu_check_report.py precision OUT.json STRUCT PREC FILE RC [PREC FILE RC ...]
@@ -22,7 +25,7 @@
   gpu_check_report.py summary STAGES DETAILS_DIR ENV.json MODE BUDGET_S TOTAL_S OUT.json [FINAL]
       the summary JSON (stages in order, their details, the figures); prints it when FINAL is 1
 
-The subcommands that check (mpi, ranks, train, precision) print what they found
+The subcommands that check (mpi, ranks, devices, train, precision) print what they found
 and exit 1 when a check fails; they write OUT.json in every case.
 """
 import json
@@ -407,6 +410,55 @@ def cmd_ranks_skip(out, case, model, reason):
     return 0
 
 
+def cmd_devices(out, dev_a, rc_a, log_a, dump_a, dev_b, rc_b, log_b, dump_b):
+    res = {"devices": [dev_a, dev_b], "rehearsal": dev_a == dev_b}
+    failed, runs, snaps = [], {}, {}
+    for dev, rc, log, dmp in ((dev_a, rc_a, log_a, dump_a), (dev_b, rc_b, log_b, dump_b)):
+        lines = tail(log, 100000)
+        summary, runs[dev] = lammps_run_summary(rc, lines, 1)
+        snaps[dev] = read_dump(dmp)
+        res[dev] = summary
+        if int(rc) != 0:
+            failed.append("%s: lmp exited %s" % (dev, rc))
+            summary["log_tail"] = lines[-15:]
+        elif summary["device"] is None or not summary["device"].startswith(dev):
+            failed.append("%s: pair uma reported device %s" % (dev, summary["device"]))
+    a, b = runs.get(dev_a, []), runs.get(dev_b, [])
+    if not failed:
+        if len(a) != 2 or len(b) != 2 or len(a[1]) != 11 or len(b[1]) != 11:
+            failed.append("expected run 0 and 11 rows of run 100 on each device: %s vs %s rows" %
+                          ([len(r) for r in a], [len(r) for r in b]))
+        else:
+            dev = {}
+            for col in ("PotEng",) + ("Pxx", "Pyy", "Pzz", "Pxy", "Pxz", "Pyz"):
+                dev["run0_" + col] = max_relative([a[0][0][col]], [b[0][0][col]])
+            dev["run0_virial"] = max_relative([a[0][0][c] for c in ("Pxx", "Pyy", "Pzz", "Pxy", "Pxz", "Pyz")],
+                                              [b[0][0][c] for c in ("Pxx", "Pyy", "Pzz", "Pxy", "Pxz", "Pyz")])
+            sa, sb = snaps[dev_a], snaps[dev_b]
+            if not sa or not sb or sa[0][0] != 0 or sorted(sa[0][1]) != sorted(sb[0][1]):
+                failed.append("the dumps lack run 0's snapshot or differ in atoms")
+            else:
+                ids = sorted(sa[0][1])
+                dev["run0_forces"] = max_relative([sa[0][1][i][c] for i in ids for c in ("fx", "fy", "fz")],
+                                                  [sb[0][1][i][c] for i in ids for c in ("fx", "fy", "fz")])
+            over = ["%s %.2e" % (k, v) for k, v in dev.items() if not finite(v) or v > 1e-10]
+            if over:
+                failed.append("run 0 differs by more than 1e-10 relative: %s" % ", ".join(over))
+            for col in ("PotEng", "TotEng", "Press"):
+                worst = max(abs(x[col] - y[col]) / max(1.0, abs(x[col])) for x, y in zip(a[1], b[1]))
+                dev["nve_" + col] = worst
+                if not finite(worst) or worst > 1e-8:
+                    failed.append("NVE %s differs by %.2e (relative, over 100 steps)" % (col, worst))
+            natoms = len(sa[0][1]) if sa else 1
+            drift = {d: abs(r[1][-1]["TotEng"] - r[1][0]["TotEng"]) / natoms for d, r in ((dev_a, a), (dev_b, b))}
+            res["nve_drift_ev_per_atom"] = drift
+            if not drift[dev_b] <= 2 * drift[dev_a] + 1e-6:
+                failed.append("NVE drift over 100 steps: %.2e eV/atom on %s, %.2e on %s" %
+                              (drift[dev_b], dev_b, drift[dev_a], dev_a))
+            res["max_relative_deviation"] = dev
+    return finish(out, res, failed, "devices %s vs %s%s" % (dev_b, dev_a, " (rehearsal)" if dev_a == dev_b else ""))
+
+
 LOSS_RE = re.compile(r"fix uma/train: step (\d+) optimizer step (\d+) frames (\d+) loss (\S+)")
 TRAIN_TRANSFERS_RE = re.compile(r"fix uma/train: (\S+) host reads and (\S+) uploads per optimizer step "
                                 r"\((\d+) steps? since")
@@ -577,6 +629,9 @@ def cmd_summary(stages_path, details_dir, env_path, mode, budget, total, out, fi
             figures["mpi"] = {k: d[k] for k in ("library", "allreduce_ranks_ok", "passed", "checks_failed") if k in d}
         if s["name"] == "ranks" and d:
             figures["ranks"] = {name: summarise_ranks_case(c) for name, c in d.get("cases", {}).items()}
+        if s["name"] == "devices" and d:
+            figures["devices"] = {k: d[k] for k in ("devices", "rehearsal", "max_relative_deviation",
+                                                    "nve_drift_ev_per_atom", "passed", "checks_failed") if k in d}
         if s["name"] == "train" and d:
             figures["train"] = {k: d[k] for k in ("device", "loss_first", "loss_last", "passed", "checks_failed",
                                                   "error") if k in d}
@@ -618,7 +673,8 @@ def cmd_summary(stages_path, details_dir, env_path, mode, budget, total, out, fi
 
 def main(argv):
     cmds = {"record": cmd_record, "ctest": cmd_ctest, "bench": cmd_bench, "lammps": cmd_lammps,
-            "mpi": cmd_mpi, "ranks": cmd_ranks, "ranks-skip": cmd_ranks_skip, "train": cmd_train,
+            "mpi": cmd_mpi, "ranks": cmd_ranks, "ranks-skip": cmd_ranks_skip, "devices": cmd_devices,
+            "train": cmd_train,
             "precision": cmd_precision, "summary": cmd_summary}
     if len(argv) < 2 or argv[1] not in cmds:
         print(__doc__.strip(), file=sys.stderr)

@@ -109,20 +109,27 @@ def reference(host_dir, root_dir, symbols, pos, cell, pbc, args, model=MODEL):
     return json.loads(p.stdout)[0]
 
 
-def thermo(log):
-    """Last thermo row of the last run as {column: value}."""
+def thermo_runs(log):
+    """Every run's thermo rows, in order: [[{column: value}, ...], ...]."""
     lines = log.splitlines()
-    heads = [i for i, l in enumerate(lines) if l.split()[:1] == ["Step"]]
-    check(heads, "no thermo output in the log")
-    h = heads[-1]
-    cols = lines[h].split()
-    rows = []
-    for l in lines[h + 1:]:
-        parts = l.split()
-        if len(parts) != len(cols) or not re.match(r"^-?\d", parts[0]):
-            break
-        rows.append([float(v) for v in parts])
-    return {c: rows[-1][k] for k, c in enumerate(cols)}, [dict(zip(cols, r)) for r in rows]
+    runs = []
+    for h in [i for i, l in enumerate(lines) if l.split()[:1] == ["Step"]]:
+        cols = lines[h].split()
+        rows = []
+        for l in lines[h + 1:]:
+            parts = l.split()
+            if len(parts) != len(cols) or not re.match(r"^-?\d", parts[0]):
+                break
+            rows.append(dict(zip(cols, (float(v) for v in parts))))
+        runs.append(rows)
+    check(runs and runs[-1], "no thermo output in the log")
+    return runs
+
+
+def thermo(log):
+    """The last run's last thermo row as {column: value}, and all its rows."""
+    rows = thermo_runs(log)[-1]
+    return rows[-1], rows
 
 
 def close(a, b, tol, what):
@@ -172,7 +179,8 @@ def compare_to_reference(host_dir, tag, log, ref, tol_f, tol_e, symbols_ok=True)
     press = np.array([t[k] for k in ("Pxx", "Pyy", "Pzz", "Pxy", "Pxz", "Pyz")])
     vol = t["Volume"]
     close(press * vol / NKTV2P, w, tol_f * 10, f"[{tag}] pressure tensor x V vs engine virial")
-    close(t["Press"], np.mean(press[:3]), 1e-6 * max(1.0, abs(t["Press"])), f"[{tag}] scalar pressure")
+    # (virial in Voigt order xx yy zz xy xz yz)
+    close(t["Press"] * vol / NKTV2P, np.mean(w[:3]), tol_f * 10, f"[{tag}] scalar pressure x V vs engine virial trace / 3")
     # stress/atom is -(per-atom virial) in bar A^3; its sum is -P V
     sa = np.stack([d[f"c_sa[{k}]"] for k in range(1, 7)], 1)
     close(-sa / NKTV2P, np.array(ref["atom_virials"]), tol_f * 10, f"[{tag}] stress/atom vs engine per-atom virial")
@@ -212,21 +220,36 @@ def case_ranks(h, r):
 
 def case_memory(h, r):
     """A memory budget too small for the stored activations: the edge work is
-    recomputed in chunks (logged), and 1 and 2 ranks still equal the engine."""
+    recomputed in chunks (logged), the measured peak falls, and 1 and 2 ranks
+    still equal the engine."""
     base = PRE.format(plugin=PLUGIN) + CU_BOX.format(ntypes=1)
+    peaks = {}
     for np_, budget in ((1, None), (1, 0.05), (2, 0.05)):
         tag = f"np{np_}_" + ("auto" if budget is None else "tight")
         memory = "" if budget is None else f" memory {budget}"
         log = lammps(h, r, f"in.{tag}", base + f"pair_style uma task omat precision fp64{memory}\n"
-                     f"pair_coeff * * {MODEL} Cu\n" + OUTPUT.format(tag=tag), np_=np_)
+                     f"pair_coeff * * {MODEL} Cu\n" + OUTPUT.format(tag=tag) + "info memory out log\n", np_=np_,
+                     env="UMA_KEEP_MEMORY=0")
         plans = re.findall(r"pair uma: memory plan(?: of rank 0)? at step 0: (.*)", log)
         check(len(plans) == 1, f"[{tag}] expected one memory-plan line, got {plans}")
         want = "stored activations" if budget is None else "recomputed edge work in chunks of"
         check(want in plans[0], f"[{tag}] expected the plan to say '{want}': {plans[0]}")
+        rss = re.findall(r"Maximum resident set size: ([0-9.]+) Mbyte", log)
+        check(len(rss) == 1, f"[{tag}] no 'info memory' line in the log")
+        peaks[tag] = float(rss[0]) * 2 ** 20, float(re.search(r"predicted peak ([0-9.]+) GB", plans[0]).group(1)) * 1e9
         syms, pos, cell, _ = dump_structure(h, tag, {1: "Cu"})
         ref = reference(h, r, syms, pos, cell, (True,) * 3, "--task omat --precision fp64")
         compare_to_reference(h, tag, log, ref, 1e-9, 1e-10)
-        print(f"  {tag}: {plans[0]}; matches the engine (stored path)")
+        print(f"  {tag}: {plans[0]}; peak RSS (rank 0) {peaks[tag][0] / 1e6:.0f} MB; matches the engine (stored path)")
+    # Measured on rank 0 (LAMMPS's `info memory`, the process's maximum RSS,
+    # freed memory given back): the tight budget's run peaks lower than the
+    # stored path's by at least half of what the two plans predict between them.
+    (stored, stored_pred), (tight, tight_pred) = peaks["np1_auto"], peaks["np1_tight"]
+    check(stored - tight >= 0.5 * (stored_pred - tight_pred),
+          f"1 rank: the tight budget lowered the peak RSS by {(stored - tight) / 1e6:.0f} MB; the plans predict "
+          f"{(stored_pred - tight_pred) / 1e6:.0f} MB between them")
+    print(f"  1 rank: peak RSS {stored / 1e6:.0f} MB stored, {tight / 1e6:.0f} MB in chunks "
+          f"(predicted difference {(stored_pred - tight_pred) / 1e6:.0f} MB)")
 
 
 def case_ghost_cutoff(h, r):
@@ -576,38 +599,57 @@ def case_kokkos(h, r):
             print(f"  {name}: uma/kk on {np_} rank(s) x {threads} thread(s), newton {newton}: equals uma "
                   f"(worst {err:.1e} relative)")
     print(f"  worst deviation of uma/kk from uma: {worst:.1e}")
-    # The steady state in place: per step one read (the engine's status and the
-    # energy compute pair asks for) and one upload (cell and origin), whose
-    # sizes do not grow with the atoms; pair_style uma reads the forces and
-    # uploads the positions.
+    # The steady state in place: per step and rank, one read (the engine's
+    # status and the energy compute pair asks for) and one upload (cell and
+    # origin), plus, on 2 ranks, the halo exchange's 2 x layers of each
+    # (owned rows out, ghost rows in, and back in the backward pass), the
+    # same for uma and uma/kk.  pair_style uma also reads the forces and
+    # uploads the positions; uma/kk does neither: its bytes per step are
+    # uma's less at least 24 B per atom each way, and do not grow with the
+    # atoms on one rank.  (compute pair sums the counts over the ranks.)
     per_step = {}
-    for cells in (3, 4):
-        for kk in (False, True):
-            text = PRE.format(plugin=PLUGIN) + CU_BOX.replace("0 3 0 3 0 3", f"0 {cells} 0 {cells} 0 {cells}") \
-                .format(ntypes=1) + f"pair_style uma task omat precision fp64\npair_coeff * * {MODEL} Cu\n" \
-                "neigh_modify every 1000 delay 0 check no\nvelocity all create 300 4928 loop geom\n" \
-                "timestep 0.002\nfix 1 all nve\ncompute p all pair uma\n" \
-                "thermo_style custom step c_p[1] c_p[2] c_p[7] c_p[8]\nthermo 1\nrun 20\n"
-            log = lammps(h, r, f"in.steady_{cells}_{kk}", text, flags="-k on t 1 -sf kk" if kk else "")
-            rows = thermo(log)[1][1:]   # steps 1..20 (step 0 builds the layout)
-            check(len(rows) == 20, f"steady state: {len(rows)} thermo rows, expected 20")
-            cols = ("c_p[1]", "c_p[2]", "c_p[7]", "c_p[8]")
-            seen = {tuple(row[c] for c in cols) for row in rows}
-            check(len(seen) == 1, f"steady state ({'uma/kk' if kk else 'uma'}, {4 * cells ** 3} atoms): "
-                                  f"transfers vary from step to step: {sorted(seen)}")
-            per_step[cells, kk] = seen.pop()
-    for cells in (3, 4):
-        reads, uploads, read_bytes, upload_bytes = per_step[cells, True]
-        n = 4 * cells ** 3
-        check(reads == 1 and uploads == 1, f"uma/kk, {n} atoms: {reads:g} reads and {uploads:g} uploads per step")
-        check(read_bytes < 24 * n and upload_bytes < 24 * n and per_step[cells, True] == per_step[3, True],
-              f"uma/kk moves per-atom data: {per_step[cells, True]} per step with {n} atoms, "
-              f"{per_step[3, True]} with 108")
-        check(per_step[cells, False][2] >= 24 * n, f"uma, {n} atoms: the forces were not read?")
-    print(f"  steady state, 20 NVE steps: uma/kk reads {per_step[3, True][2]:g} B and uploads "
-          f"{per_step[3, True][3]:g} B per step with 108 and 256 atoms; uma reads "
-          f"{per_step[3, False][2]:g} B / {per_step[4, False][2]:g} B and uploads {per_step[3, False][3]:g} B / "
-          f"{per_step[4, False][3]:g} B")
+    for np_ in (1, 2):
+        for cells in (3, 4):
+            for kk in (False, True):
+                text = PRE.format(plugin=PLUGIN) + \
+                    CU_BOX.replace("0 3 0 3 0 3", f"0 {cells} 0 {cells} 0 {cells}").format(ntypes=1) + \
+                    f"pair_style uma task omat precision fp64\npair_coeff * * {MODEL} Cu\n" \
+                    "neigh_modify every 1000 delay 0 check no\nvelocity all create 300 4928 loop geom\n" \
+                    "timestep 0.002\nfix 1 all nve\ncompute p all pair uma\n" \
+                    "thermo_style custom step c_p[1] c_p[2] c_p[7] c_p[8]\nthermo 1\nrun 20\n"
+                log = lammps(h, r, f"in.steady_{np_}_{cells}_{kk}", text, np_=np_,
+                             flags="-k on t 1 -sf kk" if kk else "")
+                if kk:
+                    check("pair uma/kk: in place on the Kokkos views" in log,
+                          f"steady state, {np_} rank(s): uma/kk not in place")
+                rows = thermo(log)[1][1:]   # steps 1..20 (step 0 builds the layout)
+                check(len(rows) == 20, f"steady state: {len(rows)} thermo rows, expected 20")
+                seen = {tuple(row[c] for c in ("c_p[1]", "c_p[2]", "c_p[7]", "c_p[8]")) for row in rows}
+                check(len(seen) == 1, f"steady state ({'uma/kk' if kk else 'uma'}, {np_} rank(s), "
+                                      f"{4 * cells ** 3} atoms): transfers vary from step to step: {sorted(seen)}")
+                per_step[np_, cells, kk] = seen.pop()
+    for np_ in (1, 2):
+        expected = np_ * (1 + (2 * 2 if np_ > 1 else 0))   # the tiny model has 2 layers
+        for cells in (3, 4):
+            n = 4 * cells ** 3
+            kk_reads, kk_uploads, kk_read_bytes, kk_upload_bytes = per_step[np_, cells, True]
+            reads, uploads, read_bytes, upload_bytes = per_step[np_, cells, False]
+            where = f"{np_} rank(s), {n} atoms"
+            check(kk_reads == expected and kk_uploads == expected and reads == expected and uploads == expected,
+                  f"{where}: uma/kk {kk_reads:g} reads, {kk_uploads:g} uploads; uma {reads:g}, {uploads:g} "
+                  f"(expected {expected} of each)")
+            check(read_bytes - kk_read_bytes >= 24 * n and upload_bytes - kk_upload_bytes >= 24 * n,
+                  f"{where}: uma/kk moves {kk_read_bytes:g} B / {kk_upload_bytes:g} B per step, uma "
+                  f"{read_bytes:g} B / {upload_bytes:g} B: uma/kk still moves the forces or the positions")
+        if np_ == 1:
+            check(per_step[1, 4, True] == per_step[1, 3, True],
+                  f"1 rank: uma/kk's transfers grow with the atoms: {per_step[1, 3, True]} with 108, "
+                  f"{per_step[1, 4, True]} with 256")
+        print(f"  steady state, {np_} rank(s), 20 NVE steps, 108 / 256 atoms: uma/kk reads "
+              f"{per_step[np_, 3, True][2]:g} / {per_step[np_, 4, True][2]:g} B and uploads "
+              f"{per_step[np_, 3, True][3]:g} / {per_step[np_, 4, True][3]:g} B per step; uma reads "
+              f"{per_step[np_, 3, False][2]:g} / {per_step[np_, 4, False][2]:g} B and uploads "
+              f"{per_step[np_, 3, False][3]:g} / {per_step[np_, 4, False][3]:g} B")
     # MD and minimization on 2 ranks follow pair_style uma's (Kokkos integrators and min styles),
     # on the skewed triclinic cell (108 atoms)
     base = PRE.format(plugin=PLUGIN) + "boundary p p p\nread_data triclinic.data\n" + \
@@ -838,7 +880,7 @@ compute pu all pair uma
 compute pl all pair lj/cut
 thermo_style custom step pe c_pu c_pl
 thermo_modify format float %.15g
-dump d all custom 1 dump.h id type x y z
+dump d all custom 1 dump.h id type x y z fx fy fz
 dump_modify d format float %.15g sort id
 run 0
 """.format(model=MODEL)
@@ -849,8 +891,38 @@ run 0
     ref = reference(h, r, [s for s, k in zip(syms, keep) if k], pos[keep], cell, (True,) * 3,
                     "--task omat --precision fp64")
     close(t["c_pu"], ref["energy"], 1e-10 * abs(ref["energy"]), "uma part of hybrid/overlay (NULL type skipped)")
-    close(t["PotEng"], t["c_pu"] + t["c_pl"], 1e-9 * abs(t["PotEng"]), "hybrid energy = uma + lj/cut")
-    print("  LAMMPS_PLUGIN_PATH load; hybrid/overlay with NULL type matches the engine on the mapped atoms")
+    # The rest is lj/cut (epsilon 0.01, sigma 2.3, cutoff 4) on every pair
+    # with a type-2 atom, written out here: its energy is c_pl, and LAMMPS's
+    # forces are the engine's on the uma atoms (zero on the NULL ones) plus it.
+    e_lj, f_lj = lennard_jones(pos, d["type"] == 2, cell, 0.01, 2.3, 4.0)
+    close(t["c_pl"], e_lj, 1e-10 * max(1.0, abs(e_lj)), "lj/cut part of hybrid/overlay vs a direct sum")
+    f_uma = np.zeros_like(pos)
+    f_uma[keep] = np.array(ref["forces"]).reshape(-1, 3)
+    forces = np.stack([d["fx"], d["fy"], d["fz"]], 1)
+    close(forces, f_uma + f_lj, 1e-9, "hybrid/overlay forces = the engine's on the uma atoms + lj/cut's")
+    print(f"  LAMMPS_PLUGIN_PATH load; hybrid/overlay with NULL type: the uma part equals the engine on the "
+          f"{int(keep.sum())} mapped atoms, the rest a direct lj/cut sum, forces included")
+
+
+def lennard_jones(pos, is_b, cell, eps, sigma, rc):
+    """lj/cut (unshifted) over pairs with at least one `is_b` atom, orthogonal
+    periodic cell, minimum image (rc under half the box): energy, forces."""
+    n = len(pos)
+    box = np.diag(cell)
+    e, f = 0.0, np.zeros((n, 3))
+    for i in range(n):
+        d = pos[i + 1:] - pos[i]
+        d -= box * np.round(d / box)
+        r2 = (d * d).sum(1)
+        use = (r2 < rc * rc) & (is_b[i] | is_b[i + 1:])
+        sr6 = (sigma * sigma / r2[use]) ** 3
+        e += (4 * eps * (sr6 * sr6 - sr6)).sum()
+        # force on j from i: 24 eps (2 sr12 - sr6) / r^2 * d
+        fj = (24 * eps * (2 * sr6 * sr6 - sr6) / r2[use])[:, None] * d[use]
+        idx = np.nonzero(use)[0] + i + 1
+        np.add.at(f, idx, fj)
+        f[i] -= fj.sum(0)
+    return e, f
 
 
 def case_errors(h, r):
@@ -934,8 +1006,7 @@ def case_gpu_path(h, r):
     head = PRE.format(plugin=PLUGIN) + CU_BOX.format(ntypes=1)
     text = head + f"pair_style uma task omat device cuda\npair_coeff * * {MODEL} Cu\nrun 0\n"
     if os.path.exists("/dev/nvidia0"):
-        lammps(h, r, "in.cuda", text)
-        print("  device cuda runs (this machine has a GPU)")
+        compare_devices(h, r, "cpu", "cuda")
     else:
         for device in ("cuda", "cuda:0"):   # cuda:N is accepted by the keyword, then checked against the GPUs
             out = lammps(h, r, "in.cuda", text.replace("device cuda", f"device {device}"), fail=True)
@@ -973,27 +1044,72 @@ run 10
               last["c_pu[4]"] - rows[0]["c_pu[2]"] == 10 * 2 * per_rank,
               f"2 ranks, thermo {every}: reads and uploads over 10 steps")
     print(f"  2 ranks: {per_rank} reads and {per_rank} uploads per rank and step (1 + 2 per halo exchange)")
-    for np_, reads in ((1, 1),):
-        for every in (1, 5):
-            log = lammps(h, r, f"in.budget{np_}_{every}", budget.format(every=every), np_=np_)
-            last, rows = thermo(log)
-            setup = rows[0]   # step 0: the run's set-up, which reneighbors
-            check(int(setup["Step"]) == 0, "the run's first thermo row is not step 0")
-            # On one rank the set-up keeps the layout; on several, the ghosts
-            # are rebuilt (a new layout: constants and graph sizes again).
-            for x in rows[(1 if np_ > 1 else 0):]:
-                check(x["c_pu[1]"] == reads and x["c_pu[2]"] == 1,
-                      f"{np_} rank(s), thermo {every}, step {int(x['Step'])}: {x['c_pu[1]']:g} reads and "
-                      f"{x['c_pu[2]']:g} uploads (expected {reads} and 1)")
-            # the 10 steps after the set-up, including those without thermo output
-            steps_reads = last["c_pu[3]"] - setup["c_pu[1]"]
-            steps_uploads = last["c_pu[4]"] - setup["c_pu[2]"]
-            check(steps_reads == 10 * reads and steps_uploads == 10,
-                  f"{np_} rank(s), thermo {every}: {steps_reads:g} reads and {steps_uploads:g} uploads "
-                  f"over 10 steps (expected {10 * reads} and 10)")
-        print(f"  {np_} rank(s): every MD step made {reads} host read(s) and 1 upload "
-              f"(thermo every step and every 5 steps; the run's set-up: {setup['c_pu[1]']:g} reads, "
-              f"{setup['c_pu[2]']:g} uploads)")
+    # 1 rank: the budget exactly, in both runs.  `run 0` builds the layout
+    # (its counts are the first evaluation's); `run 10` starts from a set-up
+    # that reneighbors but keeps the layout, so every one of its evaluations,
+    # the set-up included, costs 1 read and 1 upload.
+    for every in (1, 5):
+        first, second = thermo_runs(lammps(h, r, f"in.budget1_{every}", budget.format(every=every)))
+        check(len(first) == 1 and int(first[0]["Step"]) == 0, f"run 0: thermo rows {first}")
+        # run 0's one evaluation: the totals (counted from each run's start) are its own counts
+        check(first[0]["c_pu[3]"] == first[0]["c_pu[1]"] >= 1 and first[0]["c_pu[4]"] == first[0]["c_pu[2]"] >= 1,
+              f"run 0: {first[0]['c_pu[1]']:g} reads and {first[0]['c_pu[2]']:g} uploads, totals "
+              f"{first[0]['c_pu[3]']:g} and {first[0]['c_pu[4]']:g}")
+        setup, last = second[0], second[-1]
+        check(int(setup["Step"]) == 0 and int(last["Step"]) == 10 and len(second) == 1 + 10 // every,
+              f"run 10, thermo {every}: steps {[int(x['Step']) for x in second]}")
+        for x in second:
+            check(x["c_pu[1]"] == 1 and x["c_pu[2]"] == 1,
+                  f"1 rank, thermo {every}, step {int(x['Step'])}: {x['c_pu[1]']:g} reads and "
+                  f"{x['c_pu[2]']:g} uploads (expected 1 and 1)")
+        # run 10's totals: one of each per evaluation (its set-up and 10 steps), the steps
+        # without thermo output included
+        check(setup["c_pu[3]"] == 1 and last["c_pu[3]"] == 11 and setup["c_pu[4]"] == 1 and last["c_pu[4]"] == 11,
+              f"1 rank, thermo {every}: run 10's totals {setup['c_pu[3]']:g} / {last['c_pu[3]']:g} reads and "
+              f"{setup['c_pu[4]']:g} / {last['c_pu[4]']:g} uploads after its set-up and at its end (expected 1 / 11)")
+    print(f"  1 rank: run 0 (a new layout) {first[0]['c_pu[3]']:g} reads and {first[0]['c_pu[4]']:g} uploads; "
+          f"then 1 read and 1 upload per evaluation: run 10's set-up and each of its steps "
+          f"(thermo every step and every 5 steps)")
+
+
+def compare_devices(h, r, device_a, device_b):
+    """The same fp64 input on two devices: run 0's energy, virial and forces to
+    1e-10 (relative to each quantity's largest value), then 100 NVE steps
+    whose thermo rows agree to 1e-8 and whose energy drift on device_b is
+    within 2x device_a's plus 1e-6 eV/atom."""
+    results = {}
+    for device in (device_a, device_b):
+        tag = f"dev_{device}"
+        text = PRE.format(plugin=PLUGIN) + CU_BOX.format(ntypes=1) + \
+            f"pair_style uma task omat precision fp64 device {device}\npair_coeff * * {MODEL} Cu\n" \
+            "thermo_style custom step pe etotal press pxx pyy pzz pxy pxz pyz\nthermo_modify format float %.17g\n" \
+            f"dump d all custom 100 dump.{tag} id fx fy fz\ndump_modify d format float %.17g sort id\n" \
+            "run 0\nvelocity all create 300 4928 loop geom\ntimestep 0.001\nfix 1 all nve\nthermo 10\nrun 100\n"
+        log = lammps(h, r, f"in.{tag}", text)
+        check(f"fp64 on {device}" in log, f"[{tag}] the log does not say the model runs in fp64 on {device}")
+        lines = open(os.path.join(h, "dump." + tag)).read().splitlines()
+        n = int(lines[3])
+        forces = np.array([[float(v) for v in l.split()[1:4]] for l in lines[9:9 + n]])   # run 0's snapshot
+        results[device] = thermo_runs(log), forces, n
+    (runs_a, f_a, n), (runs_b, f_b, _) = results[device_a], results[device_b]
+    scale = lambda x: max(1e-300, np.abs(x).max())
+    row_a, row_b = runs_a[0][0], runs_b[0][0]
+    press = ("Pxx", "Pyy", "Pzz", "Pxy", "Pxz", "Pyz")
+    close(row_b["PotEng"] / abs(row_a["PotEng"]), row_a["PotEng"] / abs(row_a["PotEng"]), 1e-10,
+          f"run 0 energy, {device_b} vs {device_a} (relative)")
+    pa, pb = np.array([row_a[k] for k in press]), np.array([row_b[k] for k in press])
+    close(pb / scale(pa), pa / scale(pa), 1e-10, f"run 0 virial, {device_b} vs {device_a} (relative)")
+    close(f_b / scale(f_a), f_a / scale(f_a), 1e-10, f"run 0 forces, {device_b} vs {device_a} (relative)")
+    md_a, md_b = runs_a[1], runs_b[1]
+    check(len(md_a) == len(md_b) == 11, f"NVE thermo rows: {len(md_a)} and {len(md_b)}")
+    for a, b in zip(md_a, md_b):
+        for col in ("PotEng", "TotEng", "Press"):
+            close(b[col], a[col], 1e-8 * max(1.0, abs(a[col])), f"NVE step {int(a['Step'])} {col}, {device_b} vs {device_a}")
+    drift = {d: abs(rows[-1]["TotEng"] - rows[0]["TotEng"]) / n for d, rows in ((device_a, md_a), (device_b, md_b))}
+    check(drift[device_b] <= 2 * drift[device_a] + 1e-6,
+          f"NVE drift over 100 steps: {drift[device_b]:.2e} eV/atom on {device_b}, {drift[device_a]:.2e} on {device_a}")
+    print(f"  device {device_b} vs {device_a}, fp64: run 0 energy, virial and forces equal to 1e-10; 100 NVE steps "
+          f"equal to 1e-8; drift {drift[device_b]:.2e} eV/atom ({device_a}: {drift[device_a]:.2e})")
 
 
 def case_examples(h, r):
