@@ -225,7 +225,7 @@ JOBS="${UMA_GPU_JOBS:-$(nproc)}"
 # (the stages after lammps_md have a limit each, cut to what is left of the budget)
 if [ "$MODE" = gpu ]; then
   BUDGET="${UMA_GPU_BUDGET_S:-540}"; TESTS_TIMEOUT=360; BENCH_TIMEOUT=120; MD_TIMEOUT=240
-  MPI_TIMEOUT=60; RANKS_TIMEOUT=90; DEVICES_TIMEOUT=60; TRAIN_TIMEOUT=60; TF32_TIMEOUT=90
+  MPI_TIMEOUT=60; RANKS_TIMEOUT=90; DEVICES_TIMEOUT=90; TRAIN_TIMEOUT=60; TF32_TIMEOUT=90
 else
   BUDGET="${UMA_GPU_BUDGET_S:-0}"; TESTS_TIMEOUT=3600; BENCH_TIMEOUT=900; MD_TIMEOUT=900
   MPI_TIMEOUT=300; RANKS_TIMEOUT=1800; DEVICES_TIMEOUT=900; TRAIN_TIMEOUT=1800; TF32_TIMEOUT=1800
@@ -758,15 +758,17 @@ fix             1 all nve
 thermo          10
 run             100
 EOF
-  for dev in cpu "$(device_name)"; do
-    echo "== device $dev"
-    LD_LIBRARY_PATH="$LINST/lib:${LD_LIBRARY_PATH:-}" timeout "$(left)" "${MPIRUN[@]}" -np 1 -x OMP_NUM_THREADS=1 \
-      "$LINST/bin/lmp" -in "$d/in.devices" -screen none -log "$d/log.$dev" -var plugin "$B/engine/umaplugin.so" \
-      -var model "$TINY_MODEL" -var device "$dev" -var data "$RANKS_DIR/cu108.data" -var dumpfile "$d/$dev.dump"
-    if [ "$dev" = cpu ]; then rc_cpu=$?; else rc_dev=$?; fi
-  done
-  "$HPY" "$REPORT" devices "$DET/devices.json" cpu "$rc_cpu" "$d/log.cpu" "$d/cpu.dump" \
-    "$(device_name)" "$rc_dev" "$d/log.$(device_name)" "$d/$(device_name).dump"
+  devices_run() {   # LABEL DEVICE THREADS
+    echo "== $1: device $2, $3 thread(s)"
+    LD_LIBRARY_PATH="$LINST/lib:${LD_LIBRARY_PATH:-}" timeout "$(left)" "${MPIRUN[@]}" -np 1 -x OMP_NUM_THREADS="$3" \
+      "$LINST/bin/lmp" -in "$d/in.devices" -screen none -log "$d/log.$1" -var plugin "$B/engine/umaplugin.so" \
+      -var model "$TINY_MODEL" -var device "$2" -var data "$RANKS_DIR/cu108.data" -var dumpfile "$d/$1.dump"
+  }
+  # (the CPU reference on every core: 100 fp64 steps took 50 s on one core of the 2-core proof machine)
+  devices_run reference cpu "$JOBS"; rc_cpu=$?
+  devices_run device "$(device_name)" 1; rc_dev=$?
+  "$HPY" "$REPORT" devices "$DET/devices.json" cpu "$rc_cpu" "$d/log.reference" "$d/reference.dump" \
+    "$(device_name)" "$rc_dev" "$d/log.device" "$d/device.dump"
 }
 
 # fix uma/train on the device, 1 rank, the tiny model.  `run 0` with the pair

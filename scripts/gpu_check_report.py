@@ -411,31 +411,30 @@ def cmd_ranks_skip(out, case, model, reason):
 
 
 def cmd_devices(out, dev_a, rc_a, log_a, dump_a, dev_b, rc_b, log_b, dump_b):
-    res = {"devices": [dev_a, dev_b], "rehearsal": dev_a == dev_b}
+    """Run A (the CPU) is the reference, run B the device's; keyed "reference" and "device"."""
+    res = {"devices": {"reference": dev_a, "device": dev_b}, "rehearsal": dev_a == dev_b}
     failed, runs, snaps = [], {}, {}
-    for dev, rc, log, dmp in ((dev_a, rc_a, log_a, dump_a), (dev_b, rc_b, log_b, dump_b)):
+    for key, dev, rc, log, dmp in (("reference", dev_a, rc_a, log_a, dump_a), ("device", dev_b, rc_b, log_b, dump_b)):
         lines = tail(log, 100000)
-        summary, runs[dev] = lammps_run_summary(rc, lines, 1)
-        snaps[dev] = read_dump(dmp)
-        res[dev] = summary
+        summary, runs[key] = lammps_run_summary(rc, lines, 1)
+        snaps[key] = read_dump(dmp)
+        res[key] = summary
         if int(rc) != 0:
-            failed.append("%s: lmp exited %s" % (dev, rc))
+            failed.append("%s (%s): lmp exited %s" % (key, dev, rc))
             summary["log_tail"] = lines[-15:]
         elif summary["device"] is None or not summary["device"].startswith(dev):
-            failed.append("%s: pair uma reported device %s" % (dev, summary["device"]))
-    a, b = runs.get(dev_a, []), runs.get(dev_b, [])
+            failed.append("%s: pair uma reported device %s, not %s" % (key, summary["device"], dev))
+    a, b = runs["reference"], runs["device"]
     if not failed:
         if len(a) != 2 or len(b) != 2 or len(a[1]) != 11 or len(b[1]) != 11:
             failed.append("expected run 0 and 11 rows of run 100 on each device: %s vs %s rows" %
                           ([len(r) for r in a], [len(r) for r in b]))
         else:
-            dev = {}
-            for col in ("PotEng",) + ("Pxx", "Pyy", "Pzz", "Pxy", "Pxz", "Pyz"):
-                dev["run0_" + col] = max_relative([a[0][0][col]], [b[0][0][col]])
-            dev["run0_virial"] = max_relative([a[0][0][c] for c in ("Pxx", "Pyy", "Pzz", "Pxy", "Pxz", "Pyz")],
-                                              [b[0][0][c] for c in ("Pxx", "Pyy", "Pzz", "Pxy", "Pxz", "Pyz")])
-            sa, sb = snaps[dev_a], snaps[dev_b]
-            if not sa or not sb or sa[0][0] != 0 or sorted(sa[0][1]) != sorted(sb[0][1]):
+            pressure = ("Pxx", "Pyy", "Pzz", "Pxy", "Pxz", "Pyz")
+            dev = {"run0_energy": max_relative([a[0][0]["PotEng"]], [b[0][0]["PotEng"]]),
+                   "run0_virial": max_relative([a[0][0][c] for c in pressure], [b[0][0][c] for c in pressure])}
+            sa, sb = snaps["reference"], snaps["device"]
+            if not sa or not sb or sa[0][0] != 0 or sb[0][0] != 0 or sorted(sa[0][1]) != sorted(sb[0][1]):
                 failed.append("the dumps lack run 0's snapshot or differ in atoms")
             else:
                 ids = sorted(sa[0][1])
@@ -450,11 +449,11 @@ def cmd_devices(out, dev_a, rc_a, log_a, dump_a, dev_b, rc_b, log_b, dump_b):
                 if not finite(worst) or worst > 1e-8:
                     failed.append("NVE %s differs by %.2e (relative, over 100 steps)" % (col, worst))
             natoms = len(sa[0][1]) if sa else 1
-            drift = {d: abs(r[1][-1]["TotEng"] - r[1][0]["TotEng"]) / natoms for d, r in ((dev_a, a), (dev_b, b))}
+            drift = {k: abs(r[1][-1]["TotEng"] - r[1][0]["TotEng"]) / natoms for k, r in (("reference", a), ("device", b))}
             res["nve_drift_ev_per_atom"] = drift
-            if not drift[dev_b] <= 2 * drift[dev_a] + 1e-6:
+            if not drift["device"] <= 2 * drift["reference"] + 1e-6:
                 failed.append("NVE drift over 100 steps: %.2e eV/atom on %s, %.2e on %s" %
-                              (drift[dev_b], dev_b, drift[dev_a], dev_a))
+                              (drift["device"], dev_b, drift["reference"], dev_a))
             res["max_relative_deviation"] = dev
     return finish(out, res, failed, "devices %s vs %s%s" % (dev_b, dev_a, " (rehearsal)" if dev_a == dev_b else ""))
 
