@@ -735,7 +735,7 @@ EOF
 # 108-atom data file, 1 rank.
 st_devices() {
   stage_deadline "$DEVICES_TIMEOUT"
-  local d="$B/devices" dev rc_cpu rc_dev
+  local d="$B/devices" rc_cpu rc_dev
   rm -rf "$d" && mkdir -p "$d" || return 1
   [ -f "$RANKS_DIR/cu108.data" ] || { echo "no $RANKS_DIR/cu108.data (written by the ranks stage)"; return 1; }
   cat > "$d/in.devices" <<'EOF'
