@@ -89,9 +89,9 @@ def case_data_parallel(h, r):
     # first steps (update ~ sign of the gradient) amplify it in components whose
     # gradient is near zero: 1.3e-5 relative in the losses was measured.  The
     # weights: most agree to float32 rounding (median |dw| < 1e-7) and none by
-    # more than a sixth of the largest update the 3 steps made (|w - w_start|,
-    # about 3 lr = 3e-3: the former absolute 5e-4), so no component's update
-    # flipped; relative, the bound follows the update it compares against.
+    # more than 1% of the largest update the 3 steps made (|w - w_start|, about
+    # 3 lr = 3e-3; the bound was an absolute 5e-4 before): measured 3.1e-7,
+    # 1.4e-4 of the largest update (2.2e-3), on 2026-12-01.
     for a, b, loss_tol, weight_tol in (("one", "two", 1e-6, 1e-6), ("one4", "four", 1e-6, 1e-6),
                                        ("one32", "two32", 3e-5, None)):
         la, wa = runs[a]
@@ -106,11 +106,11 @@ def case_data_parallel(h, r):
             print(f"  {a} vs {b}: losses within {rel:.1e} relative, every weight within {worst:.1e} relative")
         else:
             step = np.abs(update(h, a + ".safetensors")).max()
-            check(np.median(dw) < 1e-7 and dw.max() < step / 6,
+            check(np.median(dw) < 1e-7 and dw.max() < 0.01 * step,
                   f"{a} vs {b}: weights differ (median {np.median(dw):.2e}, max {dw.max():.2e}; "
-                  f"bound a sixth of the largest update {step:.2e})")
+                  f"bound 1% of the largest update {step:.2e})")
             print(f"  {a} vs {b}: losses within {rel:.1e} relative, weights median |dw| {np.median(dw):.1e}, "
-                  f"max {dw.max():.1e} = {dw.max() / step:.3f} x the largest update {step:.1e} (fp32)")
+                  f"max {dw.max():.1e} = {dw.max() / step:.1e} x the largest update {step:.1e} (fp32)")
     moved = np.abs(runs["one"][1] - weights(h, "one4.safetensors")).max()
     check(moved > 1e-4, "the weights did not change with the batch")
 
