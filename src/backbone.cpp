@@ -5,6 +5,7 @@
 #include "edge_rotation.h"
 #include "nn/edge_chunks.h"
 #include "nn/edge_matmul.h"
+#include "nn/lean_edges.h"
 #include "uma_error.h"
 
 namespace uma {
@@ -125,19 +126,32 @@ nn::EdgeFrame BackboneImpl::edge_frame(const BatchTensors& in, const EdgeInput& 
   auto v = torch::where(e.valid.narrow(0, begin, n).unsqueeze(1), vec, far);
   auto dist = v.norm(2, 1);
   auto D = edge_wigner(v);                                                       // [n, 9, 9]
-  auto perm = m_layout_permutation(vec.device());
   auto envelope = nn::polynomial_envelope(dist / config_.cutoff);
-  frame.wigner = D.index_select(1, perm);
-  frame.wigner_inv_envelope = D.transpose(1, 2).index_select(2, perm) * envelope.view({-1, 1, 1});
+  if (e.lean) {
+    const int64_t N = in.numbers.size(0);
+    frame.lean = true;
+    frame.D = D;
+    frame.envelope = envelope;
+    frame.by_source = nn::segments_by_node(frame.src, N);
+    frame.by_target = nn::segments_by_node(frame.tgt, N);
+  } else {
+    auto perm = m_layout_permutation(vec.device());
+    frame.wigner = D.index_select(1, perm);
+    frame.wigner_inv_envelope = D.transpose(1, 2).index_select(2, perm) * envelope.view({-1, 1, 1});
+  }
   frame.x_edge = torch::cat({gaussian_(dist), source_embedding->forward(in.numbers.index_select(0, frame.src)),
                              target_embedding->forward(in.numbers.index_select(0, frame.tgt))}, 1);
   return frame;
 }
 
-torch::Tensor BackboneImpl::edge_degree(const nn::EdgeFrame& frame) {
+torch::Tensor BackboneImpl::edge_degree(const nn::EdgeFrame& frame, int64_t nodes) {
   // m = 0 radial coefficients rotated back to nodes
-  auto radial = edge_degree_rad->forward(frame.x_edge).view({-1, 3, config_.sphere_channels});
-  return nn::edge_matmul(frame.wigner_inv_envelope.narrow(2, 0, 3), radial);
+  const int64_t C = config_.sphere_channels;
+  auto radial = edge_degree_rad->forward(frame.x_edge).view({-1, 3, C});
+  if (frame.lean)
+    return nn::rotate_to_nodes_summed(frame.D, frame.envelope, {radial, {}, {}}, frame.tgt, frame.by_target, nodes);
+  auto messages = nn::edge_matmul(frame.wigner_inv_envelope.narrow(2, 0, 3), radial);
+  return torch::zeros({nodes, 9, C}, messages.options()).index_add(0, frame.tgt, messages);
 }
 
 torch::Tensor BackboneImpl::forward(const BatchTensors& in, const EdgeInput& e,
@@ -150,21 +164,20 @@ torch::Tensor BackboneImpl::forward(const BatchTensors& in, const EdgeInput& e,
 
   auto frame = edge_frame(in, e, e.vec, 0);
   if (in.share) {   // read by every block: new leaves, differentiated once
-    auto shared = in.share({frame.wigner, frame.wigner_inv_envelope, frame.x_edge});
-    frame.wigner = shared[0];
-    frame.wigner_inv_envelope = shared[1];
+    auto& a = frame.lean ? frame.D : frame.wigner;
+    auto& b = frame.lean ? frame.envelope : frame.wigner_inv_envelope;
+    auto shared = in.share({a, b, frame.x_edge});
+    a = shared[0];
+    b = shared[1];
     frame.x_edge = shared[2];
   }
-  x = exchanged(x.index_add(0, e.tgt, edge_degree(frame) / 5.0), in, 0);
+  x = exchanged(x + edge_degree(frame, N) / 5.0, in, 0);
   for (size_t i = 0; i < blocks_.size(); ++i) {
     if (i < e.layer_edges.size()) {
       const int64_t n = e.layer_edges[i];
-      nn::EdgeFrame part{frame.src.narrow(0, 0, n), frame.tgt.narrow(0, 0, n),
-                         frame.wigner.narrow(0, 0, n), frame.wigner_inv_envelope.narrow(0, 0, n),
-                         frame.x_edge.narrow(0, 0, n)};
       nn::MoleContext part_ctx = ctx;
       part_ctx.row_offsets = {0, n};
-      x = blocks_[i]->forward(x, sys_node, part, part_ctx);
+      x = blocks_[i]->forward(x, sys_node, frame.first(n), part_ctx);
     } else if (in.exchange) {
       nn::Block block = blocks_[i];
       x = after_edges(block, x, block->edge_wise->forward(block->before_edges(x, sys_node), frame, ctx), in);
@@ -190,9 +203,9 @@ torch::Tensor BackboneImpl::forward_recomputed(const BatchTensors& in, const Edg
   // Each chunk builds its own frame from its edge vectors: nothing per edge
   // outlives a chunk.
   auto degree = nn::chunked_edge_sum(
-      torch::Tensor(), e.vec, e.tgt, all_edges, e.recompute_chunk, {N, 9, C},
-      [this, in, e](const torch::Tensor&, const torch::Tensor& vec, int64_t begin, int64_t) {
-        return edge_degree(edge_frame(in, e, vec, begin));
+      torch::Tensor(), e.vec, all_edges, e.recompute_chunk, {N, 9, C},
+      [this, in, e, N](const torch::Tensor&, const torch::Tensor& vec, int64_t begin, int64_t) {
+        return edge_degree(edge_frame(in, e, vec, begin), N);
       });
   x = exchanged(x + degree / 5.0, in, 0);
   for (size_t i = 0; i < blocks_.size(); ++i) {
@@ -200,9 +213,9 @@ torch::Tensor BackboneImpl::forward_recomputed(const BatchTensors& in, const Edg
     nn::Block block = blocks_[i];
     auto h = block->before_edges(x, sys_node);
     auto summed = nn::chunked_edge_sum(
-        h, e.vec, e.tgt, edges, e.recompute_chunk, {N, 9, C},
+        h, e.vec, edges, e.recompute_chunk, {N, 9, C},
         [this, in, e, block, chunk_ctx](const torch::Tensor& h, const torch::Tensor& vec, int64_t begin, int64_t end) mutable {
-          return block->edge_wise->messages(h, edge_frame(in, e, vec, begin), chunk_ctx(begin, end));
+          return block->edge_wise->forward(h, edge_frame(in, e, vec, begin), chunk_ctx(begin, end));
         });
     x = exchanged(balance_channels(after_edges(block, x, summed, in), in), in, i + 1);
   }

@@ -52,6 +52,9 @@ struct EdgeInput {
   // many edges and is recomputed in the backward pass instead of stored
   // (nn/edge_chunks.h); first derivatives only.  0: stored, one pass.
   int64_t recompute_chunk = 0;
+  // Block edge work through the lean CPU operators (nn/lean_edges.h; first
+  // derivatives only) instead of the LibTorch composition.
+  bool lean = false;
 };
 
 // Holder for nested parameter names such as charge_embedding.rand_emb.
@@ -93,8 +96,8 @@ class BackboneImpl : public torch::nn::Module {
   // their edge vectors.
   nn::EdgeFrame edge_frame(const BatchTensors& in, const EdgeInput& e, const torch::Tensor& vec,
                            int64_t begin);
-  // [E, 9, C] edge-degree embedding of the frame's edges (before the sum).
-  torch::Tensor edge_degree(const nn::EdgeFrame& frame);
+  // [N, 9, C] edge-degree embedding of the frame's edges, summed into targets.
+  torch::Tensor edge_degree(const nn::EdgeFrame& frame, int64_t nodes);
   torch::Tensor forward_recomputed(const BatchTensors& in, const EdgeInput& e, const torch::Tensor& sys_node,
                                    torch::Tensor x, const nn::MoleContext& ctx);
 

@@ -441,6 +441,7 @@ Evaluation Engine::run(const Layout& layout, const Geometry& geo) {
     ++plans_;
   }
   edges.recompute_chunk = plan_.recompute ? plan_.chunk_edges : 0;
+  edges.lean = options_.lean_edges && options_.device.is_cpu();
   if (!layout.layer_targets.empty()) {
     // Edges are ordered by target: those into atoms [0, t) are a prefix.
     // One counted read of L numbers sizes the per-block edge sets.

@@ -86,6 +86,10 @@ struct EngineOptions {
   // -1: the memory plan picks the stored or the recomputed path; 0: always
   // stored; > 0: always recomputed in chunks of this many edges.
   int64_t recompute_chunk = -1;
+  // The lean edge pipeline (nn/lean_edges.h) on the CPU: fused rotation,
+  // radial, gate and segment-sum operators.  On other devices, and with this
+  // off, the blocks run the LibTorch composition (the reference).
+  bool lean_edges = true;
 };
 
 // One process's share of one system decomposed in space, as LAMMPS holds it:

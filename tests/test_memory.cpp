@@ -3,12 +3,11 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <atomic>
 
-#include <c10/core/CPUAllocator.h>
 
 #include "memory_plan.h"
 #include "nn/edge_chunks.h"
+#include "storage_meter.h"
 #include "test_util.h"
 
 namespace uma::test {
@@ -17,50 +16,6 @@ namespace {
 double rel_diff(const torch::Tensor& a, const torch::Tensor& b) {
   return (a - b).abs().max().item<double>() / std::max(1e-300, b.abs().max().item<double>());
 }
-
-// Measures the bytes of CPU tensor storage while alive: every allocation goes
-// through it (it installs itself as LibTorch's CPU allocator and hands the
-// work to the one it replaced), so peak() is the largest sum of live storage
-// since the last reset.  Counters are global and atomic: intra-op threads
-// allocate too, and storage made while the meter was installed may be freed
-// after it is gone.
-class CpuStorageMeter final : public c10::Allocator {
- public:
-  CpuStorageMeter() : inner_(c10::GetCPUAllocator()) { c10::SetCPUAllocator(this, kPriority); }
-  ~CpuStorageMeter() override { c10::SetCPUAllocator(inner_, kPriority); }
-  CpuStorageMeter(const CpuStorageMeter&) = delete;
-  CpuStorageMeter& operator=(const CpuStorageMeter&) = delete;
-
-  void reset_peak() { peak_ = live_.load(); }
-  int64_t live() const { return live_; }
-  int64_t peak() const { return peak_; }
-
-  c10::DataPtr allocate(size_t n) override {
-    auto* record = new Record{inner_->allocate(n), static_cast<int64_t>(n)};
-    const int64_t now = live_ += record->bytes;
-    for (int64_t seen = peak_; now > seen && !peak_.compare_exchange_weak(seen, now);) {
-    }
-    void* data = record->inner.get();
-    return {data, record, &release, record->inner.device()};
-  }
-  void copy_data(void* dest, const void* src, std::size_t count) const override {
-    default_copy_data(dest, src, count);
-  }
-
- private:
-  static constexpr uint8_t kPriority = 100;   // above LibTorch's default (0)
-  struct Record {
-    c10::DataPtr inner;
-    int64_t bytes;
-  };
-  static void release(void* ctx) {
-    auto* record = static_cast<Record*>(ctx);
-    live_ -= record->bytes;
-    delete record;
-  }
-  c10::Allocator* inner_;
-  static inline std::atomic<int64_t> live_{0}, peak_{0};
-};
 
 // n x n x n conventional fcc Cu cells (4 n^3 atoms), rattled.
 Atoms copper_supercell(int64_t n) {
@@ -191,7 +146,7 @@ TEST(MemoryPlan, MeasuredPeaksFollowTheBudget) {
   auto measured_peak = [&](Engine& engine) {
     double peak = 0;
     for (int call = 0; call < 2; ++call) {
-      meter.reset_peak();
+      meter.reset();
       const int64_t before = meter.live();
       engine.evaluate_checked(system);
       peak = std::max(peak, static_cast<double>(meter.peak() - before));
@@ -224,10 +179,12 @@ TEST(Recompute, RefusesSecondDerivatives) {
   auto x = torch::rand({3, 2}, torch::kFloat64).requires_grad_(true);
   auto vec = torch::rand({4, 3}, torch::kFloat64).requires_grad_(true);
   auto tgt = torch::tensor({0, 0, 1, 2}, torch::kLong);
-  auto out = nn::chunked_edge_sum(x, vec, tgt, 4, 3, {3, 1, 2},
+  auto out = nn::chunked_edge_sum(x, vec, 4, 3, {3, 1, 2},
                                   [&](const torch::Tensor& h, const torch::Tensor& v, int64_t begin, int64_t end) {
-                                    auto rows = h.index_select(0, tgt.narrow(0, begin, end - begin));
-                                    return (rows * v.pow(2).sum(1, true)).unsqueeze(1);
+                                    auto chunk_tgt = tgt.narrow(0, begin, end - begin);
+                                    auto rows = h.index_select(0, chunk_tgt);
+                                    return torch::zeros({3, 1, 2}, h.options())
+                                        .index_add(0, chunk_tgt, (rows * v.pow(2).sum(1, true)).unsqueeze(1));
                                   });
   auto once = torch::autograd::grad({out.sum()}, {vec}, {}, /*retain_graph=*/true)[0];
   // d/dv_e sum(h[tgt_e] |v_e|^2) = 2 v_e sum(h[tgt_e])

@@ -18,6 +18,7 @@
 #include "engine.h"
 #include "extxyz.h"
 #include "model.h"
+#include "storage_meter.h"
 
 namespace uma::tool {
 namespace {
@@ -89,6 +90,7 @@ int bench(const BenchArgs& a) {
   opt.merge_mole = a.merge;
   opt.memory_budget = a.memory_gb * 1e9;
   if (a.chunk > 0) opt.recompute_chunk = a.chunk;
+  opt.lean_edges = a.edge_ops == "lean";
   const auto t_load = Clock::now();
   Engine engine(load_model(a.model), opt);
   const double load_s = seconds_since(t_load);
@@ -106,10 +108,20 @@ int bench(const BenchArgs& a) {
   const auto t_first = Clock::now();
   auto first = engine.evaluate_checked({atoms});
   const double first_s = seconds_since(t_first);
+  // Bytes of CPU storage allocated by one evaluation, in all and in blocks of
+  // at least 32 float32 values per edge slot (the edge-sized tensors).
+  const int64_t slots = engine.edge_capacities().at(0);
+  double alloc_mb = -1, edge_alloc_mb = -1;
+  if (opt.device.is_cpu()) {
+    CpuStorageMeter meter(32 * 4 * slots);
+    engine.evaluate_checked({atoms});
+    alloc_mb = meter.allocated() / (1024.0 * 1024.0);
+    edge_alloc_mb = meter.allocated_large() / (1024.0 * 1024.0);
+  }
   const auto times = time_repeats(a.repeats, [&] { engine.evaluate_checked({atoms}); });
 
   const auto& cfg = engine.model()->config().backbone;
-  const int64_t edges = first.edges[0], slots = engine.edge_capacities().at(0);
+  const int64_t edges = first.edges[0];
   const int64_t natoms = static_cast<int64_t>(atoms.numbers.size());
   // forward + input-gradient backward: each GEMM runs once more for dX
   const double flops = 2.0 * (forward_flops_per_edge(cfg) * edges + forward_flops_per_atom(cfg) * natoms);
@@ -140,6 +152,9 @@ int bench(const BenchArgs& a) {
       {"device", opt.device.str()},
       {"precision", a.precision},
       {"ms_per_step", 1e3 * median},
+      {"edge_ops", opt.lean_edges && opt.device.is_cpu() ? "lean" : "reference"},
+      {"alloc_mb_per_eval", alloc_mb},
+      {"edge_alloc_mb_per_eval", edge_alloc_mb},
       {"steps_per_s", 1.0 / median},
       {"peak_device_mb", peak_device_mb(opt.device)},
       {"load_s", load_s},

@@ -170,6 +170,8 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   bench_cmd->add_option("--chunk", bench.chunk, "recompute the edge work in chunks of this many edges "
                         "(overrides the memory plan)")->check(CLI::PositiveNumber);
+  bench_cmd->add_option("--edge-ops", bench.edge_ops, "block edge work: lean (fused CPU operators) or "
+                        "reference (the LibTorch composition)")->check(CLI::IsMember({"lean", "reference"}));
   bool bench_no_merge = false;
   bench_cmd->add_flag("--no-merge", bench_no_merge, "evaluate the full expert mixture");
 

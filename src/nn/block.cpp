@@ -1,6 +1,7 @@
 #include "nn/block.h"
 
 #include "nn/edge_matmul.h"
+#include "nn/lean_edges.h"
 
 namespace uma::nn {
 
@@ -14,9 +15,24 @@ EdgewiseImpl::EdgewiseImpl(int64_t sphere_channels, int64_t hidden_channels,
       "so2_conv_2", SO2Conv(hidden_channels, sphere_channels, 0, std::vector<int64_t>{}, num_experts));
 }
 
+EdgeFrame EdgeFrame::first(int64_t n) const {
+  EdgeFrame part = *this;
+  for (auto* t : {&part.src, &part.tgt, &part.x_edge, &part.wigner, &part.wigner_inv_envelope, &part.D, &part.envelope})
+    if (t->defined()) *t = t->narrow(0, 0, n);
+  return part;
+}
+
 torch::Tensor EdgewiseImpl::forward(const torch::Tensor& x, const EdgeFrame& edges,
                                     const MoleContext& ctx) {
-  return torch::zeros_like(x).index_add(0, edges.tgt, messages(x, edges, ctx));
+  if (!edges.lean) return torch::zeros_like(x).index_add(0, edges.tgt, messages(x, edges, ctx));
+  const int64_t E = edges.src.size(0);
+  auto msg = rotate_to_edge_frame(edges.D, x, edges.src, edges.tgt, so2_conv_1->radial_weights(edges.x_edge),
+                                  edges.by_source, edges.by_target);
+  auto y = so2_conv_1->convolve(msg[0].view({E, -1}), msg[1].view({E, 2, -1}), msg[2], ctx);
+  auto h = gate_m_pieces(y[0], y[1], y[2]);
+  auto z = so2_conv_2->convolve(h[0].view({E, -1}), h[1].view({E, 2, -1}), h[2], ctx);
+  return rotate_to_nodes_summed(edges.D, edges.envelope, {z[0].view({E, 3, -1}), z[1], z[2]}, edges.tgt,
+                                edges.by_target, x.size(0));
 }
 
 torch::Tensor EdgewiseImpl::messages(const torch::Tensor& x, const EdgeFrame& edges,

@@ -6,18 +6,31 @@
 
 #include <torch/torch.h>
 
+#include "nn/edge_segments.h"
 #include "nn/mole.h"
 #include "nn/so2_conv.h"
 #include "nn/so3.h"
 
 namespace uma::nn {
 
-// What every block needs to know about the edges.
+// What every block needs to know about the edges.  Two forms: the LibTorch
+// composition (wigner, wigner_inv_envelope), which has second derivatives,
+// and the lean pipeline (nn/lean_edges.h: D, envelope and the segments),
+// first derivatives on the CPU.
 struct EdgeFrame {
   torch::Tensor src, tgt;              // [E] source (neighbour) and target atoms
+  torch::Tensor x_edge;                // [E, K + 2 * edge_channels]
+  // LibTorch composition
   torch::Tensor wigner;                // [E, 9(M), 9(L)] rotation into the edge frame
   torch::Tensor wigner_inv_envelope;   // [E, 9(L), 9(M)] back-rotation times envelope
-  torch::Tensor x_edge;                // [E, K + 2 * edge_channels]
+  // lean pipeline
+  bool lean = false;
+  torch::Tensor D;                     // [E, 9(L), 9(L)] block-diagonal Wigner matrices
+  torch::Tensor envelope;              // [E]
+  EdgeSegments by_source, by_target;   // over the frame's edges (or a longer graph's: see lean_edges.h)
+
+  // The first n edges (layer pruning), the segments kept.
+  EdgeFrame first(int64_t n) const;
 };
 
 class EdgewiseImpl : public torch::nn::Module {
@@ -26,7 +39,8 @@ class EdgewiseImpl : public torch::nn::Module {
                const std::vector<int64_t>& radial_channels, int64_t num_experts);
   // x: [N, 9, C] -> [N, 9, C], the messages summed into their targets.
   torch::Tensor forward(const torch::Tensor& x, const EdgeFrame& edges, const MoleContext& ctx);
-  // The messages before the sum: [E, 9, C], enveloped, in the node frame.
+  // The messages before the sum: [E, 9, C], enveloped, in the node frame
+  // (LibTorch composition only).
   torch::Tensor messages(const torch::Tensor& x, const EdgeFrame& edges, const MoleContext& ctx);
   std::vector<MoleLinear> mole_layers() const;
 

@@ -13,7 +13,6 @@ using torch::autograd::tensor_list;
 // The non-tensor state of one chunked sum, kept on the autograd node.
 struct ChunkedWork : torch::CustomClassHolder {
   EdgeContribution contribution;
-  torch::Tensor tgt;
   int64_t edges = 0, chunk = 0;
 };
 
@@ -25,8 +24,7 @@ class ChunkedEdgeSum : public torch::autograd::Function<ChunkedEdgeSum> {
     auto out = torch::zeros(out_shape, vec.options());
     for (int64_t begin = 0; begin < work->edges; begin += work->chunk) {
       const int64_t end = std::min(work->edges, begin + work->chunk);
-      out.index_add_(0, work->tgt.narrow(0, begin, end - begin),
-                     work->contribution(x, vec.narrow(0, begin, end - begin), begin, end));
+      out.add_(work->contribution(x, vec.narrow(0, begin, end - begin), begin, end));
     }
     ctx->save_for_backward({x, vec});
     ctx->saved_data["work"] = c10::IValue::make_capsule(std::move(work));
@@ -53,11 +51,10 @@ class ChunkedEdgeSum : public torch::autograd::Function<ChunkedEdgeSum> {
       auto x_leaf = x.detach().requires_grad_(want_x);
       auto vec_leaf = vec.narrow(0, begin, end - begin).detach().requires_grad_(want_vec);
       auto y = work->contribution(x_leaf, vec_leaf, begin, end);
-      auto g_chunk = g.index_select(0, work->tgt.narrow(0, begin, end - begin));
       std::vector<torch::Tensor> inputs;
       if (want_x) inputs.push_back(x_leaf);
       if (want_vec) inputs.push_back(vec_leaf);
-      auto d = torch::autograd::grad({y}, inputs, {g_chunk}, /*retain_graph=*/false, /*create_graph=*/false,
+      auto d = torch::autograd::grad({y}, inputs, {g}, /*retain_graph=*/false, /*create_graph=*/false,
                                      /*allow_unused=*/true);
       if (want_x && d[0].defined()) gx.add_(d[0]);
       if (want_vec) {
@@ -76,13 +73,11 @@ class ChunkedEdgeSum : public torch::autograd::Function<ChunkedEdgeSum> {
 
 }  // namespace
 
-torch::Tensor chunked_edge_sum(const torch::Tensor& x, const torch::Tensor& vec, const torch::Tensor& tgt,
-                               int64_t edges, int64_t chunk_edges, const std::vector<int64_t>& out_shape,
+torch::Tensor chunked_edge_sum(const torch::Tensor& x, const torch::Tensor& vec, int64_t edges, int64_t chunk_edges, const std::vector<int64_t>& out_shape,
                                EdgeContribution contribution) {
   if (chunk_edges <= 0) throw Error("internal: chunked_edge_sum needs a positive chunk size");
   auto work = c10::make_intrusive<ChunkedWork>();
   work->contribution = std::move(contribution);
-  work->tgt = tgt;
   work->edges = edges;
   work->chunk = chunk_edges;
   return ChunkedEdgeSum::apply(x.defined() ? x : torch::empty({0}, vec.options()), vec, std::move(work), out_shape);

@@ -38,6 +38,15 @@ SO2ConvImpl::SO2ConvImpl(int64_t in_channels, int64_t out_channels, int64_t extr
   }
 }
 
+torch::Tensor SO2ConvImpl::radial_weights(const torch::Tensor& x_edge) {
+  return rad_func ? rad_func->forward(x_edge) : torch::Tensor();
+}
+
+std::array<torch::Tensor, 3> SO2ConvImpl::convolve(const torch::Tensor& x0, const torch::Tensor& x1,
+                                                   const torch::Tensor& x2, const MoleContext& ctx) {
+  return {fc_m0->forward(x0, ctx), m_convs_[0]->forward(x1, ctx), m_convs_[1]->forward(x2, ctx)};
+}
+
 std::pair<torch::Tensor, torch::Tensor> SO2ConvImpl::forward(const torch::Tensor& x,
                                                              const torch::Tensor& x_edge,
                                                              const MoleContext& ctx) {
@@ -49,20 +58,19 @@ std::pair<torch::Tensor, torch::Tensor> SO2ConvImpl::forward(const torch::Tensor
   auto x1 = by_m[1].reshape({edges, 2, 2 * in_});
   auto x2 = by_m[2].reshape({edges, 2, in_});
   if (rad_func) {
-    auto w = rad_func->forward(x_edge).split_with_sizes({3 * in_, 2 * in_, in_}, 1);
+    auto w = radial_weights(x_edge).split_with_sizes({3 * in_, 2 * in_, in_}, 1);
     x0 = x0 * w[0];
     x1 = x1 * w[1].unsqueeze(1);
     x2 = x2 * w[2].unsqueeze(1);
   }
-  auto y0 = fc_m0->forward(x0, ctx);
+  auto [y0, y1, y2] = convolve(x0, x1, x2, ctx);
   torch::Tensor gating;
   if (extra_ > 0) {
     auto parts = y0.split_with_sizes({extra_, 3 * out_}, 1);
     gating = parts[0];
     y0 = parts[1];
   }
-  auto out = torch::cat({y0.reshape({edges, 3, out_}), m_convs_[0]->forward(x1, ctx),
-                         m_convs_[1]->forward(x2, ctx)}, 1);
+  auto out = torch::cat({y0.reshape({edges, 3, out_}), y1, y2}, 1);
   return {out, gating};
 }
 

@@ -5,6 +5,7 @@
 // (W_re + i W_im) on the (+m, -m) pairs.
 #pragma once
 
+#include <array>
 #include <utility>
 #include <vector>
 
@@ -42,6 +43,16 @@ class SO2ConvImpl : public torch::nn::Module {
   std::pair<torch::Tensor, torch::Tensor> forward(const torch::Tensor& x,
                                                   const torch::Tensor& x_edge,
                                                   const MoleContext& ctx);
+
+  // The same in steps, for the lean pipeline (nn/lean_edges.h), which applies
+  // the radial weights itself and keeps the m-pieces apart:
+  // radial_weights: [E, 6 * in], rows (l0m0, l1m0, l2m0, l1 m=+-1, l2 m=+-1,
+  // l2 m=+-2) of `in` channels, or undefined without radial modulation.
+  torch::Tensor radial_weights(const torch::Tensor& x_edge);
+  // x0: [E, 3 * in], x1: [E, 2, 2 * in] (+m row, -m row), x2: [E, 2, in] ->
+  // (y0 [E, extra + 3 * out] with the gating first, y1 [E, 4, out], y2 [E, 2, out]).
+  std::array<torch::Tensor, 3> convolve(const torch::Tensor& x0, const torch::Tensor& x1, const torch::Tensor& x2,
+                                        const MoleContext& ctx);
 
   std::vector<MoleLinear> mole_layers() const;
 

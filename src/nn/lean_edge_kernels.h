@@ -1,0 +1,311 @@
+// CPU kernel bodies of nn/lean_edges.h, one edge (or one node) at a time.
+// Inner loops run over channels, contiguous in every tensor; the l-block of a
+// row (1, 3 or 5 columns of D) is a template parameter so that each loop is a
+// fixed short sum the compiler vectorises.
+#pragma once
+
+#include <cstdint>
+
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
+// One copy per vector width, picked at load time for the running CPU.
+#define UMA_VECTOR_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define UMA_VECTOR_CLONES
+#endif
+#define UMA_ALWAYS_INLINE inline __attribute__((always_inline))
+
+namespace uma::nn::kernels {
+
+constexpr int kLRow[9] = {0, 2, 6, 3, 7, 1, 5, 8, 4};       // M row j holds L row kLRow[j]
+constexpr int kBlockStart[9] = {0, 1, 1, 1, 4, 4, 4, 4, 4};  // first column of L row r's l-block
+constexpr int kBlockSize[9] = {1, 3, 3, 3, 5, 5, 5, 5, 5};
+constexpr int kRadialRow[9] = {0, 1, 2, 3, 4, 3, 4, 5, 5};   // radial weight row of M row j
+constexpr bool kRadialFirst[9] = {true, true, true, true, true, false, false, true, false};
+constexpr int kPiece[9] = {0, 0, 0, 1, 1, 1, 1, 2, 2};
+constexpr int kPieceRow[9] = {0, 1, 2, 0, 1, 2, 3, 0, 1};
+
+// The M rows of an edge tensor held as three pieces ([E, 3|4|2, ch], channels contiguous).
+template <typename T>
+struct Rows {
+  T* base[3] = {nullptr, nullptr, nullptr};
+  int64_t edge_stride[3] = {0, 0, 0}, row_stride[3] = {0, 0, 0};
+  T* row(int64_t e, int j) const {
+    const int p = kPiece[j];
+    return base[p] + e * edge_stride[p] + kPieceRow[j] * row_stride[p];
+  }
+};
+
+// out[c] = w[c] * sum_k d[k] x[k, c]
+template <int K, typename T>
+UMA_ALWAYS_INLINE void rotate_row(const T* d, const T* x, int64_t C, const T* w, T* out) {
+#pragma omp simd
+  for (int64_t c = 0; c < C; ++c) {
+    T a = d[0] * x[c];
+    for (int k = 1; k < K; ++k) a += d[k] * x[k * C + c];
+    out[c] = a * w[c];
+  }
+}
+
+// The backward of rotate_row for the radial weights and D: gw (+)= g * rotated,
+// gd[k] += sum_c g w x[k].
+template <int K, bool Accumulate, typename T>
+UMA_ALWAYS_INLINE void rotate_row_grad_edge(const T* d, const T* x, int64_t C, const T* w, const T* g, T* gw,
+                                            T* gd) {
+  T a0 = 0, a1 = 0, a2 = 0, a3 = 0, a4 = 0;
+#pragma omp simd reduction(+ : a0, a1, a2, a3, a4)
+  for (int64_t c = 0; c < C; ++c) {
+    T rotated = d[0] * x[c];
+    for (int k = 1; k < K; ++k) rotated += d[k] * x[k * C + c];
+    const T gc = g[c];
+    if constexpr (Accumulate) gw[c] += gc * rotated; else gw[c] = gc * rotated;
+    const T gr = gc * w[c];
+    a0 += gr * x[c];
+    if constexpr (K > 1) { a1 += gr * x[C + c]; a2 += gr * x[2 * C + c]; }
+    if constexpr (K > 3) { a3 += gr * x[3 * C + c]; a4 += gr * x[4 * C + c]; }
+  }
+  gd[0] += a0;
+  if constexpr (K > 1) { gd[1] += a1; gd[2] += a2; }
+  if constexpr (K > 3) { gd[3] += a3; gd[4] += a4; }
+}
+
+// The backward of rotate_row for x: gx[k, c] += d[k] g[c] w[c].
+template <int K, typename T>
+UMA_ALWAYS_INLINE void rotate_row_grad_node(const T* d, const T* g, const T* w, int64_t C, T* gx) {
+#pragma omp simd
+  for (int64_t c = 0; c < C; ++c) {
+    const T gr = g[c] * w[c];
+    for (int k = 0; k < K; ++k) gx[k * C + c] += d[k] * gr;
+  }
+}
+
+// out[k, c] += s d[k] y[c]: one M row rotated back into its l-block's L rows.
+template <int K, typename T>
+UMA_ALWAYS_INLINE void unrotate_row_add(const T* d, T s, const T* y, int64_t C, T* out) {
+  T sd[K];
+  for (int k = 0; k < K; ++k) sd[k] = s * d[k];
+#pragma omp simd
+  for (int64_t c = 0; c < C; ++c) {
+    const T yc = y[c];
+    for (int k = 0; k < K; ++k) out[k * C + c] += sd[k] * yc;
+  }
+}
+
+// The backward of unrotate_row_add: gy[c] = s sum_k d[k] gt[k, c],
+// a[k] = sum_c gt[k, c] y[c].
+template <int K, typename T>
+UMA_ALWAYS_INLINE void unrotate_row_grad(const T* d, T s, const T* gt, const T* y, int64_t C, T* gy, T* a) {
+  T a0 = 0, a1 = 0, a2 = 0, a3 = 0, a4 = 0;
+#pragma omp simd reduction(+ : a0, a1, a2, a3, a4)
+  for (int64_t c = 0; c < C; ++c) {
+    T acc = d[0] * gt[c];
+    for (int k = 1; k < K; ++k) acc += d[k] * gt[k * C + c];
+    gy[c] = s * acc;
+    const T yc = y[c];
+    a0 += gt[c] * yc;
+    if constexpr (K > 1) { a1 += gt[C + c] * yc; a2 += gt[2 * C + c] * yc; }
+    if constexpr (K > 3) { a3 += gt[3 * C + c] * yc; a4 += gt[4 * C + c] * yc; }
+  }
+  a[0] = a0;
+  if constexpr (K > 1) { a[1] = a1; a[2] = a2; }
+  if constexpr (K > 3) { a[3] = a3; a[4] = a4; }
+}
+
+// Ranges of edges or nodes; each is called from at::parallel_for.
+template <typename T>
+UMA_VECTOR_CLONES void rotate_in(const T* D, const T* x, const int64_t* src, const int64_t* tgt, const T* radial,
+                                 Rows<T> out, int64_t C, int64_t begin, int64_t end) {
+  for (int64_t e = begin; e < end; ++e) {
+    const T* node[2] = {x + src[e] * 9 * C, x + tgt[e] * 9 * C};
+    for (int j = 0; j < 9; ++j) {
+      const int r = kLRow[j], k0 = kBlockStart[r];
+      const T* d = D + e * 81 + r * 9 + k0;
+      const T* w = radial + (e * 6 + kRadialRow[j]) * 2 * C;
+      T* o = out.row(e, j);
+      for (int h = 0; h < 2; ++h) {
+        const T* xh = node[h] + k0 * C;
+        switch (kBlockSize[r]) {
+          case 1: rotate_row<1>(d, xh, C, w + h * C, o + h * C); break;
+          case 3: rotate_row<3>(d, xh, C, w + h * C, o + h * C); break;
+          default: rotate_row<5>(d, xh, C, w + h * C, o + h * C); break;
+        }
+      }
+    }
+  }
+}
+
+// gD ([E, 81], zeroed) and gradial ([E, 6, 2C]) of rotate_in, per edge.
+template <typename T>
+UMA_VECTOR_CLONES void rotate_in_grad_edges(const T* D, const T* x, const int64_t* src, const int64_t* tgt,
+                                            const T* radial, Rows<const T> g, int64_t C, T* gD, T* gradial,
+                                            int64_t begin, int64_t end) {
+  for (int64_t e = begin; e < end; ++e) {
+    const T* node[2] = {x + src[e] * 9 * C, x + tgt[e] * 9 * C};
+    for (int j = 0; j < 9; ++j) {
+      const int r = kLRow[j], k0 = kBlockStart[r];
+      const T* d = D + e * 81 + r * 9 + k0;
+      T* gd = gD + e * 81 + r * 9 + k0;
+      const int64_t w_at = (e * 6 + kRadialRow[j]) * 2 * C;
+      const T* gj = g.row(e, j);
+      for (int h = 0; h < 2; ++h) {
+        const T* xh = node[h] + k0 * C;
+        const T* w = radial + w_at + h * C;
+        T* gw = gradial + w_at + h * C;
+        const T* gh = gj + h * C;
+        const int K = kBlockSize[r];
+        if (kRadialFirst[j]) {
+          if (K == 1) rotate_row_grad_edge<1, false>(d, xh, C, w, gh, gw, gd);
+          else if (K == 3) rotate_row_grad_edge<3, false>(d, xh, C, w, gh, gw, gd);
+          else rotate_row_grad_edge<5, false>(d, xh, C, w, gh, gw, gd);
+        } else {
+          if (K == 1) rotate_row_grad_edge<1, true>(d, xh, C, w, gh, gw, gd);
+          else if (K == 3) rotate_row_grad_edge<3, true>(d, xh, C, w, gh, gw, gd);
+          else rotate_row_grad_edge<5, true>(d, xh, C, w, gh, gw, gd);
+        }
+      }
+    }
+  }
+}
+
+// gx ([N, 9, C], zeroed) of rotate_in, per node: its edges as target (the
+// second half of the channels), then as source (the first half).
+template <typename T>
+UMA_VECTOR_CLONES void rotate_in_grad_nodes(const T* D, const T* radial, Rows<const T> g, const int64_t* src_order,
+                                            const int64_t* src_offsets, const int64_t* tgt_order,
+                                            const int64_t* tgt_offsets, int64_t edges, int64_t C, T* gx,
+                                            int64_t begin, int64_t end) {
+  for (int64_t n = begin; n < end; ++n) {
+    T* out = gx + n * 9 * C;
+    for (int h = 0; h < 2; ++h) {
+      const int64_t* order = h ? tgt_order : src_order;
+      const int64_t* offsets = h ? tgt_offsets : src_offsets;
+      for (int64_t p = offsets[n]; p < offsets[n + 1]; ++p) {
+        const int64_t e = order[p];
+        if (e >= edges) continue;
+        for (int j = 0; j < 9; ++j) {
+          const int r = kLRow[j], k0 = kBlockStart[r];
+          const T* d = D + e * 81 + r * 9 + k0;
+          const T* w = radial + (e * 6 + kRadialRow[j]) * 2 * C + h * C;
+          const T* gj = g.row(e, j) + h * C;
+          switch (kBlockSize[r]) {
+            case 1: rotate_row_grad_node<1>(d, gj, w, C, out + k0 * C); break;
+            case 3: rotate_row_grad_node<3>(d, gj, w, C, out + k0 * C); break;
+            default: rotate_row_grad_node<5>(d, gj, w, C, out + k0 * C); break;
+          }
+        }
+      }
+    }
+  }
+}
+
+// out ([N, 9, C], zeroed) of rotate_to_nodes_summed, per node; rows: 3 or 9.
+template <typename T>
+UMA_VECTOR_CLONES void rotate_out(const T* D, const T* envelope, Rows<const T> y, int rows, const int64_t* order,
+                                  const int64_t* offsets, int64_t edges, int64_t C, T* out, int64_t begin,
+                                  int64_t end) {
+  for (int64_t n = begin; n < end; ++n) {
+    T* o = out + n * 9 * C;
+    for (int64_t p = offsets[n]; p < offsets[n + 1]; ++p) {
+      const int64_t e = order[p];
+      if (e >= edges) continue;
+      const T s = envelope[e];
+      for (int j = 0; j < rows; ++j) {
+        const int r = kLRow[j], k0 = kBlockStart[r];
+        const T* d = D + e * 81 + r * 9 + k0;
+        switch (kBlockSize[r]) {
+          case 1: unrotate_row_add<1>(d, s, y.row(e, j), C, o + k0 * C); break;
+          case 3: unrotate_row_add<3>(d, s, y.row(e, j), C, o + k0 * C); break;
+          default: unrotate_row_add<5>(d, s, y.row(e, j), C, o + k0 * C); break;
+        }
+      }
+    }
+  }
+}
+
+// gy (pieces), gD ([E, 81], zeroed) and genvelope ([E]) of rotate_out, per edge.
+template <typename T>
+UMA_VECTOR_CLONES void rotate_out_grad(const T* D, const T* envelope, Rows<const T> y, int rows, const int64_t* tgt,
+                                       const T* gout, int64_t C, Rows<T> gy, T* gD, T* genvelope, int64_t begin,
+                                       int64_t end) {
+  for (int64_t e = begin; e < end; ++e) {
+    const T* gt = gout + tgt[e] * 9 * C;
+    const T s = envelope[e];
+    T ge = 0;
+    for (int j = 0; j < rows; ++j) {
+      const int r = kLRow[j], k0 = kBlockStart[r], K = kBlockSize[r];
+      const T* d = D + e * 81 + r * 9 + k0;
+      T a[5];
+      if (K == 1) unrotate_row_grad<1>(d, s, gt + k0 * C, y.row(e, j), C, gy.row(e, j), a);
+      else if (K == 3) unrotate_row_grad<3>(d, s, gt + k0 * C, y.row(e, j), C, gy.row(e, j), a);
+      else unrotate_row_grad<5>(d, s, gt + k0 * C, y.row(e, j), C, gy.row(e, j), a);
+      for (int k = 0; k < K; ++k) {
+        gD[e * 81 + r * 9 + k0 + k] = s * a[k];
+        ge += d[k] * a[k];
+      }
+    }
+    genvelope[e] = ge;
+  }
+}
+
+// The gate between the convolutions.  y0 rows: [logit l1 | logit l2 | l0m0 |
+// l1m0 | l2m0] of H each; sig: sigmoid of y0's first 3H (l1, l2, l0m0).
+template <typename T>
+UMA_VECTOR_CLONES void gate(const T* y0, int64_t y0_stride, Rows<const T> y, const T* sig, Rows<T> q, int64_t H,
+                            int64_t begin, int64_t end) {
+  for (int64_t e = begin; e < end; ++e) {
+    const T* a = y0 + e * y0_stride;
+    const T *s1 = sig + e * 3 * H, *s2 = s1 + H, *s0 = s1 + 2 * H;
+    const T *y00 = a + 2 * H, *y01 = a + 3 * H, *y02 = a + 4 * H;
+    const T *y10 = y.row(e, 3), *y11 = y.row(e, 4), *y12 = y.row(e, 5), *y13 = y.row(e, 6);
+    const T *y20 = y.row(e, 7), *y21 = y.row(e, 8);
+    T *q00 = q.row(e, 0), *q01 = q.row(e, 1), *q02 = q.row(e, 2), *q10 = q.row(e, 3), *q11 = q.row(e, 4),
+      *q12 = q.row(e, 5), *q13 = q.row(e, 6), *q20 = q.row(e, 7), *q21 = q.row(e, 8);
+#pragma omp simd
+    for (int64_t c = 0; c < H; ++c) {
+      q00[c] = y00[c] * s0[c];
+      q01[c] = y01[c] * s1[c];
+      q02[c] = y02[c] * s2[c];
+      q10[c] = y10[c] * s1[c];
+      q11[c] = y11[c] * s2[c];
+      q12[c] = y12[c] * s1[c];
+      q13[c] = y13[c] * s2[c];
+      q20[c] = y20[c] * s2[c];
+      q21[c] = y21[c] * s2[c];
+    }
+  }
+}
+
+// gy0 ([E, 5H] contiguous) and gy (pieces 1 and 2) of gate.
+template <typename T>
+UMA_VECTOR_CLONES void gate_grad(const T* y0, int64_t y0_stride, Rows<const T> y, const T* sig, Rows<const T> gq,
+                                 T* gy0, Rows<T> gy, int64_t H, int64_t begin, int64_t end) {
+  for (int64_t e = begin; e < end; ++e) {
+    const T* a = y0 + e * y0_stride;
+    const T *s1 = sig + e * 3 * H, *s2 = s1 + H, *s0 = s1 + 2 * H;
+    const T *y00 = a + 2 * H, *y01 = a + 3 * H, *y02 = a + 4 * H;
+    const T *y10 = y.row(e, 3), *y11 = y.row(e, 4), *y12 = y.row(e, 5), *y13 = y.row(e, 6);
+    const T *y20 = y.row(e, 7), *y21 = y.row(e, 8);
+    const T *g00 = gq.row(e, 0), *g01 = gq.row(e, 1), *g02 = gq.row(e, 2), *g10 = gq.row(e, 3),
+            *g11 = gq.row(e, 4), *g12 = gq.row(e, 5), *g13 = gq.row(e, 6), *g20 = gq.row(e, 7), *g21 = gq.row(e, 8);
+    T* o = gy0 + e * 5 * H;
+    T *o10 = gy.row(e, 3), *o11 = gy.row(e, 4), *o12 = gy.row(e, 5), *o13 = gy.row(e, 6), *o20 = gy.row(e, 7),
+      *o21 = gy.row(e, 8);
+#pragma omp simd
+    for (int64_t c = 0; c < H; ++c) {
+      const T gs1 = g01[c] * y01[c] + g10[c] * y10[c] + g12[c] * y12[c];
+      const T gs2 = g02[c] * y02[c] + g11[c] * y11[c] + g13[c] * y13[c] + g20[c] * y20[c] + g21[c] * y21[c];
+      o[c] = gs1 * s1[c] * (1 - s1[c]);
+      o[H + c] = gs2 * s2[c] * (1 - s2[c]);
+      o[2 * H + c] = g00[c] * s0[c] * (1 + y00[c] * (1 - s0[c]));
+      o[3 * H + c] = g01[c] * s1[c];
+      o[4 * H + c] = g02[c] * s2[c];
+      o10[c] = g10[c] * s1[c];
+      o11[c] = g11[c] * s2[c];
+      o12[c] = g12[c] * s1[c];
+      o13[c] = g13[c] * s2[c];
+      o20[c] = g20[c] * s2[c];
+      o21[c] = g21[c] * s2[c];
+    }
+  }
+}
+
+}  // namespace uma::nn::kernels
