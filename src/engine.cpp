@@ -65,7 +65,7 @@ Engine::Engine(UmaModel model, EngineOptions options)
   model_->to(options_.device, options_.dtype);   // bulk transfer
   model_->eval();
   for (auto& p : model_->parameters()) p.requires_grad_(false);
-  memory_model_ = memory_model(model_->config().backbone, options_.dtype);
+  memory_model_ = memory_model(model_->config().backbone, options_.dtype, lean_edges());
   if (options_.memory_budget < 0) throw Error("the memory budget must be positive");
   budget_ = options_.memory_budget > 0
                 ? options_.memory_budget
@@ -441,7 +441,7 @@ Evaluation Engine::run(const Layout& layout, const Geometry& geo) {
     ++plans_;
   }
   edges.recompute_chunk = plan_.recompute ? plan_.chunk_edges : 0;
-  edges.lean = options_.lean_edges && options_.device.is_cpu();
+  edges.lean = lean_edges();
   if (!layout.layer_targets.empty()) {
     // Edges are ordered by target: those into atoms [0, t) are a prefix.
     // One counted read of L numbers sizes the per-block edge sets.

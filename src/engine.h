@@ -214,6 +214,8 @@ class Engine {
   // it is made again (new atom count or edge capacity).
   const MemoryPlan& memory_plan() const { return plan_; }
   int64_t plan_count() const { return plans_; }
+  // Whether the blocks run the lean CPU pipeline (EngineOptions::lean_edges on the CPU).
+  bool lean_edges() const { return options_.lean_edges && options_.device.is_cpu(); }
   double memory_budget() const { return budget_; }
   const std::vector<int64_t>& edge_capacities() const { return graph_.capacities(); }
 

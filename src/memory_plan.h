@@ -25,7 +25,8 @@ struct MemoryModel {
   double per_edge_stored = 0;   // all blocks' activations (stored path)
   double per_edge_chunk = 0;    // one block's work while a chunk is recomputed
 };
-MemoryModel memory_model(const BackboneConfig& config, torch::ScalarType dtype);
+// lean_edges: the blocks run the lean CPU pipeline (nn/lean_edges.h).
+MemoryModel memory_model(const BackboneConfig& config, torch::ScalarType dtype, bool lean_edges);
 
 struct MemoryPlan {
   bool recompute = false;

@@ -19,13 +19,19 @@ void refuse_second_order(const char* op) {
     throw Error(std::string("internal: ") + op + " has no second derivative (training uses the LibTorch ops)");
 }
 
+// Every tensor these operators touch is on the CPU (checked at the entry points).
+template <typename T>
+T* host(const torch::Tensor& t) {
+  return t.data_ptr<T>();   // host data
+}
+
 template <typename T>
 kernels::Rows<T> rows_of(const MPieces& p) {
   kernels::Rows<T> r;
   for (int i = 0; i < 3; ++i) {
     if (!p[i].defined() || p[i].numel() == 0) continue;
     if (p[i].dim() != 3 || p[i].stride(2) != 1) throw Error("internal: an M-layout piece needs contiguous channels");
-    r.base[i] = p[i].data_ptr<std::remove_const_t<T>>();
+    r.base[i] = host<std::remove_const_t<T>>(p[i]);
     r.edge_stride[i] = p[i].stride(0);
     r.row_stride[i] = p[i].stride(1);
   }
@@ -52,8 +58,8 @@ class RotateToEdgeFrame : public torch::autograd::Function<RotateToEdgeFrame> {
     AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "rotate_to_edge_frame", [&] {
       const auto rows = rows_of<scalar_t>(out);
       at::parallel_for(0, E, kEdgeGrain, [&](int64_t b, int64_t e) {
-        kernels::rotate_in(D.data_ptr<scalar_t>(), x.data_ptr<scalar_t>(), src.data_ptr<int64_t>(),
-                           tgt.data_ptr<int64_t>(), radial.data_ptr<scalar_t>(), rows, C, b, e);
+        kernels::rotate_in(host<scalar_t>(D), host<scalar_t>(x), host<int64_t>(src),
+                           host<int64_t>(tgt), host<scalar_t>(radial), rows, C, b, e);
       });
     });
     ctx->save_for_backward({D, x, radial, src, tgt, src_order, src_offsets, tgt_order, tgt_offsets});
@@ -77,15 +83,15 @@ class RotateToEdgeFrame : public torch::autograd::Function<RotateToEdgeFrame> {
       const auto grows = rows_of<const scalar_t>(g);
       if (want_edge)
         at::parallel_for(0, E, kEdgeGrain, [&](int64_t b, int64_t e) {
-          kernels::rotate_in_grad_edges(D.data_ptr<scalar_t>(), x.data_ptr<scalar_t>(), src.data_ptr<int64_t>(),
-                                        tgt.data_ptr<int64_t>(), radial.data_ptr<scalar_t>(), grows, C,
-                                        gD.data_ptr<scalar_t>(), gradial.data_ptr<scalar_t>(), b, e);
+          kernels::rotate_in_grad_edges(host<scalar_t>(D), host<scalar_t>(x), host<int64_t>(src),
+                                        host<int64_t>(tgt), host<scalar_t>(radial), grows, C,
+                                        host<scalar_t>(gD), host<scalar_t>(gradial), b, e);
         });
       if (gx.defined())
         at::parallel_for(0, N, kNodeGrain, [&](int64_t b, int64_t e) {
-          kernels::rotate_in_grad_nodes(D.data_ptr<scalar_t>(), radial.data_ptr<scalar_t>(), grows,
-                                        s[5].data_ptr<int64_t>(), s[6].data_ptr<int64_t>(), s[7].data_ptr<int64_t>(),
-                                        s[8].data_ptr<int64_t>(), E, C, gx.data_ptr<scalar_t>(), b, e);
+          kernels::rotate_in_grad_nodes(host<scalar_t>(D), host<scalar_t>(radial), grows,
+                                        host<int64_t>(s[5]), host<int64_t>(s[6]), host<int64_t>(s[7]),
+                                        host<int64_t>(s[8]), E, C, host<scalar_t>(gx), b, e);
         });
     });
     if (!ctx->needs_input_grad(0)) gD = torch::Tensor();
@@ -105,7 +111,7 @@ class GateMPieces : public torch::autograd::Function<GateMPieces> {
       const auto in = rows_of<const scalar_t>({torch::Tensor(), y1, y2});
       const auto out = rows_of<scalar_t>(q);
       at::parallel_for(0, E, kEdgeGrain, [&](int64_t b, int64_t e) {
-        kernels::gate(y0.data_ptr<scalar_t>(), y0.stride(0), in, sig.data_ptr<scalar_t>(), out, H, b, e);
+        kernels::gate(host<scalar_t>(y0), y0.stride(0), in, host<scalar_t>(sig), out, H, b, e);
       });
     });
     ctx->save_for_backward({y0, y1, y2, sig});
@@ -125,8 +131,8 @@ class GateMPieces : public torch::autograd::Function<GateMPieces> {
       const auto grows = rows_of<const scalar_t>(g);
       const auto out = rows_of<scalar_t>(gy);
       at::parallel_for(0, E, kEdgeGrain, [&](int64_t b, int64_t e) {
-        kernels::gate_grad(y0.data_ptr<scalar_t>(), y0.stride(0), in, sig.data_ptr<scalar_t>(), grows,
-                           gy0.data_ptr<scalar_t>(), out, H, b, e);
+        kernels::gate_grad(host<scalar_t>(y0), y0.stride(0), in, host<scalar_t>(sig), grows,
+                           host<scalar_t>(gy0), out, H, b, e);
       });
     });
     return {gy0, gy[1], gy[2]};
@@ -145,8 +151,8 @@ class RotateToNodesSummed : public torch::autograd::Function<RotateToNodesSummed
     AT_DISPATCH_FLOATING_TYPES(y0.scalar_type(), "rotate_to_nodes_summed", [&] {
       const auto in = rows_of<const scalar_t>({y0, y1, y2});
       at::parallel_for(0, nodes, kNodeGrain, [&](int64_t b, int64_t e) {
-        kernels::rotate_out(D.data_ptr<scalar_t>(), envelope.data_ptr<scalar_t>(), in, rows,
-                            order.data_ptr<int64_t>(), offsets.data_ptr<int64_t>(), E, C, out.data_ptr<scalar_t>(),
+        kernels::rotate_out(host<scalar_t>(D), host<scalar_t>(envelope), in, rows,
+                            host<int64_t>(order), host<int64_t>(offsets), E, C, host<scalar_t>(out),
                             b, e);
       });
     });
@@ -169,9 +175,9 @@ class RotateToNodesSummed : public torch::autograd::Function<RotateToNodesSummed
       const auto in = rows_of<const scalar_t>({y0, y1, y2});
       const auto out = rows_of<scalar_t>(gy);
       at::parallel_for(0, E, kEdgeGrain, [&](int64_t b, int64_t e) {
-        kernels::rotate_out_grad(D.data_ptr<scalar_t>(), envelope.data_ptr<scalar_t>(), in, rows,
-                                 tgt.data_ptr<int64_t>(), g.data_ptr<scalar_t>(), C, out, gD.data_ptr<scalar_t>(),
-                                 genv.data_ptr<scalar_t>(), b, e);
+        kernels::rotate_out_grad(host<scalar_t>(D), host<scalar_t>(envelope), in, rows,
+                                 host<int64_t>(tgt), host<scalar_t>(g), C, out, host<scalar_t>(gD),
+                                 host<scalar_t>(genv), b, e);
       });
     });
     return {gD, genv, gy[0], gy[1], gy[2], {}, {}, {}, {}};
