@@ -70,6 +70,8 @@ def main() -> int:
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--out", default=os.path.join(CACHE, "results.json"))
     p.add_argument("--uma", default=os.path.join(ROOT, "build", "uma"))
+    p.add_argument("--reference-ops", action="store_true",
+                   help="also time lammps-uma with --edge-ops reference (the LibTorch composition)")
     a = p.parse_args()
 
     os.makedirs(CACHE, exist_ok=True)
@@ -91,7 +93,13 @@ def main() -> int:
         print(f"[bench]   fairchem: {json.dumps(fc.get('time_s', fc))}", flush=True)
         us = run([a.uma, "bench", st, path, "--repeats", str(a.repeats), "--task", task], {})
         print(f"[bench]   lammps-uma: {json.dumps(us.get('time_s', us))}", flush=True)
-        results.append({"case": name, "task": task, "fairchem": fc, "lammps_uma": us})
+        ref = {}
+        if a.reference_ops:
+            ref = run([a.uma, "bench", st, path, "--repeats", str(a.repeats), "--task", task,
+                       "--edge-ops", "reference"], {})
+            print(f"[bench]   lammps-uma, reference ops: {json.dumps(ref.get('time_s', ref))}", flush=True)
+        results.append({"case": name, "task": task, "fairchem": fc, "lammps_uma": us,
+                        "lammps_uma_reference_ops": ref})
         with open(a.out, "w") as f:
             json.dump(results, f, indent=1)
 
@@ -108,6 +116,17 @@ def main() -> int:
               f"{u['min']:.2f} / {u['median']:.2f} / {u['max']:.2f} | {f['median'] / u['median']:.2f}x | "
               f"{fc['peak_rss_mb'] / 1024:.1f} / {us['peak_rss_mb'] / 1024:.1f} | {us['model_gflops_per_s']:.0f} | "
               f"{us['gemm_gflops_per_s']:.0f} | {us['model_gflops_per_s'] / us['gemm_gflops_per_s']:.2f} |")
+    print("\nEdge-sized storage allocated per evaluation (blocks of at least 32 values per edge slot), "
+          "and all CPU storage:")
+    print("\n| case | edge ops | s (median) | edge-sized MB | all MB |")
+    print("|---|---|---|---|---|")
+    for r in results:
+        for label, key in (("lean", "lammps_uma"), ("reference", "lammps_uma_reference_ops")):
+            us = r.get(key) or {}
+            if "time_s" not in us:
+                continue
+            print(f"| {r['case']} | {label} | {us['time_s']['median']:.2f} | {us['edge_alloc_mb_per_eval']:.0f} | "
+                  f"{us['alloc_mb_per_eval']:.0f} |")
     return 0
 
 
