@@ -20,6 +20,18 @@ namespace {
 
 bool any_periodic(const Atoms& a) { return a.pbc[0] || a.pbc[1] || a.pbc[2]; }
 
+// One system's padding slots are the end of its block.  On the CPU the lean
+// blocks run over the edges found only (the count is host memory there), as
+// layer pruning runs over a prefix.  An overflowed build keeps every slot:
+// its result is discarded.
+void skip_padding_slots(const RadiusGraph& graph, int64_t blocks, EdgeInput& edges) {
+  const int64_t slots = graph.src.size(0);
+  const int64_t found = std::max<int64_t>(1, std::min(slots, graph.counts.data_ptr<int64_t>()[0]));   // host data
+  if (found == slots) return;
+  if (edges.layer_edges.empty()) edges.layer_edges.assign(static_cast<size_t>(blocks), found);
+  for (auto& n : edges.layer_edges) n = std::min(n, found);
+}
+
 }  // namespace
 
 int64_t default_spin(const std::string& task) { return task == "omol" ? 1 : 0; }
@@ -453,6 +465,8 @@ Evaluation Engine::run(const Layout& layout, const Geometry& geo) {
     // only changes features nothing reads afterwards.
     for (auto& n : edges.layer_edges) n = std::max<int64_t>(n, 1);
   }
+  if (lean_edges() && B == 1 && !in.exchange)
+    skip_padding_slots(graph, model_->config().backbone.num_layers, edges);
 
   auto backbone = model_->backbone();
   auto system_emb = backbone->system_embedding(in);
