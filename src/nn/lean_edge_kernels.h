@@ -246,64 +246,81 @@ UMA_VECTOR_CLONES void rotate_out_grad(const T* D, const T* envelope, Rows<const
   }
 }
 
-// The gate between the convolutions.  y0 rows: [logit l1 | logit l2 | l0m0 |
-// l1m0 | l2m0] of H each; sig: sigmoid of y0's first 3H (l1, l2, l0m0).
+// One edge's view of the gate's inputs.  y0 rows: [logit l1 | logit l2 |
+// l0m0 | l1m0 | l2m0] of H each; sig: sigmoid of y0's first 3H (l1, l2,
+// l0m0); the M rows 3..8 come from the pieces.
 template <typename T>
-UMA_VECTOR_CLONES void gate(const T* y0, int64_t y0_stride, Rows<const T> y, const T* sig, Rows<T> q, int64_t H,
+struct GateEdge {
+  const T *s1, *s2, *s0;   // sigmoid of the l = 1 and l = 2 logits and of l0m0
+  const T* y[9];           // the M rows of the input
+};
+
+template <typename T>
+UMA_ALWAYS_INLINE GateEdge<T> gate_edge(const T* y0, int64_t y0_stride, const Rows<const T>& rows, const T* sig,
+                                        int64_t H, int64_t e) {
+  GateEdge<T> g;
+  g.s1 = sig + e * 3 * H;
+  g.s2 = g.s1 + H;
+  g.s0 = g.s1 + 2 * H;
+  for (int j = 0; j < 3; ++j) g.y[j] = y0 + e * y0_stride + (2 + j) * H;
+  for (int j = 3; j < 9; ++j) g.y[j] = rows.row(e, j);
+  return g;
+}
+
+// The gate between the convolutions: silu on l0m0, sigmoid(logit_l) on every
+// other row of degree l.
+template <typename T>
+UMA_VECTOR_CLONES void gate(const T* y0, int64_t y0_stride, Rows<const T> rows, const T* sig, Rows<T> q, int64_t H,
                             int64_t begin, int64_t end) {
   for (int64_t e = begin; e < end; ++e) {
-    const T* a = y0 + e * y0_stride;
-    const T *s1 = sig + e * 3 * H, *s2 = s1 + H, *s0 = s1 + 2 * H;
-    const T *y00 = a + 2 * H, *y01 = a + 3 * H, *y02 = a + 4 * H;
-    const T *y10 = y.row(e, 3), *y11 = y.row(e, 4), *y12 = y.row(e, 5), *y13 = y.row(e, 6);
-    const T *y20 = y.row(e, 7), *y21 = y.row(e, 8);
-    T *q00 = q.row(e, 0), *q01 = q.row(e, 1), *q02 = q.row(e, 2), *q10 = q.row(e, 3), *q11 = q.row(e, 4),
-      *q12 = q.row(e, 5), *q13 = q.row(e, 6), *q20 = q.row(e, 7), *q21 = q.row(e, 8);
+    const auto in = gate_edge(y0, y0_stride, rows, sig, H, e);
+    const T *s0 = in.s0, *s1 = in.s1, *s2 = in.s2;
+    const T* const* y = in.y;
+    T* o[9];
+    for (int j = 0; j < 9; ++j) o[j] = q.row(e, j);
 #pragma omp simd
     for (int64_t c = 0; c < H; ++c) {
-      q00[c] = y00[c] * s0[c];
-      q01[c] = y01[c] * s1[c];
-      q02[c] = y02[c] * s2[c];
-      q10[c] = y10[c] * s1[c];
-      q11[c] = y11[c] * s2[c];
-      q12[c] = y12[c] * s1[c];
-      q13[c] = y13[c] * s2[c];
-      q20[c] = y20[c] * s2[c];
-      q21[c] = y21[c] * s2[c];
+      o[0][c] = y[0][c] * s0[c];
+      o[1][c] = y[1][c] * s1[c];
+      o[2][c] = y[2][c] * s2[c];
+      o[3][c] = y[3][c] * s1[c];
+      o[4][c] = y[4][c] * s2[c];
+      o[5][c] = y[5][c] * s1[c];
+      o[6][c] = y[6][c] * s2[c];
+      o[7][c] = y[7][c] * s2[c];
+      o[8][c] = y[8][c] * s2[c];
     }
   }
 }
 
 // gy0 ([E, 5H] contiguous) and gy (pieces 1 and 2) of gate.
 template <typename T>
-UMA_VECTOR_CLONES void gate_grad(const T* y0, int64_t y0_stride, Rows<const T> y, const T* sig, Rows<const T> gq,
+UMA_VECTOR_CLONES void gate_grad(const T* y0, int64_t y0_stride, Rows<const T> rows, const T* sig, Rows<const T> gq,
                                  T* gy0, Rows<T> gy, int64_t H, int64_t begin, int64_t end) {
   for (int64_t e = begin; e < end; ++e) {
-    const T* a = y0 + e * y0_stride;
-    const T *s1 = sig + e * 3 * H, *s2 = s1 + H, *s0 = s1 + 2 * H;
-    const T *y00 = a + 2 * H, *y01 = a + 3 * H, *y02 = a + 4 * H;
-    const T *y10 = y.row(e, 3), *y11 = y.row(e, 4), *y12 = y.row(e, 5), *y13 = y.row(e, 6);
-    const T *y20 = y.row(e, 7), *y21 = y.row(e, 8);
-    const T *g00 = gq.row(e, 0), *g01 = gq.row(e, 1), *g02 = gq.row(e, 2), *g10 = gq.row(e, 3),
-            *g11 = gq.row(e, 4), *g12 = gq.row(e, 5), *g13 = gq.row(e, 6), *g20 = gq.row(e, 7), *g21 = gq.row(e, 8);
-    T* o = gy0 + e * 5 * H;
-    T *o10 = gy.row(e, 3), *o11 = gy.row(e, 4), *o12 = gy.row(e, 5), *o13 = gy.row(e, 6), *o20 = gy.row(e, 7),
-      *o21 = gy.row(e, 8);
+    const auto in = gate_edge(y0, y0_stride, rows, sig, H, e);
+    const T *s0 = in.s0, *s1 = in.s1, *s2 = in.s2;
+    const T* const* y = in.y;
+    const T* g[9];
+    for (int j = 0; j < 9; ++j) g[j] = gq.row(e, j);
+    T* o0 = gy0 + e * 5 * H;   // the two logit rows, then rows 0..2
+    T* o[9] = {};              // rows 3..8
+    for (int j = 3; j < 9; ++j) o[j] = gy.row(e, j);
 #pragma omp simd
     for (int64_t c = 0; c < H; ++c) {
-      const T gs1 = g01[c] * y01[c] + g10[c] * y10[c] + g12[c] * y12[c];
-      const T gs2 = g02[c] * y02[c] + g11[c] * y11[c] + g13[c] * y13[c] + g20[c] * y20[c] + g21[c] * y21[c];
-      o[c] = gs1 * s1[c] * (1 - s1[c]);
-      o[H + c] = gs2 * s2[c] * (1 - s2[c]);
-      o[2 * H + c] = g00[c] * s0[c] * (1 + y00[c] * (1 - s0[c]));
-      o[3 * H + c] = g01[c] * s1[c];
-      o[4 * H + c] = g02[c] * s2[c];
-      o10[c] = g10[c] * s1[c];
-      o11[c] = g11[c] * s2[c];
-      o12[c] = g12[c] * s1[c];
-      o13[c] = g13[c] * s2[c];
-      o20[c] = g20[c] * s2[c];
-      o21[c] = g21[c] * s2[c];
+      const T gs1 = g[1][c] * y[1][c] + g[3][c] * y[3][c] + g[5][c] * y[5][c];
+      const T gs2 = g[2][c] * y[2][c] + g[4][c] * y[4][c] + g[6][c] * y[6][c] + g[7][c] * y[7][c] + g[8][c] * y[8][c];
+      o0[c] = gs1 * s1[c] * (1 - s1[c]);
+      o0[H + c] = gs2 * s2[c] * (1 - s2[c]);
+      o0[2 * H + c] = g[0][c] * s0[c] * (1 + y[0][c] * (1 - s0[c]));
+      o0[3 * H + c] = g[1][c] * s1[c];
+      o0[4 * H + c] = g[2][c] * s2[c];
+      o[3][c] = g[3][c] * s1[c];
+      o[4][c] = g[4][c] * s2[c];
+      o[5][c] = g[5][c] * s1[c];
+      o[6][c] = g[6][c] * s2[c];
+      o[7][c] = g[7][c] * s2[c];
+      o[8][c] = g[8][c] * s2[c];
     }
   }
 }
