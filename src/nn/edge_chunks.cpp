@@ -73,8 +73,8 @@ class ChunkedEdgeSum : public torch::autograd::Function<ChunkedEdgeSum> {
 
 }  // namespace
 
-torch::Tensor chunked_edge_sum(const torch::Tensor& x, const torch::Tensor& vec, int64_t edges, int64_t chunk_edges, const std::vector<int64_t>& out_shape,
-                               EdgeContribution contribution) {
+torch::Tensor chunked_edge_sum(const torch::Tensor& x, const torch::Tensor& vec, int64_t edges, int64_t chunk_edges,
+                               const std::vector<int64_t>& out_shape, EdgeContribution contribution) {
   if (chunk_edges <= 0) throw Error("internal: chunked_edge_sum needs a positive chunk size");
   auto work = c10::make_intrusive<ChunkedWork>();
   work->contribution = std::move(contribution);

@@ -24,7 +24,7 @@ using EdgeContribution =
 
 // Returns [nodes, rows, channels] (the dtype and device of vec).  Gradients
 // flow to x and vec; the contribution's parameters get none.
-torch::Tensor chunked_edge_sum(const torch::Tensor& x, const torch::Tensor& vec, int64_t edges, int64_t chunk_edges, const std::vector<int64_t>& out_shape,
-                               EdgeContribution contribution);
+torch::Tensor chunked_edge_sum(const torch::Tensor& x, const torch::Tensor& vec, int64_t edges, int64_t chunk_edges,
+                               const std::vector<int64_t>& out_shape, EdgeContribution contribution);
 
 }  // namespace uma::nn
