@@ -17,11 +17,12 @@
 #include "input.h"
 #include "lammps.h"
 #include "library.h"
+#include "pair.h"
 #include "update.h"
 #include "utils.h"
 
 #include "first_failure.h"
-#include "pair_uma.h"
+#include "uma_model_handle.h"
 
 #include "model.h"
 #include "train/sampler.h"
@@ -173,7 +174,7 @@ int FixUMATrain::setmask() { return END_OF_STEP; }
 void FixUMATrain::init() {
   pair_ = nullptr;
   for (const char *name : {"uma", "uma/kk", "uma/kk/device", "uma/kk/host"})
-    if (!pair_) pair_ = dynamic_cast<PairUMA *>(force->pair_match(name, 1));
+    if (!pair_) pair_ = dynamic_cast<UMAModelHandle *>(force->pair_match(name, 1));
   if (!pair_) error->all(FLERR, "Fix uma/train requires pair_style uma or uma/kk (alone or in a hybrid)");
   if (!atom->tag_enable) error->all(FLERR, "Fix uma/train requires atom IDs");
   if (atom->natoms > std::numeric_limits<int>::max() / 3) error->all(FLERR, "Fix uma/train: too many atoms");

@@ -23,7 +23,7 @@ class MaxAtomsSampler;
 
 namespace LAMMPS_NS {
 
-class PairUMA;
+class UMAModelHandle;
 
 class FixUMATrain : public Fix {
  public:
@@ -49,7 +49,7 @@ class FixUMATrain : public Fix {
   std::string reference_style_;
   std::vector<std::string> reference_style_args_, reference_coeff_args_;
 
-  PairUMA *pair_ = nullptr;
+  UMAModelHandle *pair_ = nullptr;   // the pair style whose model this fix trains
   std::unique_ptr<uma::train::Trainer> trainer_;
   std::unique_ptr<uma::train::MaxAtomsSampler> sampler_;
   std::vector<int64_t> train_ids_, train_atoms_;   // trainer samples the sampler draws from, their sizes

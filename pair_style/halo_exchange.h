@@ -15,8 +15,7 @@
 // The rows travel, in the model's precision, through a host buffer indexed
 // by LAMMPS's local atom index (owned and ghost, mapped or not), so ghosts
 // that LAMMPS forwards from rank to rank (thin subdomains) carry their rows
-// even when they are not in this rank's graph.  A Kokkos style replaces only the buffer and the four
-// pack/unpack functions with device versions.
+// even when they are not in this rank's graph.
 #pragma once
 
 #include <cstdint>
@@ -26,10 +25,11 @@
 #include <torch/torch.h>
 
 #include "engine.h"
+#include "reverse_rows.h"
 
 namespace LAMMPS_NS {
 
-class HaloExchange {
+class HaloExchange final : public ReverseRows {
  public:
   // The communication calls of the pair style: comm->forward_comm(pair, width)
   // and comm->reverse_comm(pair, width), whose pack/unpack callbacks come
@@ -51,8 +51,8 @@ class HaloExchange {
   // LAMMPS communication callbacks (Pair::pack_forward_comm, ...).
   int pack_forward(int n, const int* list, double* buf);
   void unpack_forward(int n, int first, const double* buf);
-  int pack_reverse(int n, int first, double* buf);
-  void unpack_reverse(int n, const int* list, const double* buf);
+  int pack_reverse(int n, int first, double* buf) override;
+  void unpack_reverse(int n, const int* list, const double* buf) override;
 
   // The two directions (uma::LocalAtoms::GhostExchange), collectives over
   // all ranks: x [N, 9, C] node features (N >= index.size(): extra

@@ -1,7 +1,5 @@
 #include "pair_uma.h"
 
-#include "first_failure.h"
-
 #include <mpi.h>
 
 #include <algorithm>
@@ -27,6 +25,7 @@
 #include "uma_error.h"
 #include "engine.h"
 #include "model.h"
+#include "rank_agreement.h"
 #include "transfers.h"
 
 using namespace LAMMPS_NS;
@@ -41,8 +40,6 @@ torch::Tensor tensor_sum_over_ranks(const torch::Tensor& x, MPI_Comm comm) {
   MPI_Allreduce(MPI_IN_PLACE, host.data_ptr(), static_cast<int>(host.numel()), type, MPI_SUM, comm);  // host data
   return uma::upload(host, x.options());
 }
-
-bool task_has_charge_spin(const std::string& task) { return task == "omol"; }
 
 // Adds a 3x3 virial in LAMMPS's component order xx yy zz xy xz yz.
 template <typename Matrix>
@@ -62,32 +59,28 @@ PairUMA::PairUMA(LAMMPS* lmp) : Pair(lmp) {
   centroidstressflag = CENTROID_NOTAVAIL;
   comm_reverse = 9;
   comm_reverse_off = 9;   // ghost rows are sent home with newton off too
-  // compute pair ... uma: host reads and uploads of the latest step, and
-  // their totals since the run began; ghost atoms in the graph and bytes
-  // packed by the halo exchange in the latest step (several ranks); bytes
-  // read and uploaded in the latest step
-  nextra = 8;
+  nextra = kPairValues;   // compute pair ... uma (transfer_stats.h)
   pvector = new double[nextra]();
-  halo_.forward_comm = [this](int width) {
-    traffic_ = Traffic::kHalo;
-    host_comm(true, width);
-  };
-  halo_.reverse_comm = [this](int width) {
-    traffic_ = Traffic::kHalo;
-    host_comm(false, width);
-  };
+  halo_.forward_comm = [this](int width) { forward_comm_host(width); };
+  halo_.reverse_comm = [this](int width) { reverse_comm_host(halo_, width); };
 }
 
 // LAMMPS's Kokkos communication calls a device-side pair's Kokkos pack/unpack
 // functions; this style's rows and folds live in host buffers, so it always
 // takes the host callbacks.
-void PairUMA::host_comm(bool forward, int width) {
+void PairUMA::forward_comm_host(int width) {
   const ExecutionSpace declared = execution_space;
   execution_space = Host;
-  if (forward)
-    comm->forward_comm(this, width);
-  else
-    comm->reverse_comm(this, width);
+  comm->forward_comm(this, width);
+  execution_space = declared;
+}
+
+void PairUMA::reverse_comm_host(ReverseRows& rows, int width) {
+  const ExecutionSpace declared = execution_space;
+  execution_space = Host;
+  reverse_rows_ = &rows;
+  comm->reverse_comm(this, width);
+  reverse_rows_ = nullptr;
   execution_space = declared;
 }
 
@@ -98,7 +91,6 @@ PairUMA::~PairUMA() {
     memory->destroy(setflag);
     memory->destroy(cutsq);
   }
-  memory->destroy(fold_);
   // The next pair style gets the ghost cutoff the user had before this one.
   if (user_cutghost_ >= 0.0) comm->cutghostuser = user_cutghost_;
 }
@@ -229,22 +221,23 @@ void PairUMA::create_engine() {
   }
   const auto& cfg = model->config();
   const auto tasks = cfg.dataset_names();
-  std::string known;
-  for (const auto& t : tasks) known += (known.empty() ? "" : ", ") + t;
   if (task_.empty()) {
     if (tasks.size() != 1)
       error->all(FLERR, "Pair style uma: this model has several tasks ({}); choose one with "
-                        "'pair_style uma task NAME'", known);
+                        "'pair_style uma task NAME'", cfg.dataset_list());
     task_ = tasks[0];
   }
   if (!model->has_dataset(task_))
-    error->all(FLERR, "Pair style uma: unknown task '{}'; the model has: {}", task_, known);
-  if ((charge_set_ || spin_set_) && !task_has_charge_spin(task_))
+    error->all(FLERR, "Pair style uma: unknown task '{}'; the model has: {}", task_, cfg.dataset_list());
+  if ((charge_set_ || spin_set_) && !uma::takes_charge_spin(task_))
     error->all(FLERR, "Pair style uma: task '{}' takes no charge or spin input (only omol does); "
                       "remove the charge/spin keywords", task_);
   if (spin_ < 0) spin_ = static_cast<int>(uma::default_spin(task_));
-  if (charge_ < -100 || charge_ > 100) error->all(FLERR, "Pair style uma: charge {} is outside -100..100", charge_);
-  if (spin_ > 100) error->all(FLERR, "Pair style uma: spin {} is outside 0..100", spin_);
+  try {
+    uma::validate_charge_spin(charge_, spin_);
+  } catch (const std::exception& e) {
+    error->all(FLERR, "Pair style uma: {}", e.what());
+  }
   const auto& out = model->outputs(task_);
   if (out.energy_rmsd != out.forces_rmsd || out.stress_mean != 0.0)
     error->all(FLERR, "Pair style uma: task '{}' has force/energy normalisers that differ ({} vs {}), "
@@ -289,7 +282,7 @@ void PairUMA::init_style() {
                       "not units {}", update->unit_style);
   if (model_path_.empty()) error->all(FLERR, "Pair style uma: pair_coeff * * MODEL ... is missing");
   if (!engine_) create_engine();
-  for (int k = 0; k < nextra; ++k) pvector[k] = 0.0;   // transfer counts start with the run
+  for (int k = 0; k < nextra; ++k) pvector[k] = 0.0;   // the run's transfer totals start here
   plan_logged_ = false;
   if (comm->nprocs > 1) {
     const char* shell = std::getenv("UMA_GHOST_SHELL");
@@ -348,14 +341,15 @@ void PairUMA::set_weights(const std::function<void(uma::UmaModel &)> &copy) {
 
 void PairUMA::compute(int eflag, int vflag) {
   ev_init(eflag, vflag);
-  const long long reads0 = uma::host_read_count(), uploads0 = uma::upload_count();
-  const long long read_bytes0 = uma::host_read_bytes(), upload_bytes0 = uma::upload_bytes();
+  transfers_.begin_step();
   engine_->request_atom_virial(vflag_atom != 0);
   try {
     if (comm->nprocs == 1)
       compute_whole(eflag, vflag);
     else
       compute_local(eflag, vflag);
+  } catch (const AgreedFailure& e) {   // every rank, the same message
+    error->all(FLERR, "Pair style uma: {}", e.what());
   } catch (const std::exception& e) {   // uma::Error: bad input the engine refused
     error->one(FLERR, "Pair style uma: {}", describe(e));
   }
@@ -369,12 +363,7 @@ void PairUMA::compute(int eflag, int vflag) {
                    style_name_, update->ntimestep);
   merges_logged_ = merges;
   log_memory_plan();
-  pvector[0] = static_cast<double>(uma::host_read_count() - reads0);
-  pvector[1] = static_cast<double>(uma::upload_count() - uploads0);
-  pvector[2] += pvector[0];
-  pvector[3] += pvector[1];
-  pvector[6] = static_cast<double>(uma::host_read_bytes() - read_bytes0);
-  pvector[7] = static_cast<double>(uma::upload_bytes() - upload_bytes0);
+  transfers_.end_step(pvector);
 }
 
 // One rank: the owned atoms are the whole system, periodic as the box is.
@@ -398,22 +387,23 @@ void PairUMA::compute_whole(int, int) {
   double* pos = a.positions.data_ptr<double>();   // host data
   for (int k = 0; k < n; ++k)
     for (int d = 0; d < 3; ++d) pos[3 * k + d] = x[index[k]][d] - domain->boxlo[d];
+  set_whole_system(a);
+
+  // One packed read: forces, and energy and virials only when LAMMPS asks.
+  uma::HostEvaluation r;
+  uma::until_capacity_fits([&] { return engine_->fetch(engine_->evaluate({a}), read_request(), r); });
+  const auto F = r.forces.accessor<double, 2>();   // host data
+  for (int k = 0; k < n; ++k)
+    for (int d = 0; d < 3; ++d) f[index[k]][d] += F[k][d];
+  tally(r, n, n);
+}
+
+void PairUMA::set_whole_system(uma::Atoms& a) const {
   a.cell = {{{domain->xprd, 0.0, 0.0}, {domain->xy, domain->yprd, 0.0}, {domain->xz, domain->yz, domain->zprd}}};
   a.pbc = {domain->xperiodic != 0, domain->yperiodic != 0, domain->zperiodic != 0};
   a.charge = charge_;
   a.spin = spin_;
   a.task = task_;
-
-  // One packed read: forces, and energy and virials only when LAMMPS asks.
-  uma::HostEvaluation r;
-  for (int attempt = 0;; ++attempt) {
-    if (engine_->fetch(engine_->evaluate({a}), read_request(), r)) break;
-    if (attempt == 3) error->one(FLERR, "Pair style uma: internal: edge capacity did not converge");
-  }
-  const auto F = r.forces.accessor<double, 2>();   // host data
-  for (int k = 0; k < n; ++k)
-    for (int d = 0; d < 3; ++d) f[index[k]][d] += F[k][d];
-  tally(r, n, n);
 }
 
 void PairUMA::tally(const uma::HostEvaluation& r, int n_energy, int n_virial) {
@@ -472,7 +462,10 @@ std::vector<long long> PairUMA::sum_over_ranks(std::vector<long long> counts) co
   return counts;
 }
 
-void PairUMA::set_reduction(uma::LocalAtoms& piece) const {
+void PairUMA::set_piece_inputs(uma::LocalAtoms& piece) const {
+  piece.charge = charge_;
+  piece.spin = spin_;
+  piece.task = task_;
   const auto& bb = engine_->model()->config().backbone;
   if (bb.charge_channel_end > bb.charge_channel_begin || bb.spin_channel_end > bb.spin_channel_begin) {
     MPI_Comm comm = world;
@@ -480,100 +473,7 @@ void PairUMA::set_reduction(uma::LocalAtoms& piece) const {
   }
 }
 
-uma::Evaluation PairUMA::evaluate_everywhere(const uma::LocalAtoms& piece, const uma::ReadRequest& what,
-                                             uma::HostEvaluation& r) {
-  // Every rank repeats the step if any rank's edge capacity overflowed, so
-  // that the collectives inside the model stay matched.  Bad input that only
-  // some ranks see (atoms too close, non-finite positions) is reported by
-  // every rank with the lowest failing rank's message, so it is printed
-  // whatever rank found it.
-  for (int attempt = 0;; ++attempt) {
-    uma::Evaluation ev = engine_->evaluate_local(piece);
-    int ok = 0, all_ok = 0;
-    std::string failure;
-    try {
-      ok = engine_->fetch(ev, what, r) ? 1 : 0;
-    } catch (const std::exception& e) {
-      failure = describe(e);
-    }
-    const std::string first = first_failure(world, failure);
-    if (!first.empty()) error->all(FLERR, "Pair style uma: {}", first);
-    MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, world);
-    if (all_ok) return ev;
-    if (attempt == 3) error->one(FLERR, "Pair style uma: internal: edge capacity did not converge");
-  }
-}
-
-namespace {
-
-// The mapped owned atoms (into `index`) and their bounding box.
-int collect_owned(double** x, const int* type, int nlocal, const std::vector<int>& type_z,
-                  std::vector<int>& index, double lo[3], double hi[3]) {
-  index.clear();
-  for (int d = 0; d < 3; ++d) {
-    lo[d] = INFINITY;
-    hi[d] = -INFINITY;
-  }
-  for (int i = 0; i < nlocal; ++i)
-    if (type_z[type[i]] > 0) {
-      index.push_back(i);
-      for (int d = 0; d < 3; ++d) {
-        lo[d] = std::min(lo[d], x[i][d]);
-        hi[d] = std::max(hi[d], x[i][d]);
-      }
-    }
-  return static_cast<int>(index.size());
-}
-
-// Distance from p to the box [lo, hi] (0 inside): a lower bound of its
-// distance to every owned atom.
-double distance_to_box(const double* p, const double lo[3], const double hi[3]) {
-  double d2 = 0.0;
-  for (int d = 0; d < 3; ++d) {
-    const double out = std::max({lo[d] - p[d], 0.0, p[d] - hi[d]});
-    d2 += out * out;
-  }
-  return std::sqrt(d2);
-}
-
-}  // namespace
-
-// Halo exchange: every mapped ghost (LAMMPS's shell of cutoff + skin).  The
-// set changes only when LAMMPS reneighbors, so between reneighborings the
-// engine's layout (and its device constants) stays the same.
-void PairUMA::add_ghosts_halo(uma::LocalAtoms& piece, const double*, const double*) {
-  std::vector<int>& index = engine_index_;
-  const int n_owned = static_cast<int>(piece.n_owned), nall = atom->nlocal + atom->nghost;
-  for (int i = atom->nlocal; i < nall && n_owned > 0; ++i)
-    if (type_z_[atom->type[i]] > 0) index.push_back(i);
-  piece.n_targets = n_owned;
-  halo_.set_atoms(&index, n_owned, nall);
-  piece.exchange_ghosts = halo_.functions();
-}
-
-// Deep shell: ghosts ordered by how many message-passing hops (cutoffs from
-// the owned atoms' bounding box) separate them from an owned atom: hop
-// h <= layers receives messages (block k only for h <= layers - 1 - k), hop
-// layers + 1 only sends.  Farther ghosts cannot reach an owned atom.
-void PairUMA::add_ghosts_deep(uma::LocalAtoms& piece, const double* lo, const double* hi) {
-  std::vector<int>& index = engine_index_;
-  const int n_owned = static_cast<int>(piece.n_owned), nall = atom->nlocal + atom->nghost;
-  std::vector<std::vector<int>> by_hop(layers_ + 2);
-  for (int i = atom->nlocal; i < nall && n_owned > 0; ++i) {
-    if (type_z_[atom->type[i]] == 0) continue;
-    const int hop = std::max(1, static_cast<int>(std::ceil(distance_to_box(atom->x[i], lo, hi) / cutoff_)));
-    if (hop <= layers_ + 1) by_hop[hop].push_back(i);
-  }
-  std::vector<int64_t> within(layers_ + 2, n_owned);   // atoms within h hops
-  for (int h = 1; h <= layers_ + 1; ++h) {
-    index.insert(index.end(), by_hop[h].begin(), by_hop[h].end());
-    within[h] = static_cast<int64_t>(index.size());
-  }
-  piece.n_targets = within[layers_];
-  for (int k = 0; k < layers_; ++k) piece.layer_targets.push_back(within[layers_ - 1 - k]);
-}
-
-// Several ranks: owned atoms, then ghosts (add_ghosts_*).
+// Several ranks: owned atoms, then ghosts (rank_share.h).
 void PairUMA::compute_local(int, int) {
   double** x = atom->x;
   double** f = atom->f;
@@ -582,12 +482,15 @@ void PairUMA::compute_local(int, int) {
 
   uma::LocalAtoms piece;
   double lo[3], hi[3];
-  piece.n_owned = collect_owned(x, type, nlocal, type_z_, engine_index_, lo, hi);
-  if (deep_shell_)
-    add_ghosts_deep(piece, lo, hi);
-  else
-    add_ghosts_halo(piece, lo, hi);
-  const std::vector<int>& index = engine_index_;
+  std::vector<int>& index = engine_index_;
+  piece.n_owned = collect_owned(*atom, type_z_, index, lo, hi);
+  if (deep_shell_) {
+    add_ghosts_deep(*atom, type_z_, layers_, cutoff_, lo, hi, index, piece);
+  } else {
+    add_ghosts_halo(*atom, type_z_, index, piece);
+    halo_.set_atoms(&index, static_cast<int>(piece.n_owned), nall);
+    piece.exchange_ghosts = halo_.functions();
+  }
   const int n = static_cast<int>(index.size()), n_owned = static_cast<int>(piece.n_owned);
   for (int k = 0; k < n; ++k) piece.numbers.push_back(type_z_[type[index[k]]]);
   // float32 keeps 7 digits: coordinates relative to this rank's subdomain
@@ -599,38 +502,28 @@ void PairUMA::compute_local(int, int) {
     for (int d = 0; d < 3; ++d) pos[3 * k + d] = x[index[k]][d] - o[d];
   const auto counts = global_composition(piece.numbers, n_owned);
   piece.composition.assign(counts.begin(), counts.end());
-  piece.charge = charge_;
-  piece.spin = spin_;
-  piece.task = task_;
-  set_reduction(piece);
+  set_piece_inputs(piece);
   halo_.reset_counts();
   uma::HostEvaluation r;
-  evaluate_everywhere(piece, read_request(), r);
+  evaluate_on_every_rank(*engine_, piece, read_request(), r, world,
+                         [this](const std::exception& e) { return describe(e); });
 
-  if (atom->nmax > nmax_fold_) {
-    memory->destroy(fold_);
-    nmax_fold_ = atom->nmax;
-    memory->create(fold_, nmax_fold_, 9, "pair:uma:fold");
-  }
-  for (int i = 0; i < nall; ++i)
-    for (int d = 0; d < 9; ++d) fold_[i][d] = 0.0;
-  fold_virial_ = vflag_atom != 0;
+  fold_.clear(nall, atom->nmax, vflag_atom != 0);
   const auto F = r.forces.accessor<double, 2>();   // host data
   for (int k = 0; k < n; ++k)
-    for (int d = 0; d < 3; ++d) fold_[index[k]][d] = F[k][d];
+    for (int d = 0; d < 3; ++d) fold_.row(index[k])[d] = F[k][d];
   if (vflag_atom) {
     const auto V = r.atom_virial.accessor<double, 3>();   // host data
-    for (int k = 0; k < n; ++k) add_virial(fold_[index[k]] + 3, V[k]);   // rows zeroed above
+    for (int k = 0; k < n; ++k) add_virial(fold_.row(index[k]) + 3, V[k]);   // rows zeroed above
   }
   // Ghost rows go home whatever newton_pair says; the ghosts keep nothing.
-  traffic_ = Traffic::kFold;
-  host_comm(false, fold_virial_ ? 9 : 3);
-  pvector[4] = n - n_owned;
-  pvector[5] = static_cast<double>(halo_.rows_packed() * halo_.row_bytes());
+  reverse_comm_host(fold_, fold_.width());
+  pvector[kGhostAtoms] = n - n_owned;
+  pvector[kHaloBytes] = static_cast<double>(halo_.rows_packed() * halo_.row_bytes());
   for (int i = 0; i < nlocal; ++i) {
-    for (int d = 0; d < 3; ++d) f[i][d] += fold_[i][d];
+    for (int d = 0; d < 3; ++d) f[i][d] += fold_.row(i)[d];
     if (vflag_atom)
-      for (int d = 0; d < 6; ++d) vatom[i][d] += fold_[i][3 + d];
+      for (int d = 0; d < 6; ++d) vatom[i][d] += fold_.row(i)[3 + d];
   }
   tally(r, n_owned, 0);   // per-atom virials: folded above
 }
@@ -641,23 +534,16 @@ int PairUMA::pack_forward_comm(int n, int* list, double* buf, int, int*) {
 
 void PairUMA::unpack_forward_comm(int n, int first, double* buf) { halo_.unpack_forward(n, first, buf); }
 
+// The reverse communication is either the halo exchange's or the fold's
+// (reverse_comm_host says which).
 int PairUMA::pack_reverse_comm(int n, int first, double* buf) {
-  if (traffic_ == Traffic::kHalo) return halo_.pack_reverse(n, first, buf);
-  const int width = fold_virial_ ? 9 : 3;
-  int m = 0;
-  for (int i = first; i < first + n; ++i)
-    for (int d = 0; d < width; ++d) buf[m++] = fold_[i][d];
-  return m;
+  if (!reverse_rows_) error->one(FLERR, "Pair style {}: internal: reverse communication outside compute", style_name_);
+  return reverse_rows_->pack_reverse(n, first, buf);
 }
 
 void PairUMA::unpack_reverse_comm(int n, int* list, double* buf) {
-  if (traffic_ == Traffic::kHalo) return halo_.unpack_reverse(n, list, buf);
-  const int width = fold_virial_ ? 9 : 3;
-  int m = 0;
-  for (int i = 0; i < n; ++i)
-    for (int d = 0; d < width; ++d) fold_[list[i]][d] += buf[m++];
+  if (!reverse_rows_) error->one(FLERR, "Pair style {}: internal: reverse communication outside compute", style_name_);
+  reverse_rows_->unpack_reverse(n, list, buf);
 }
 
-double PairUMA::memory_usage() {
-  return Pair::memory_usage() + static_cast<double>(nmax_fold_) * 9 * sizeof(double) + halo_.memory_usage();
-}
+double PairUMA::memory_usage() { return Pair::memory_usage() + fold_.memory_usage() + halo_.memory_usage(); }

@@ -7,8 +7,8 @@
 // from their owners after every block (halo_exchange.h).  The forces and
 // virials that land on ghost atoms are folded back onto their owners by this
 // style's own reverse communication (so newton on and off give the same
-// numbers).  UMA_GHOST_SHELL=deep in the environment selects the former
-// scheme instead, a ghost shell of (layers + 1) x cutoff evaluated without
+// numbers).  UMA_GHOST_SHELL=deep in the environment selects another
+// scheme, a ghost shell of (layers + 1) x cutoff evaluated without
 // exchange: a reference for tests and benchmarks.
 #pragma once
 
@@ -20,11 +20,14 @@
 
 #include "halo_exchange.h"
 #include "pair.h"
+#include "rank_share.h"
+#include "transfer_stats.h"
+#include "uma_model_handle.h"
 
 namespace uma {
 class Engine;
 class UmaModel;
-struct Evaluation;
+struct Atoms;
 struct HostEvaluation;
 struct ReadRequest;
 struct LocalAtoms;
@@ -32,7 +35,7 @@ struct LocalAtoms;
 
 namespace LAMMPS_NS {
 
-class PairUMA : public Pair {
+class PairUMA : public Pair, public UMAModelHandle {
  public:
   PairUMA(class LAMMPS *);
   ~PairUMA() override;
@@ -44,15 +47,9 @@ class PairUMA : public Pair {
   double init_one(int, int) override;
   double memory_usage() override;
 
-  // For fix uma/train: what the style evaluates (creates the engine first).
-  struct Setup {
-    std::string model_path, task, device;
-    int charge = 0, spin = 0;
-    std::vector<int> type_z;   // atomic number per type 1..ntypes (0: not mapped)
-  };
-  Setup training_setup();
-  // Overwrites the evaluated weights; the experts are merged again next step.
-  void set_weights(const std::function<void(uma::UmaModel &)> &copy);
+  // UMAModelHandle, for fix uma/train (both create the engine first).
+  Setup training_setup() override;
+  void set_weights(const std::function<void(uma::UmaModel &)> &copy) override;
 
   int pack_forward_comm(int, int *, double *, int, int *) override;
   void unpack_forward_comm(int, int, double *) override;
@@ -84,15 +81,13 @@ class PairUMA : public Pair {
   bool weights_updated_ = false;      // the next merge follows new weights, not a new composition
   double user_cutghost_ = -1.0;       // comm->cutghostuser before this style raised it (-1: never raised)
 
-  // ghost contributions being folded onto owners: fx fy fz + 6 virial
-  double **fold_ = nullptr;
-  int nmax_fold_ = 0;
-  bool fold_virial_ = false;
+  TransferStats transfers_;           // behind compute pair (transfer_stats.h)
+  GhostFold fold_;                    // several ranks: ghost forces and virials on their way home
 
   // several ranks: the halo exchange, or the deep ghost shell (UMA_GHOST_SHELL=deep)
   HaloExchange halo_;
   bool deep_shell_ = false;
-  enum class Traffic { kFold, kHalo } traffic_ = Traffic::kFold;   // what the comm callbacks move
+  ReverseRows *reverse_rows_ = nullptr;   // what the reverse communication under way moves
 
   void allocate();
   void create_engine();
@@ -106,27 +101,23 @@ class PairUMA : public Pair {
   // several (owned atoms plus ghosts); the Kokkos style overrides both.
   virtual void compute_whole(int eflag, int vflag);
   virtual void compute_local(int eflag, int vflag);
-  // Evaluates a piece on every rank and fetches what `what` asks for,
-  // repeating the step on all ranks while any rank's edge capacity overflows;
-  // bad input any rank finds is reported by all.
-  uma::Evaluation evaluate_everywhere(const uma::LocalAtoms &piece, const uma::ReadRequest &what,
-                                      uma::HostEvaluation &r);
+  // The whole system's box as the engine's periodic cell (lattice vectors
+  // from boxlo), and the script's charge, spin and task.
+  void set_whole_system(uma::Atoms &a) const;
+  // A piece's charge, spin and task, and the sum over ranks of the charge and
+  // spin channels if the model balances them.
+  void set_piece_inputs(uma::LocalAtoms &piece) const;
   // Adds the energy and virials LAMMPS asked for: per-atom energies of
   // engine rows [0, n_energy), per-atom virials of rows [0, n_virial).
   void tally(const uma::HostEvaluation &r, int n_energy, int n_virial);
   // The lower corner of this rank's subdomain (box coordinates): the origin
   // of the coordinates a rank hands the engine (float32 keeps 7 digits).
   void subdomain_corner(double *origin) const;
-  // The sum of charge/spin channels over the ranks, if the model balances them.
-  void set_reduction(uma::LocalAtoms &piece) const;
-  // Calls comm->forward_comm / reverse_comm with this style's host callbacks,
-  // whatever execution space a Kokkos variant declares.
-  void host_comm(bool forward, int width);
-  // Append the ghosts this step's evaluation needs to engine_index_ (which
-  // holds piece.n_owned owned atoms, inside the box lo..hi) and set piece's
-  // message targets.
-  void add_ghosts_halo(uma::LocalAtoms &piece, const double *lo, const double *hi);
-  void add_ghosts_deep(uma::LocalAtoms &piece, const double *lo, const double *hi);
+  // LAMMPS's communication with this style's host callbacks, whatever
+  // execution space a Kokkos variant declares: the halo exchange's rows
+  // (forward), and the reverse communication of `rows`.
+  void forward_comm_host(int width);
+  void reverse_comm_host(ReverseRows &rows, int width);
   std::string describe(const std::exception &e) const;
   std::vector<long long> global_composition(const std::vector<int64_t> &numbers, int nowned) const;
   std::vector<long long> sum_over_ranks(std::vector<long long> counts) const;

@@ -18,6 +18,7 @@
 #include "elements.h"
 #include "engine.h"
 #include "model.h"
+#include "rank_agreement.h"
 #include "transfers.h"
 
 #ifdef KOKKOS_ENABLE_CUDA
@@ -214,21 +215,16 @@ void PairUMAKokkos<DeviceType>::compute_whole(int eflag, int vflag) {
   a.on_device.layout_id = layout_id_;
   a.on_device.origin = {domain->boxlo[0], domain->boxlo[1], domain->boxlo[2]};
   a.positions = positions(atom->nlocal);
-  a.cell = {{{domain->xprd, 0.0, 0.0}, {domain->xy, domain->yprd, 0.0}, {domain->xz, domain->yz, domain->zprd}}};
-  a.pbc = {domain->xperiodic != 0, domain->yperiodic != 0, domain->zperiodic != 0};
-  a.charge = charge_;
-  a.spin = spin_;
-  a.task = task_;
+  set_whole_system(a);
 
   uma::ReadRequest what = read_request();
   what.forces = false;   // they stay on the device
   uma::HostEvaluation r;
   uma::Evaluation ev;
-  for (int attempt = 0;; ++attempt) {
+  uma::until_capacity_fits([&] {
     ev = engine_->evaluate({a});
-    if (engine_->fetch(ev, what, r)) break;
-    if (attempt == 3) error->one(FLERR, "Pair style {}: internal: edge capacity did not converge", style_name_);
-  }
+    return engine_->fetch(ev, what, r);
+  });
   add_forces(ev.forces);
   tally(r, n, n);
 }
@@ -257,10 +253,7 @@ void PairUMAKokkos<DeviceType>::compute_local(int eflag, int vflag) {
     piece.positions = torch::zeros({0, 3}, torch::kFloat64);
   }
   piece.composition = composition_;
-  piece.charge = charge_;
-  piece.spin = spin_;
-  piece.task = task_;
-  set_reduction(piece);
+  set_piece_inputs(piece);
   halo_.set_atoms(&engine_index_, n_owned_, nall);
   piece.exchange_ghosts = halo_.functions();
   halo_.reset_counts();
@@ -268,11 +261,12 @@ void PairUMAKokkos<DeviceType>::compute_local(int eflag, int vflag) {
   uma::ReadRequest what = read_request();
   what.forces = false;   // they stay on the device
   uma::HostEvaluation r;
-  const uma::Evaluation ev = evaluate_everywhere(piece, what, r);
+  const uma::Evaluation ev = evaluate_on_every_rank(*engine_, piece, what, r, world,
+                                                     [this](const std::exception& e) { return describe(e); });
   add_forces(ev.forces);
   tally(r, n_owned_, n);
-  pvector[4] = n - n_owned_;
-  pvector[5] = static_cast<double>(halo_.rows_packed() * halo_.row_bytes());
+  pvector[kGhostAtoms] = n - n_owned_;
+  pvector[kHaloBytes] = static_cast<double>(halo_.rows_packed() * halo_.row_bytes());
 }
 
 namespace LAMMPS_NS {

@@ -10,7 +10,8 @@ src="$(cd "$(dirname "$0")/.." && pwd)"
 dest="$root/src/uma-check"
 mkdir -p "$dest"
 # the sources (not build trees), with their own timestamps: unchanged files
-# are not rebuilt
+# are not rebuilt; files deleted or moved here go there too
+find "$dest" -mindepth 1 -maxdepth 1 ! -name 'build-*' -exec rm -rf {} +
 tar -C "$src" --exclude=./build --exclude='./build-*' --exclude=.git -cf - . | tar -C "$dest" -xf -
 "$src/scripts/in_sid.sh" "$root" bash -c '
   set -e

@@ -34,7 +34,14 @@ void skip_padding_slots(const RadiusGraph& graph, int64_t blocks, EdgeInput& edg
 
 }  // namespace
 
-int64_t default_spin(const std::string& task) { return task == "omol" ? 1 : 0; }
+bool takes_charge_spin(const std::string& task) { return task == "omol"; }
+
+int64_t default_spin(const std::string& task) { return takes_charge_spin(task) ? 1 : 0; }
+
+void validate_charge_spin(int64_t charge, int64_t spin) {
+  if (charge < -100 || charge > 100) throw Error("charge " + std::to_string(charge) + " is outside -100..100");
+  if (spin < 0 || spin > 100) throw Error("spin multiplicity " + std::to_string(spin) + " is outside 0..100");
+}
 
 int64_t atom_count(const Atoms& a) {
   return a.on_device.defined() ? a.on_device.numbers.size(0) : static_cast<int64_t>(a.numbers.size());
@@ -114,35 +121,27 @@ void validate_systems(const UmaModel& model, const std::vector<Atoms>& systems) 
       if (z < 1 || z >= cfg.backbone.max_num_elements)
         throw Error(where + "atomic number " + std::to_string(z) + " is not covered by the model (1.." +
                     std::to_string(cfg.backbone.max_num_elements - 1) + ")");
-    if (!model->has_dataset(a.task)) {
-      std::string known;
-      for (const auto& d : cfg.dataset_names()) known += (known.empty() ? "" : ", ") + d;
-      throw Error(where + "unknown task '" + a.task + "'; the model has: " + known);
+    if (!model->has_dataset(a.task))
+      throw Error(where + "unknown task '" + a.task + "'; the model has: " + cfg.dataset_list());
+    try {
+      validate_charge_spin(a.charge, a.spin);
+    } catch (const Error& e) {
+      throw Error(where + e.what());
     }
-    if (a.charge < -100 || a.charge > 100)
-      throw Error(where + "charge " + std::to_string(a.charge) + " is outside -100..100");
-    if (a.spin < 0 || a.spin > 100)
-      throw Error(where + "spin multiplicity " + std::to_string(a.spin) + " is outside 0..100");
     for (const auto& row : a.cell)
       for (double v : row)
         if (!std::isfinite(v)) throw Error(where + "the cell contains NaN or infinite values");
     if (any_periodic(a)) {
       const Matrix3 cell = graph_cell(a.cell, a.pbc);
-      const double volume = cell_volume(cell);
-      if (!(volume >= 1e-6)) throw Error(where + "the cell has zero volume along its periodic directions");
+      if (!(cell_volume(cell) >= 1e-6)) throw Error(where + "the cell has zero volume along its periodic directions");
       // Thinner cells would need (cutoff / spacing)^3 periodic images.
-      for (int k = 0; k < 3; ++k) {
-        if (!a.pbc[k]) continue;
-        const auto& u = cell[(k + 1) % 3];
-        const auto& v = cell[(k + 2) % 3];
-        const double area = std::hypot(u[1] * v[2] - u[2] * v[1], u[2] * v[0] - u[0] * v[2], u[0] * v[1] - u[1] * v[0]);
-        const double spacing = volume / area;
-        if (spacing < kMinPlaneSpacing)
+      const auto spacing = plane_spacings(cell);
+      for (int k = 0; k < 3; ++k)
+        if (a.pbc[k] && spacing[k] < kMinPlaneSpacing)
           throw Error(where + "the cell's lattice planes along periodic direction " + "abc"[k] + " are " +
-                      std::to_string(spacing) + " A apart, below the " + std::to_string(kMinPlaneSpacing).substr(0, 3) +
+                      std::to_string(spacing[k]) + " A apart, below the " + format_number(kMinPlaneSpacing) +
                       " A minimum (the periodic images within the cutoff would explode); use a larger or "
                       "less skewed cell");
-      }
     }
   }
 }
@@ -520,13 +519,11 @@ Evaluation Engine::evaluate(const std::vector<Atoms>& systems) {
   return run(layout, geo);
 }
 
-Evaluation Engine::evaluate_local(const LocalAtoms& piece) {
+void Engine::validate_local(const LocalAtoms& piece) const {
   const auto& cfg = model_->config();
   const int64_t Z = cfg.backbone.max_num_elements;
-  const auto fopts = torch::TensorOptions().dtype(options_.dtype).device(options_.device);
-
-  int64_t N = atom_count(piece);
-  const bool empty = N == 0;   // runs on a placeholder atom (see local_layout)
+  const int64_t N = atom_count(piece);
+  const bool empty = N == 0;
   if (piece.on_device.defined()) {
     if (!piece.numbers.empty()) throw Error("atomic numbers given both on the host and on the device");
     if (!empty) check_device_atoms(piece.on_device, piece.positions, options_.device, "");
@@ -546,16 +543,28 @@ Evaluation Engine::evaluate_local(const LocalAtoms& piece) {
   check.spin = piece.spin;
   check.task = piece.task;
   validate({check});
-  int64_t targets = empty ? 1 : piece.n_targets;
+  const int64_t targets = empty ? 1 : piece.n_targets;
   if (targets >= 0 && targets < piece.n_owned) throw Error("n_targets must include every owned atom");
-  if (piece.exchange_ghosts && !empty) {
-    if (targets > piece.n_owned || !piece.layer_targets.empty())
-      throw Error("with the halo exchange only owned atoms receive messages (n_targets = n_owned, "
-                  "no layer_targets)");
-    targets = piece.n_owned;
-  }
+  if (piece.exchange_ghosts && !empty && (targets > piece.n_owned || !piece.layer_targets.empty()))
+    throw Error("with the halo exchange only owned atoms receive messages (n_targets = n_owned, "
+                "no layer_targets)");
   if (!piece.layer_targets.empty() && static_cast<int64_t>(piece.layer_targets.size()) != cfg.backbone.num_layers)
     throw Error("layer_targets needs one entry per block (" + std::to_string(cfg.backbone.num_layers) + ")");
+  if (!piece.on_device.defined() && piece.positions.device().is_cpu()) {
+    const auto pos = piece.positions.to(torch::kFloat64).contiguous();
+    const double* p = pos.data_ptr<double>();   // host data
+    for (int64_t i = 0; i < pos.numel(); ++i)
+      if (!std::isfinite(p[i])) throw Error("positions contain NaN or infinite values");
+  }
+}
+
+Evaluation Engine::evaluate_local(const LocalAtoms& piece) {
+  validate_local(piece);
+  const auto fopts = torch::TensorOptions().dtype(options_.dtype).device(options_.device);
+  int64_t N = atom_count(piece);
+  const bool empty = N == 0;   // runs on a placeholder atom (see local_layout)
+  int64_t targets = empty ? 1 : piece.n_targets;
+  if (piece.exchange_ghosts && !empty) targets = piece.n_owned;
 
   SystemGeometry sys{piece.positions, Matrix3{}, {false, false, false}, targets,
                      piece.on_device.defined(), piece.on_device.origin};
@@ -626,9 +635,8 @@ bool Engine::fetch(const Evaluation& ev, const ReadRequest& what, HostEvaluation
 
 HostEvaluation Engine::evaluate_checked(const std::vector<Atoms>& systems) {
   HostEvaluation out;
-  for (int attempt = 0; attempt < 4; ++attempt)
-    if (fetch(evaluate(systems), ReadRequest::all(), out)) return out;
-  throw Error("internal: edge capacity did not converge");
+  until_capacity_fits([&] { return fetch(evaluate(systems), ReadRequest::all(), out); });
+  return out;
 }
 
 }  // namespace uma

@@ -25,6 +25,7 @@
 #include "radius_graph.h"
 #include "staged_backward.h"
 #include "transfers.h"
+#include "uma_error.h"
 
 namespace uma {
 
@@ -191,6 +192,8 @@ class Engine {
   Evaluation evaluate(const std::vector<Atoms>& systems);
   HostEvaluation evaluate_checked(const std::vector<Atoms>& systems);
   // One process's share of a decomposed system (B = 1 in the results).
+  // Validates the piece first (validate_local) and throws before any
+  // collective if it is bad.
   Evaluation evaluate_local(const LocalAtoms& piece);
 
   // One packed, counted host read: the graph's status and what `what` asks
@@ -221,6 +224,10 @@ class Engine {
 
   // Throws uma::Error describing the first problem with the input.
   void validate(const std::vector<Atoms>& systems) const;
+  // The same for a piece, host positions included (NaN or infinite values);
+  // it calls no collective, so processes can agree on its outcome before
+  // evaluate_local() enters the model's collectives.
+  void validate_local(const LocalAtoms& piece) const;
 
  private:
   // Device constants of one layout (atoms, charge, spin, task, periodicity).
@@ -267,7 +274,25 @@ class Engine {
 // Throws uma::Error describing the first problem with the input.
 void validate_systems(const UmaModel& model, const std::vector<Atoms>& systems);
 
-// Default spin for a task: 1 (singlet) for omol-like tasks with spin input, else 0.
+// Whether a task reads the total charge and spin multiplicity (omol).
+bool takes_charge_spin(const std::string& task);
+// Default spin for a task: 1 (singlet) for the tasks that take spin, else 0.
 int64_t default_spin(const std::string& task);
+// Throws uma::Error if the charge or the spin multiplicity is outside the
+// range the model's embeddings cover (-100..100, 0..100).
+void validate_charge_spin(int64_t charge, int64_t spin);
+
+// An evaluation and its fetch are repeated while an edge capacity overflows
+// (fetch() grows it and returns false), at most this many times in all.
+constexpr int kCapacityAttempts = 4;
+
+// Calls `attempt` (one evaluation and its fetch; returns fetch()'s result)
+// until it succeeds; throws uma::Error if it never does.
+template <class Attempt>
+void until_capacity_fits(Attempt&& attempt) {
+  for (int i = 0; i < kCapacityAttempts; ++i)
+    if (attempt()) return;
+  throw Error("internal: edge capacity did not converge");
+}
 
 }  // namespace uma

@@ -75,12 +75,10 @@ std::vector<std::string> ModelConfig::dataset_names() const {
   return names;
 }
 
-const TaskConfig* ModelConfig::energy_task(const std::string& dataset) const {
-  for (const auto& t : tasks)
-    if (t.property == "energy" &&
-        std::find(t.datasets.begin(), t.datasets.end(), dataset) != t.datasets.end())
-      return &t;
-  return nullptr;
+std::string ModelConfig::dataset_list() const {
+  std::string list;
+  for (const auto& name : dataset_names()) list += (list.empty() ? "" : ", ") + name;
+  return list;
 }
 
 namespace {

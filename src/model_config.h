@@ -57,8 +57,7 @@ struct ModelConfig {
 
   // Dataset names a user may ask for (the keys of dataset_mapping, sorted).
   std::vector<std::string> dataset_names() const;
-  // The energy task for a dataset, or nullptr.
-  const TaskConfig* energy_task(const std::string& dataset) const;
+  std::string dataset_list() const;   // the names joined with ", ", for messages
 };
 
 // Parses and validates; throws uma::Error naming the offending key.

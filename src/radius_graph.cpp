@@ -28,8 +28,8 @@ double norm(const std::array<double, 3>& a) { return std::sqrt(dot(a, a)); }
 
 // Pairs of distinct atoms nearer than kMinAtomDistance, tracked on the device
 // over chunks of targets: [count, i, j, distance] (see RadiusGraph).  The hot
-// part is one comparison and a row sum over the chunk, as cheap as the old
-// zero-distance count; only the first offending row is looked at further.
+// part is one comparison and a row sum over the chunk; only the first
+// offending row is looked at further.
 struct CloseAtoms {
   torch::Tensor count, pair_d2, first, second;
   explicit CloseAtoms(const torch::TensorOptions& lopts)
@@ -72,12 +72,27 @@ int64_t with_headroom(int64_t count) { return count + count / 20 + 16; }
 int64_t candidate_headroom(int64_t count) { return count + count / 8 + 16; }
 int64_t neighbor_headroom(int64_t count) { return count + count / 4 + 8; }
 
-// |a_j x a_k| / V per direction: the reciprocal of the spacing between the
-// lattice planes normal to direction i (1 for graph_cell's unit vectors).
+// The volume V = |a0 . (a1 x a2)| of a cell and the areas |a_(k+1) x a_(k+2)|
+// of its faces: the lattice planes of direction k lie V / area[k] apart.
+struct CellFaces {
+  double volume = 0;
+  std::array<double, 3> area{};
+};
+
+CellFaces cell_faces(const Matrix3& cell) {
+  CellFaces f;
+  f.volume = std::abs(dot(cell[0], cross(cell[1], cell[2])));
+  for (int k = 0; k < 3; ++k) f.area[k] = norm(cross(cell[(k + 1) % 3], cell[(k + 2) % 3]));
+  return f;
+}
+
+// area[k] / V per direction: the reciprocal of plane_spacings(cell)[k] (1 for
+// graph_cell's unit vectors), divided in this order (not 1 / spacing) for the
+// bins and image ranges.
 std::array<double, 3> inverse_spacings(const Matrix3& cell) {
-  const double volume = std::abs(dot(cell[0], cross(cell[1], cell[2])));
+  const CellFaces f = cell_faces(cell);
   std::array<double, 3> inv{};
-  for (int k = 0; k < 3; ++k) inv[k] = norm(cross(cell[(k + 1) % 3], cell[(k + 2) % 3])) / volume;
+  for (int k = 0; k < 3; ++k) inv[k] = f.area[k] / f.volume;
   return inv;
 }
 
@@ -214,6 +229,13 @@ void append_tables(const Plan& p, std::vector<int64_t>& out) {
   out.insert(out.end(), img.begin(), img.end());
 }
 
+// The tables of one system (append_tables) on the device.
+struct PlanTables {
+  torch::Tensor stencil_bin;    // [nbins, K] long: bin reached (nbins: the empty bin)
+  torch::Tensor stencil_image;  // [nbins, K] long: its image index
+  torch::Tensor images;         // [S, 3] position dtype: the brute force's image list
+};
+
 // ---- arithmetic shared by both builders --------------------------------------
 // Both compute d^2 = |r_tgt - (r_src + n . cell)|^2 with these elementwise
 // operations in the positions' dtype, so their squared distances, and with
@@ -251,15 +273,19 @@ void finish(RadiusGraph& g, const std::vector<torch::Tensor>& src, const std::ve
 
 }  // namespace
 
+std::array<double, 3> plane_spacings(const Matrix3& cell) {
+  const CellFaces f = cell_faces(cell);
+  std::array<double, 3> spacing{};
+  for (int k = 0; k < 3; ++k) spacing[k] = f.volume / f.area[k];
+  return spacing;
+}
+
 std::array<int64_t, 3> image_repeats(const Matrix3& cell, const std::array<bool, 3>& pbc,
                                      double cutoff) {
   std::array<int64_t, 3> rep{0, 0, 0};
-  const double volume = std::abs(dot(cell[0], cross(cell[1], cell[2])));
-  for (int k = 0; k < 3; ++k) {
-    if (!pbc[k]) continue;
-    const double inv_spacing = norm(cross(cell[(k + 1) % 3], cell[(k + 2) % 3])) / volume;
-    rep[k] = static_cast<int64_t>(std::ceil(cutoff * inv_spacing));
-  }
+  const auto inv = inverse_spacings(cell);
+  for (int k = 0; k < 3; ++k)
+    if (pbc[k]) rep[k] = static_cast<int64_t>(std::ceil(cutoff * inv[k]));
   return rep;
 }
 
@@ -382,10 +408,7 @@ struct RadiusGraphBuilder::Constants {
   std::vector<int64_t> key;
   torch::Device device = torch::kCPU;
   torch::ScalarType dtype = torch::kFloat32;
-  // per system
-  std::vector<torch::Tensor> stencil_bin;   // [nbins, K] long: bin reached (nbins: the empty bin)
-  std::vector<torch::Tensor> stencil_image; // [nbins, K] long: its image index
-  std::vector<torch::Tensor> images;        // [S, 3] position dtype: the brute force's image list
+  std::vector<PlanTables> tables;   // per system
 };
 
 namespace {
@@ -396,6 +419,207 @@ std::vector<int64_t> constants_key(const std::vector<Plan>& plans) {
     for (int k = 0; k < 3; ++k)
       key.insert(key.end(), {int64_t(p.periodic[k]), p.nb[k], p.lo[k], p.hi[k], p.rep[k]});
   return key;
+}
+
+// Every system's tables, built on the host and sent in one (counted) upload;
+// the image lists in `dtype`, the positions'.
+std::vector<PlanTables> upload_tables(const std::vector<Plan>& plans, const torch::TensorOptions& lopts,
+                                      torch::ScalarType dtype) {
+  std::vector<int64_t> host;
+  for (const auto& p : plans) append_tables(p, host);
+  auto all = upload(host, lopts);
+  std::vector<PlanTables> tables;
+  int64_t at = 0;
+  for (const auto& p : plans) {
+    PlanTables t;
+    t.stencil_bin = all.narrow(0, at, p.nbins * p.K).view({p.nbins, p.K});
+    at += p.nbins * p.K;
+    t.stencil_image = all.narrow(0, at, p.nbins * p.K).view({p.nbins, p.K});
+    at += p.nbins * p.K;
+    t.images = all.narrow(0, at, 3 * p.S).view({p.S, 3}).to(dtype);
+    at += 3 * p.S;
+    tables.push_back(std::move(t));
+  }
+  return tables;
+}
+
+// Reciprocal vectors r_j = (a_{j+1} x a_{j+2}) / det of every cell, so that
+// f = r . pos: cells [B, 3, 3] float64 -> [B, 3, 3], row j = r_j.
+torch::Tensor reciprocal_cells(const torch::Tensor& cells) {
+  const int64_t B = cells.size(0);
+  auto a0 = cells.select(1, 0), a1 = cells.select(1, 1), a2 = cells.select(1, 2);
+  auto c12 = torch::linalg_cross(a1, a2, -1), c20 = torch::linalg_cross(a2, a0, -1),
+       c01 = torch::linalg_cross(a0, a1, -1);
+  auto det = (a0 * c12).sum(-1).view({B, 1, 1});
+  return torch::stack({c12, c20, c01}, 1) / det;
+}
+
+// The search settings every system of a build shares.
+struct Search {
+  double cutoff2 = 0;
+  int64_t max_neighbors = 0;    // 0: no max-neighbour rule
+  int64_t pairs_per_chunk = 0;  // candidate slots per chunk of bins or targets
+};
+
+// One system's atoms in the bins of its plan.
+struct Binning {
+  torch::Tensor bin;        // [n] long: the bin of every atom
+  torch::Tensor occupancy;  // [nbins + 1] long: atoms per bin (bin nbins, the empty one, has none)
+  torch::Tensor start;      // [nbins + 1] long: where each bin's atoms begin in `order`
+  torch::Tensor order;      // [n] long: the system's atoms sorted by bin (ascending inside a bin)
+};
+
+// P: [n, 3] the system's positions; recip: [3, 3] float64, its reciprocal vectors (rows).
+Binning bin_atoms(const torch::Tensor& P, const torch::Tensor& recip, const Plan& p) {
+  const int64_t n = P.size(0);
+  const auto lopts = P.options().dtype(torch::kLong);
+  auto frac = P.to(torch::kFloat64).matmul(recip.t());   // [n, 3]
+  auto bin = torch::zeros({n}, lopts);
+  for (int k = 0; k < 3; ++k) {
+    torch::Tensor c;
+    auto f = frac.select(1, k);
+    if (p.nb[k] == 1) {
+      c = torch::zeros({n}, lopts);
+    } else if (p.periodic[k]) {
+      c = (f * double(p.nb[k])).floor().to(torch::kLong).clamp(0, p.nb[k] - 1);
+    } else {
+      // Bins over the current extent, never narrower than the reach.
+      auto lo = f.min();
+      auto width = ((f.max() - lo) * (1.0 / double(p.nb[k]))).clamp_min(p.reach[k]);
+      c = ((f - lo) / width).floor().to(torch::kLong).clamp(0, p.nb[k] - 1);
+    }
+    bin = bin * p.nb[k] + c;
+  }
+  Binning out;
+  out.bin = bin;
+  out.occupancy = torch::zeros({p.nbins + 1}, lopts).index_add_(0, bin, torch::ones({n}, lopts));
+  out.start = out.occupancy.cumsum(0) - out.occupancy;
+  out.order = std::get<1>(torch::sort(bin, /*stable=*/true, /*dim=*/0, /*descending=*/false));
+  return out;
+}
+
+// How many candidates every bin has: the atoms of the bins its stencil reaches.
+struct StencilCounts {
+  torch::Tensor per_entry;  // [nbins, K] long: atoms of the bin each stencil entry reaches
+  torch::Tensor through;    // [nbins, K] long: running totals along the stencil
+  torch::Tensor total;      // [nbins] long: candidates of every bin
+};
+
+StencilCounts count_candidates(const Binning& bins, const PlanTables& t, const Plan& p) {
+  StencilCounts c;
+  c.per_entry = bins.occupancy.index_select(0, t.stencil_bin.reshape({-1})).view({p.nbins, p.K});
+  c.through = c.per_entry.cumsum(1);
+  c.total = c.through.select(1, p.K - 1);
+  return c;
+}
+
+// The candidates of every bin: the atoms of the bins its stencil reaches,
+// each with that stencil entry's image, in C slots.
+struct Candidates {
+  torch::Tensor pos;   // [nbins, C, 3] r_src + n . cell, as the brute force; inf in empty slots
+  torch::Tensor key;   // [nbins * C] long: source * S + image (source local to the system),
+                       // the brute force's order
+};
+
+// Slot j of bin b lies in the first stencil entry whose running total
+// exceeds j.  Built in chunks of bins: the temporaries stay within
+// pairs_per_chunk slots.  cell: [3, 3] in the positions' dtype.
+Candidates candidate_table(const torch::Tensor& P, const Binning& bins, const StencilCounts& counts,
+                           const PlanTables& t, const torch::Tensor& cell, const Plan& p, int64_t C,
+                           int64_t pairs_per_chunk) {
+  const auto opts = P.options();
+  const auto lopts = opts.dtype(torch::kLong);
+  const double inf = std::numeric_limits<double>::infinity();
+  const int64_t n = P.size(0), S = p.S, nbins = p.nbins;
+  auto shifts = image_shifts(t.images, cell);   // [S, 3]
+  auto cand_pos = torch::empty({nbins, C, 3}, opts);
+  auto cand_key = torch::empty({nbins, C}, lopts);
+  const int64_t bin_chunk = std::max<int64_t>(1, pairs_per_chunk / C);
+  for (int64_t b0 = 0; b0 < nbins; b0 += bin_chunk) {
+    const int64_t rows = std::min(bin_chunk, nbins - b0);
+    auto run = counts.through.narrow(0, b0, rows);
+    auto j = torch::arange(C, lopts).unsqueeze(0).expand({rows, C}).contiguous();
+    auto entry = torch::searchsorted(run, j, /*out_int32=*/false, /*right=*/true).clamp_max(p.K - 1);
+    auto within = j - (run - counts.per_entry.narrow(0, b0, rows)).gather(1, entry);
+    auto filled = j < counts.total.narrow(0, b0, rows).unsqueeze(1);
+    auto reached = t.stencil_bin.narrow(0, b0, rows).gather(1, entry);
+    auto at = (bins.start.index_select(0, reached.reshape({-1})).view({rows, C}) + within).clamp(0, n - 1);
+    auto atom = bins.order.index_select(0, at.reshape({-1})).view({rows, C});
+    auto image = t.stencil_image.narrow(0, b0, rows).gather(1, entry);
+    auto r = P.index_select(0, atom.reshape({-1})).view({rows, C, 3}) +
+             shifts.index_select(0, image.reshape({-1})).view({rows, C, 3});
+    // empty slots at infinity, which no distance test accepts
+    cand_pos.narrow(0, b0, rows).copy_(torch::where(filled.unsqueeze(2), r, torch::full({}, inf, opts)));   // same device
+    cand_key.narrow(0, b0, rows).copy_(atom * S + image);   // same device
+  }
+  return {cand_pos, cand_key.reshape({-1})};
+}
+
+// One system's block of edge slots; slot `cap` is the dump slot, where
+// whatever does not fit goes.
+struct EdgeSlots {
+  int64_t cap = 0;
+  torch::Tensor src, tgt, image;   // [cap + 1] long: source and target (global), image index
+  torch::Tensor found;             // [] long: edges found (may exceed cap)
+};
+
+// Targets [0, targets) of the system whose atoms start at `first`, in chunks
+// of targets: each tests the C candidates of its bin (d2 [rows, C]), keeps
+// its first W neighbours within the cutoff (candidate order), applies the
+// max-neighbour rule and writes the kept edges, ordered by (source atom,
+// image), into the next slots.  Tracks the close atoms and the most
+// neighbours of one target within the cutoff (before the max-neighbour rule).
+void select_neighbours(const torch::Tensor& P, const torch::Tensor& bin, const Candidates& cand, const Plan& p,
+                       int64_t first, int64_t targets, int64_t W, const Search& search, CloseAtoms& close,
+                       EdgeSlots& slots, torch::Tensor& most_neighbors) {
+  const auto opts = P.options();
+  const auto lopts = opts.dtype(torch::kLong);
+  const double inf = std::numeric_limits<double>::infinity();
+  const int64_t S = p.S, nbins = p.nbins, C = cand.pos.size(1), cap_e = slots.cap;
+  const int64_t chunk = std::max<int64_t>(1, search.pairs_per_chunk / C);
+  auto candidate_index = torch::arange(C, lopts);
+  for (int64_t t0 = 0; t0 < targets; t0 += chunk) {
+    const int64_t rows = std::min(chunk, targets - t0);
+    auto bt = bin.narrow(0, t0, rows);
+    auto d2 = squared_norm(P.narrow(0, t0, rows).unsqueeze(1) - cand.pos.index_select(0, bt));   // [rows, C]
+    auto in_cut = (d2 <= search.cutoff2) & (d2 != 0);
+    close.update(d2, first + t0, [&](const torch::Tensor& row) {
+      return cand.key.view({nbins, C}).index_select(0, bt.index_select(0, row)).view({-1}).div(S, "floor") + first;
+    });
+
+    // The neighbours of each target, compacted into W columns in candidate order.
+    auto ahead = in_cut.cumsum(1);   // 1-based position among the row's neighbours
+    most_neighbors = torch::maximum(most_neighbors, ahead.select(1, C - 1).max());
+    torch::Tensor near_d2, near_index;
+    if (W == C) {
+      near_d2 = torch::where(in_cut, d2, torch::full({}, inf, opts));
+      near_index = candidate_index.expand({rows, C});
+    } else {
+      auto col = torch::where(in_cut & (ahead <= W), ahead - 1, torch::full({}, W, lopts));
+      near_d2 = torch::full({rows, W + 1}, inf, opts).scatter_(1, col, d2).narrow(1, 0, W);
+      near_index = torch::zeros({rows, W + 1}, lopts)
+                       .scatter_(1, col, candidate_index.expand({rows, C}))
+                       .narrow(1, 0, W);
+    }
+    auto keep = near_d2 <= search.cutoff2;
+    if (search.max_neighbors > 0 && W > search.max_neighbors) {
+      // the (T+1)-th smallest d^2: the largest of the T+1 smallest
+      auto kth = std::get<0>(near_d2.topk(search.max_neighbors + 1, 1, /*largest=*/false, /*sorted=*/false))
+                     .amax(1);
+      keep = keep & (near_d2 <= (kth + 0.01).unsqueeze(1));
+    }
+    // Order the kept neighbours by (source atom, image).
+    auto key = cand.key.index_select(0, (bt.unsqueeze(1) * C + near_index).reshape({-1})).view({rows, W});
+    auto sorted = std::get<0>(torch::where(keep, key, torch::full({}, kNoKey, lopts)).sort(1)).reshape({-1});
+    auto kept = sorted != kNoKey;
+    auto rank_e = torch::cumsum(kept, 0) - 1 + slots.found;
+    auto slot_e = torch::where(kept & (rank_e < cap_e), rank_e, torch::full({}, cap_e, lopts));
+    auto key_kept = torch::where(kept, sorted, torch::zeros({}, lopts));
+    slots.src.scatter_(0, slot_e, key_kept.div(S, "floor") + first);
+    slots.image.scatter_(0, slot_e, key_kept.remainder(S));
+    slots.tgt.scatter_(0, slot_e, (torch::arange(rows, lopts) + (first + t0)).unsqueeze(1).expand({rows, W}).reshape({-1}));
+    slots.found = slots.found + kept.sum();
+  }
 }
 
 }  // namespace
@@ -515,8 +739,7 @@ RadiusGraph RadiusGraphBuilder::build_with(const torch::Tensor& pos_in, const to
   const auto pos = pos_in.detach();
   const auto opts = pos.options();
   const auto lopts = opts.dtype(torch::kLong);
-  const double cutoff2 = cutoff_ * cutoff_;
-  const double inf = std::numeric_limits<double>::infinity();
+  const Search search{cutoff_ * cutoff_, max_neighbors_, pairs_per_chunk_};
   const auto B = static_cast<int64_t>(systems.size());
   TORCH_CHECK(static_cast<int64_t>(capacity.size()) == B, "one capacity per system");
   TORCH_CHECK(cells_in.device() == pos.device() && cells_in.dim() == 3 && cells_in.size(0) == B,
@@ -534,30 +757,14 @@ RadiusGraph RadiusGraphBuilder::build_with(const torch::Tensor& pos_in, const to
     k->key = key;
     k->device = pos.device();
     k->dtype = pos.scalar_type();
-    std::vector<int64_t> host;
-    for (const auto& p : plans) append_tables(p, host);
-    auto all = upload(host, lopts);
-    int64_t at = 0;
-    for (const auto& p : plans) {
-      k->stencil_bin.push_back(all.narrow(0, at, p.nbins * p.K).view({p.nbins, p.K}));
-      at += p.nbins * p.K;
-      k->stencil_image.push_back(all.narrow(0, at, p.nbins * p.K).view({p.nbins, p.K}));
-      at += p.nbins * p.K;
-      k->images.push_back(all.narrow(0, at, 3 * p.S).view({p.S, 3}).to(pos.scalar_type()));
-      at += 3 * p.S;
-    }
+    k->tables = upload_tables(plans, lopts, pos.scalar_type());
     constants_ = k;
   }
-  const Constants& K = *constants_;
+  const std::vector<PlanTables>& tables = constants_->tables;
 
-  // Reciprocal vectors r_j = (a_{j+1} x a_{j+2}) / det of every cell: f = r . pos.
   const auto cells = cells_in.to(torch::kFloat64);
   const auto cellf = cells_in.to(pos.scalar_type());
-  auto a0 = cells.select(1, 0), a1 = cells.select(1, 1), a2 = cells.select(1, 2);
-  auto c12 = torch::linalg_cross(a1, a2, -1), c20 = torch::linalg_cross(a2, a0, -1),
-       c01 = torch::linalg_cross(a0, a1, -1);
-  auto det = (a0 * c12).sum(-1).view({B, 1, 1});
-  auto recip = torch::stack({c12, c20, c01}, 1) / det;   // [B, 3, 3], row j = r_j
+  const auto recip = reciprocal_cells(cells);   // [B, 3, 3]
 
   RadiusGraph g;
   std::vector<torch::Tensor> src, tgt, off, sys, raw_counts, reported, cand_max, nbr_max;
@@ -572,130 +779,32 @@ RadiusGraph RadiusGraphBuilder::build_with(const torch::Tensor& pos_in, const to
     const int64_t cap_e = capacity[b].edges;
     const int64_t targets = s.ntargets < 0 ? n : std::min(s.ntargets, n);
     const int64_t pad = std::max<int64_t>(0, first + n - 1);
-    auto src_buf = torch::full({cap_e + 1}, pad, lopts);   // slot cap_e: the dump slot
-    auto tgt_buf = torch::full({cap_e + 1}, pad, lopts);
-    auto img_buf = torch::zeros({cap_e + 1}, lopts);   // padding: the first image, as the brute force
-    auto found = torch::zeros({}, lopts);
+    EdgeSlots slots{cap_e, torch::full({cap_e + 1}, pad, lopts), torch::full({cap_e + 1}, pad, lopts),
+                    torch::zeros({cap_e + 1}, lopts),   // padding: the first image, as the brute force
+                    torch::zeros({}, lopts)};
     auto most_candidates = torch::zeros({}, lopts);
     auto most_neighbors = torch::zeros({}, lopts);
     auto overflow = torch::zeros({}, torch::TensorOptions().dtype(torch::kBool).device(pos.device()));
 
     if (n > 0) {
       auto P = pos.narrow(0, first, n);
-
-      // Bin of every atom.
-      auto frac = P.to(torch::kFloat64).matmul(recip[b].t());   // [n, 3]
-      auto bin = torch::zeros({n}, lopts);
-      for (int k = 0; k < 3; ++k) {
-        torch::Tensor c;
-        auto f = frac.select(1, k);
-        if (p.nb[k] == 1) {
-          c = torch::zeros({n}, lopts);
-        } else if (p.periodic[k]) {
-          c = (f * double(p.nb[k])).floor().to(torch::kLong).clamp(0, p.nb[k] - 1);
-        } else {
-          // Bins over the current extent, never narrower than the reach.
-          auto lo = f.min();
-          auto width = ((f.max() - lo) * (1.0 / double(p.nb[k]))).clamp_min(p.reach[k]);
-          c = ((f - lo) / width).floor().to(torch::kLong).clamp(0, p.nb[k] - 1);
-        }
-        bin = bin * p.nb[k] + c;
-      }
-      // Atoms sorted by bin (ascending inside a bin); bin nbins is the empty one.
-      auto occupancy = torch::zeros({p.nbins + 1}, lopts).index_add_(0, bin, torch::ones({n}, lopts));
-      auto start = occupancy.cumsum(0) - occupancy;
-      auto order = std::get<1>(torch::sort(bin, /*stable=*/true, /*dim=*/0, /*descending=*/false));
-
-      // Candidates of every bin: the atoms of the bins its stencil reaches,
-      // each with that stencil entry's image, in C slots.  Slot j of bin b
-      // lies in the first stencil entry whose running total exceeds j.
-      const auto& stencil_bin = K.stencil_bin[b];
-      const auto& stencil_image = K.stencil_image[b];
-      const int64_t S = p.S, nbins = p.nbins;
+      const Binning bins = bin_atoms(P, recip[b], p);
       const int64_t C = capacity[b].candidates > 0 ? std::min(capacity[b].candidates, n * p.K) : n * p.K;
-      auto per_entry = occupancy.index_select(0, stencil_bin.reshape({-1})).view({nbins, p.K});
-      auto through = per_entry.cumsum(1);                    // [nbins, K] running totals
-      auto total = through.select(1, p.K - 1);
-      most_candidates = total.max();
+      const StencilCounts counts = count_candidates(bins, tables[b], p);
+      most_candidates = counts.total.max();
       overflow = overflow | (most_candidates > C);
-      auto shifts = image_shifts(K.images[b], cellf[b]);   // [S, 3]
-      // Built in chunks of bins: the temporaries stay within pairs_per_chunk_ slots.
-      auto cand_pos = torch::empty({nbins, C, 3}, opts);   // r_src + n . cell, as the brute force
-      auto cand_key = torch::empty({nbins, C}, lopts);     // source * S + image: the brute force's order
-      const int64_t bin_chunk = std::max<int64_t>(1, pairs_per_chunk_ / C);
-      for (int64_t b0 = 0; b0 < nbins; b0 += bin_chunk) {
-        const int64_t rows = std::min(bin_chunk, nbins - b0);
-        auto run = through.narrow(0, b0, rows);
-        auto j = torch::arange(C, lopts).unsqueeze(0).expand({rows, C}).contiguous();
-        auto entry = torch::searchsorted(run, j, /*out_int32=*/false, /*right=*/true).clamp_max(p.K - 1);
-        auto within = j - (run - per_entry.narrow(0, b0, rows)).gather(1, entry);
-        auto filled = j < total.narrow(0, b0, rows).unsqueeze(1);
-        auto reached = stencil_bin.narrow(0, b0, rows).gather(1, entry);
-        auto at = (start.index_select(0, reached.reshape({-1})).view({rows, C}) + within).clamp(0, n - 1);
-        auto atom = order.index_select(0, at.reshape({-1})).view({rows, C});
-        auto image = stencil_image.narrow(0, b0, rows).gather(1, entry);
-        auto r = P.index_select(0, atom.reshape({-1})).view({rows, C, 3}) +
-                 shifts.index_select(0, image.reshape({-1})).view({rows, C, 3});
-        // empty slots at infinity, which no distance test accepts
-        cand_pos.narrow(0, b0, rows).copy_(torch::where(filled.unsqueeze(2), r, torch::full({}, inf, opts)));   // same device
-        cand_key.narrow(0, b0, rows).copy_(atom * S + image);   // same device
-      }
-      cand_key = cand_key.reshape({-1});
-
+      const Candidates cand = candidate_table(P, bins, counts, tables[b], cellf[b], p, C, search.pairs_per_chunk);
       const int64_t W = capacity[b].neighbors > 0 ? std::min(capacity[b].neighbors, C) : C;
-      const int64_t chunk = std::max<int64_t>(1, pairs_per_chunk_ / C);
-      auto candidate_index = torch::arange(C, lopts);
-      for (int64_t t0 = 0; t0 < targets; t0 += chunk) {
-        const int64_t rows = std::min(chunk, targets - t0);
-        auto bt = bin.narrow(0, t0, rows);
-        auto d2 = squared_norm(P.narrow(0, t0, rows).unsqueeze(1) - cand_pos.index_select(0, bt));   // [rows, C]
-        auto in_cut = (d2 <= cutoff2) & (d2 != 0);
-        close.update(d2, first + t0, [&](const torch::Tensor& row) {
-          return cand_key.view({nbins, C}).index_select(0, bt.index_select(0, row)).view({-1}).div(S, "floor") + first;
-        });
-
-        // The neighbours of each target, compacted into W columns in candidate order.
-        auto ahead = in_cut.cumsum(1);   // 1-based position among the row's neighbours
-        most_neighbors = torch::maximum(most_neighbors, ahead.select(1, C - 1).max());
-        torch::Tensor near_d2, near_index;
-        if (W == C) {
-          near_d2 = torch::where(in_cut, d2, torch::full({}, inf, opts));
-          near_index = candidate_index.expand({rows, C});
-        } else {
-          auto col = torch::where(in_cut & (ahead <= W), ahead - 1, torch::full({}, W, lopts));
-          near_d2 = torch::full({rows, W + 1}, inf, opts).scatter_(1, col, d2).narrow(1, 0, W);
-          near_index = torch::zeros({rows, W + 1}, lopts)
-                           .scatter_(1, col, candidate_index.expand({rows, C}))
-                           .narrow(1, 0, W);
-        }
-        auto keep = near_d2 <= cutoff2;
-        if (max_neighbors_ > 0 && W > max_neighbors_) {
-          // the (T+1)-th smallest d^2: the largest of the T+1 smallest
-          auto kth = std::get<0>(near_d2.topk(max_neighbors_ + 1, 1, /*largest=*/false, /*sorted=*/false))
-                         .amax(1);
-          keep = keep & (near_d2 <= (kth + 0.01).unsqueeze(1));
-        }
-        // Order the kept neighbours by (source atom, image).
-        auto key = cand_key.index_select(0, (bt.unsqueeze(1) * C + near_index).reshape({-1})).view({rows, W});
-        auto sorted = std::get<0>(torch::where(keep, key, torch::full({}, kNoKey, lopts)).sort(1)).reshape({-1});
-        auto kept = sorted != kNoKey;
-        auto rank_e = torch::cumsum(kept, 0) - 1 + found;
-        auto slot_e = torch::where(kept & (rank_e < cap_e), rank_e, torch::full({}, cap_e, lopts));
-        auto key_kept = torch::where(kept, sorted, torch::zeros({}, lopts));
-        src_buf.scatter_(0, slot_e, key_kept.div(S, "floor") + first);
-        img_buf.scatter_(0, slot_e, key_kept.remainder(S));
-        tgt_buf.scatter_(0, slot_e, (torch::arange(rows, lopts) + (first + t0)).unsqueeze(1).expand({rows, W}).reshape({-1}));
-        found = found + kept.sum();
-      }
+      select_neighbours(P, bins.bin, cand, p, first, targets, W, search, close, slots, most_neighbors);
       overflow = overflow | (most_neighbors > W);
     }
-    src.push_back(src_buf.narrow(0, 0, cap_e));
-    tgt.push_back(tgt_buf.narrow(0, 0, cap_e));
-    off.push_back(K.images[b].index_select(0, img_buf.narrow(0, 0, cap_e)));
+    src.push_back(slots.src.narrow(0, 0, cap_e));
+    tgt.push_back(slots.tgt.narrow(0, 0, cap_e));
+    off.push_back(tables[b].images.index_select(0, slots.image.narrow(0, 0, cap_e)));
     sys.push_back(torch::full({cap_e}, b, lopts));
-    raw_counts.push_back(found);
+    raw_counts.push_back(slots.found);
     // Any overflow shows as more edges than slots.
-    reported.push_back(torch::where(overflow, torch::maximum(found, torch::full({}, cap_e + 1, lopts)), found));
+    reported.push_back(torch::where(overflow, torch::maximum(slots.found, torch::full({}, cap_e + 1, lopts)), slots.found));
     cand_max.push_back(most_candidates);
     nbr_max.push_back(most_neighbors);
     g.row_offsets.push_back(g.row_offsets.back() + cap_e);
@@ -706,29 +815,6 @@ RadiusGraph RadiusGraphBuilder::build_with(const torch::Tensor& pos_in, const to
   finish(g, src, tgt, off, sys, raw_counts, reported, lopts);
   last_sizes_ = g.sizes;
   return g;
-}
-
-// ---- transitional forms ---------------------------------------------------------
-
-namespace {
-torch::Tensor upload_cells(const std::vector<GraphSystem>& systems, const torch::Device& device) {
-  std::vector<double> flat;
-  for (const auto& s : systems)
-    for (const auto& row : s.cell) flat.insert(flat.end(), row.begin(), row.end());
-  return upload(flat, torch::TensorOptions().dtype(torch::kFloat64).device(device))
-      .view({static_cast<int64_t>(systems.size()), 3, 3});
-}
-}  // namespace
-
-RadiusGraph RadiusGraphBuilder::build(const torch::Tensor& pos, const std::vector<GraphSystem>& systems) {
-  return build(pos, upload_cells(systems, pos.device()), systems);
-}
-
-RadiusGraph RadiusGraphBuilder::build_with(const torch::Tensor& pos, const std::vector<GraphSystem>& systems,
-                                           const std::vector<int64_t>& capacity) const {
-  std::vector<GraphCapacity> c;
-  for (int64_t e : capacity) c.push_back({e, 0, 0, 0});
-  return build_with(pos, upload_cells(systems, pos.device()), systems, c);
 }
 
 }  // namespace uma

@@ -75,8 +75,14 @@ struct RadiusGraph {
   std::vector<GraphCapacity> capacity;  // [B] host: the capacities it was built with
 };
 
+// The distance between neighbouring lattice planes of direction k (the
+// planes spanned by a_(k+1) and a_(k+2)): V / |a_(k+1) x a_(k+2)| with
+// V = |a0 . (a1 x a2)|.  0 or NaN for a cell without volume.
+std::array<double, 3> plane_spacings(const Matrix3& cell);
+
 // Integer image ranges per lattice direction that can hold a neighbour within
-// `cutoff` of an atom inside the cell: ceil(cutoff * |a_j x a_k| / V), 0 if not periodic.
+// `cutoff` of an atom inside the cell: ceil(cutoff / plane_spacings(cell)[k]),
+// computed as ceil(cutoff * |a_(k+1) x a_(k+2)| / V); 0 if not periodic.
 std::array<int64_t, 3> image_repeats(const Matrix3& cell, const std::array<bool, 3>& pbc,
                                      double cutoff);
 
@@ -135,15 +141,6 @@ class RadiusGraphBuilder {
   // Edge capacities per system, and all capacities.
   const std::vector<int64_t>& capacities() const { return edge_capacity_; }
   const std::vector<GraphCapacity>& graph_capacities() const { return capacity_; }
-
-  // Transitional forms that take the cells from systems[b].cell and upload
-  // them (one counted upload per call).  Prefer the forms above.  This
-  // build_with takes edge capacities only and sizes the other buffers so that
-  // they cannot overflow (candidates = natoms x stencil): fine for small
-  // training systems, slow for large ones.
-  RadiusGraph build(const torch::Tensor& pos, const std::vector<GraphSystem>& systems);
-  RadiusGraph build_with(const torch::Tensor& pos, const std::vector<GraphSystem>& systems,
-                         const std::vector<int64_t>& capacity) const;
 
  private:
   struct Constants;   // per-layout stencils and image lists, kept on the device

@@ -39,18 +39,6 @@ torch::Tensor to_host(const torch::Tensor& t) {
   return t.detach().to(torch::kCPU, /*non_blocking=*/false, /*copy=*/true).contiguous();
 }
 
-double read_scalar(const torch::Tensor& t) {
-  count_read(t);
-  return t.detach().to(torch::kCPU).to(torch::kFloat64).item<double>();
-}
-
-int64_t read_int(const torch::Tensor& t) {
-  count_read(t);
-  return t.detach().to(torch::kCPU).to(torch::kInt64).item<int64_t>();
-}
-
-bool read_bool(const torch::Tensor& t) { return read_int(t) != 0; }
-
 torch::Tensor upload(const torch::Tensor& host, const torch::TensorOptions& options) {
   TORCH_CHECK(host.device().is_cpu(), "uma::upload takes a CPU tensor");
   count_upload(host);

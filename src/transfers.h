@@ -4,9 +4,9 @@
 // the device to the host (a read) goes through these functions, so that
 // "uploads per step" and "host reads per step" are numbers tests can assert
 // on any device.  A CPU-to-CPU copy still counts: the rule is about the code
-// path, not about where the memory happens to live.  tests/check_transfers.py
-// fails the build's tests on any direct transfer elsewhere in src/,
-// pair_style/ and fix_train/.
+// path, not about where the memory happens to live.
+// tests/static/check_transfers.py fails the build's tests on any direct
+// transfer elsewhere in src/, plugin/, pair_style/ and fix_train/.
 #pragma once
 
 #include <cstdint>
@@ -28,10 +28,6 @@ void reset_transfer_counts();
 
 // Copies `t` to a contiguous CPU tensor (always a copy); counts one read.
 torch::Tensor to_host(const torch::Tensor& t);
-// Reads a one-element tensor; counts one read.
-double read_scalar(const torch::Tensor& t);
-int64_t read_int(const torch::Tensor& t);
-bool read_bool(const torch::Tensor& t);
 
 // ---- host -> device (uploads) ----------------------------------------------
 

@@ -8,6 +8,13 @@
 
 namespace uma {
 
+// A number in a message, to three significant digits ("0.005", "0.5").
+inline std::string format_number(double x) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3g", x);
+  return buf;
+}
+
 class Error : public std::runtime_error {
  public:
   explicit Error(const std::string& what) : std::runtime_error(what) {}
@@ -20,18 +27,11 @@ class CloseAtomsError : public Error {
  public:
   CloseAtomsError(int64_t first, int64_t second, double distance, double minimum)
       : Error("atoms " + std::to_string(first) + " and " + std::to_string(second) +
-              " (0-based, in input order) are " + format(distance) + " A apart, closer than the " +
-              format(minimum) + " A minimum"),
+              " (0-based, in input order) are " + format_number(distance) + " A apart, closer than the " +
+              format_number(minimum) + " A minimum"),
         first(first), second(second), distance(distance) {}
   int64_t first, second;
   double distance;
-
- private:
-  static std::string format(double x) {
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%.3g", x);
-    return buf;
-  }
 };
 
 }  // namespace uma

@@ -111,12 +111,22 @@ std::set<std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t>> brute_force_ed
   return edges;
 }
 
+// The systems' graph cells as RadiusGraphBuilder::build takes them: [B, 3, 3]
+// float64 on `device` (one counted upload).
+torch::Tensor graph_cells(const std::vector<GraphSystem>& systems, const torch::Device& device) {
+  std::vector<double> flat;
+  for (const auto& s : systems)
+    for (const auto& row : s.cell) flat.insert(flat.end(), row.begin(), row.end());
+  return upload(flat, torch::TensorOptions().dtype(torch::kFloat64).device(device))
+      .view({static_cast<int64_t>(systems.size()), 3, 3});
+}
+
 TEST(RadiusGraph, MatchesBruteForce) {
   for (Atoms a : {copper_cell(), triclinic_cell(), molecule()}) {
     // positions inside the cell so that wrapping is the identity
     RadiusGraphBuilder builder(5.0, 0);
     std::vector<GraphSystem> sys{{0, a.positions.size(0), graph_cell(a.cell, a.pbc), a.pbc}};
-    auto g = builder.build(a.positions, sys);
+    auto g = builder.build(a.positions, graph_cells(sys, a.positions.device()), sys);
     const auto expected = brute_force_edges(a, 5.0);
     std::set<std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t>> got;
     auto valid = g.valid.to(torch::kCPU);
@@ -149,7 +159,7 @@ TEST(RadiusGraph, MaxNeighbourRuleKeepsNearTies) {
   std::vector<GraphSystem> sys{{0, 19, graph_cell(a.cell, a.pbc), a.pbc}};
   auto count_centre = [&](int64_t max_nb) {
     RadiusGraphBuilder b(6.0, max_nb);
-    auto g = b.build(a.positions, sys);
+    auto g = b.build(a.positions, graph_cells(sys, a.positions.device()), sys);
     return (g.valid & (g.tgt == 0)).sum().item<int64_t>();
   };
   EXPECT_EQ(count_centre(0), 18);

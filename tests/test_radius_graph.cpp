@@ -619,17 +619,5 @@ TEST(RadiusGraphCellList, NeighbourOverflowIsFlaggedAndGrowthRecovers) {
   expect_same_graph(g, ref, "compressed");
 }
 
-// The transitional forms (cells taken from the host systems) give the same graph.
-TEST(RadiusGraphCellList, TransitionalFormsAgree) {
-  Generator gen(3);
-  Batch b = make_batch({gen.random_system(0), gen.random_system(5)}, torch::kFloat32);
-  RadiusGraphBuilder one(kCutoff, 30), two(kCutoff, 30);
-  auto g1 = one.build(b.pos, b.cells, b.systems);
-  auto g2 = two.build(b.pos, b.systems);
-  expect_same_graph(g1, g2, "build");
-  auto g3 = two.build_with(b.pos, b.systems, one.capacities());
-  expect_same_graph(g1, g3, "build_with");
-}
-
 }  // namespace
 }  // namespace uma::test

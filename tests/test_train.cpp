@@ -41,6 +41,21 @@ train::TrainOptions options(torch::ScalarType dtype = torch::kFloat32) {
   return o;
 }
 
+// Options under which a step only evaluates: lr = 0 leaves the weights exactly
+// as they are, clip_norm = 0 leaves the gradient unscaled.
+train::TrainOptions evaluation_options(torch::ScalarType dtype) {
+  auto o = options(dtype);
+  o.optimizer.lr = 0;
+  o.optimizer.clip_norm = 0;
+  return o;
+}
+
+// One step on these samples: returns its loss; its gradient is in t.gradient().
+double loss_and_gradient(Trainer& t, const std::vector<int64_t>& ids) {
+  t.step(ids);
+  return t.read_stats().loss;
+}
+
 std::vector<int64_t> add_samples(Trainer& t) {
   return {t.add_sample(labelled(copper_cell(), -14.0)), t.add_sample(labelled(triclinic_cell(), -9.0)),
           t.add_sample(labelled(molecule(), -30.0, false))};
@@ -74,9 +89,9 @@ TEST(Training, StepReadsNothingFromTheDevice) {
 TEST(Training, ConservingGradientMatchesFiniteDifferences) {
   // The loss holds forces = -dE/dx and stress = dE/dstrain, so its gradient
   // needs the second-order backward through every edge operation.
-  Trainer trainer(random_model(small_config(4, true)), options(torch::kFloat64));
+  Trainer trainer(random_model(small_config(4, true)), evaluation_options(torch::kFloat64));
   auto ids = add_samples(trainer);
-  trainer.compute_gradient(ids);
+  loss_and_gradient(trainer, ids);
   auto grad = trainer.gradient().clone();
   std::vector<torch::Tensor> params;   // the flat gradient's order: trainable parameters
   for (const auto& p : trainer.model()->parameters())
@@ -92,9 +107,9 @@ TEST(Training, ConservingGradientMatchesFiniteDifferences) {
         auto element = p.detach().view({-1}).narrow(0, k - offset, 1);
         const double h = 1e-5, w0 = element.item<double>();
         element.fill_(w0 + h);
-        const double up = trainer.compute_gradient(ids).item<double>();
+        const double up = loss_and_gradient(trainer, ids);
         element.fill_(w0 - h);
-        const double down = trainer.compute_gradient(ids).item<double>();
+        const double down = loss_and_gradient(trainer, ids);
         element.fill_(w0);
         const double fd = (up - down) / (2 * h), g = grad[k].item<double>();
         EXPECT_NEAR(fd, g, 1e-5 * std::max(1.0, std::abs(g))) << "flat index " << k;
@@ -110,15 +125,15 @@ TEST(Training, ConservingGradientMatchesFiniteDifferences) {
 TEST(Training, BatchedMoleEqualsSplitViews) {
   // Padding every edge block to the widest (one batched GEMM per MoLE layer)
   // gives the loss and gradient of exact blocks (one GEMM per system).
-  auto split = options(torch::kFloat64);
+  auto split = evaluation_options(torch::kFloat64);
   split.mole_padding = 0.0;
-  auto padded = options(torch::kFloat64);
+  auto padded = evaluation_options(torch::kFloat64);
   padded.mole_padding = 100.0;
   Trainer a(random_model(small_config()), split), b(random_model(small_config()), padded);
   auto ids = add_samples(a);
   add_samples(b);
-  auto la = a.compute_gradient(ids).item<double>();
-  auto lb = b.compute_gradient(ids).item<double>();
+  auto la = loss_and_gradient(a, ids);
+  auto lb = loss_and_gradient(b, ids);
   EXPECT_NEAR(la, lb, 1e-12 * std::abs(la));
   EXPECT_TRUE(torch::isfinite(b.gradient()).all().item<bool>());
   EXPECT_LT((a.gradient() - b.gradient()).abs().max().item<double>(), 1e-10 * a.gradient().abs().max().item<double>());

@@ -6,12 +6,18 @@
 //   uma bench MODEL STRUCTURE.extxyz [--repeats N] [--memory GB] [--chunk EDGES]
 //   uma train MODEL DATA.extxyz --out OUT [--steps N] [--max-atoms M] ...
 //   uma test MODEL DATA.extxyz [--task T]
+//   uma bench-train MODEL DATA.extxyz [--steps N] [--warmup N] [--ops] [--device D]
 //   uma bench-graph [--sizes 6 13 25] [--repeats N] [--brute-repeats N] [--max-brute ATOMS] [--json]
 //   uma init CONFIG.json OUT.safetensors [--seed N]      (random weights: timing only)
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <functional>
 #include <iostream>
+#include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
 
 #include "commands.h"
 #include "device.h"
@@ -130,124 +136,156 @@ int cmd_eval(const EvalArgs& a) {
   return 0;
 }
 
+// One subcommand: its parser, and what it runs once the command line is parsed.
+struct Command {
+  CLI::App* parser;
+  std::function<int()> run;
+};
+
+Command add_info(CLI::App& app) {
+  auto model = std::make_shared<std::string>();
+  auto* cmd = app.add_subcommand("info", "print a model file's configuration");
+  cmd->add_option("MODEL", *model, "model file (.safetensors)")->required();
+  return {cmd, [model] { return cmd_info(*model); }};
+}
+
+Command add_eval(CLI::App& app) {
+  auto a = std::make_shared<EvalArgs>();
+  auto* cmd = app.add_subcommand("eval", "energy, forces and stress of every frame of an extxyz file");
+  cmd->add_option("MODEL", a->model, "model file (.safetensors)")->required();
+  cmd->add_option("STRUCTURE", a->structure, "structure file (extended XYZ)")->required();
+  cmd->add_option("--task", a->task, "dataset head (default: the frame's task= label)");
+  cmd->add_option("--charge", a->charge, "total charge (default: frame label or 0)");
+  cmd->add_option("--spin", a->spin, "spin multiplicity (default: frame label, 1 for omol, else 0)");
+  cmd->add_option("--device", a->device, "cpu, cuda or cuda:N");
+  cmd->add_option("--precision", a->precision, "fp32, fp64 or tf32 (CUDA only)")
+      ->check(CLI::IsMember({"fp32", "fp64", "tf32"}));
+  cmd->add_flag("--json", a->json, "print JSON instead of tables");
+  cmd->add_option("--memory", a->memory_gb,
+                  "memory budget per evaluation in GB (default: 80% of the available memory); "
+                  "above it the edge work is recomputed in chunks")
+      ->check(CLI::PositiveNumber);
+  cmd->add_flag("--no-merge", a->no_merge, "do not merge the experts (evaluate the full mixture)");
+  return {cmd, [a] { return cmd_eval(*a); }};
+}
+
+Command add_bench(CLI::App& app) {
+  struct Args {
+    uma::tool::BenchArgs bench;
+    bool no_merge = false;
+  };
+  auto a = std::make_shared<Args>();
+  auto& bench = a->bench;
+  auto* cmd = app.add_subcommand("bench", "time repeated evaluations of one structure (prints JSON)");
+  cmd->add_option("MODEL", bench.model, "model file (.safetensors)")->required();
+  cmd->add_option("STRUCTURE", bench.structure, "structure file (first frame is used)")->required();
+  cmd->add_option("--task", bench.task, "dataset head");
+  cmd->add_option("--repeats", bench.repeats, "timed evaluations after one warm-up")->check(CLI::PositiveNumber);
+  cmd->add_option("--precision", bench.precision, "fp32, fp64 or tf32 (CUDA only)")
+      ->check(CLI::IsMember({"fp32", "fp64", "tf32"}));
+  cmd->add_option("--device", bench.device, "cpu, cuda or cuda:N");
+  cmd->add_option("--memory", bench.memory_gb, "memory budget per evaluation in GB (default: automatic)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--chunk", bench.chunk, "recompute the edge work in chunks of this many edges "
+                  "(overrides the memory plan)")->check(CLI::PositiveNumber);
+  cmd->add_option("--edge-ops", bench.edge_ops, "block edge work: lean (fused CPU operators) or "
+                  "reference (the LibTorch composition)")->check(CLI::IsMember({"lean", "reference"}));
+  cmd->add_flag("--no-merge", a->no_merge, "evaluate the full expert mixture");
+  return {cmd, [a] {
+            a->bench.merge = !a->no_merge;
+            return uma::tool::bench(a->bench);
+          }};
+}
+
+Command add_train(CLI::App& app) {
+  auto tr = std::make_shared<uma::tool::TrainArgs>();
+  auto* cmd = app.add_subcommand("train", "train a model file on labelled extxyz (energy, forces, stress)");
+  cmd->add_option("MODEL", tr->model, "model file to start from (.safetensors)")->required();
+  cmd->add_option("DATA", tr->data, "training frames (extended XYZ with energy/forces/stress)")->required();
+  cmd->add_option("--out", tr->out, "model file to write")->required();
+  cmd->add_option("--validate", tr->validate, "held-out frames: MAEs before and after");
+  cmd->add_option("--task", tr->task, "dataset for frames without a task= label");
+  cmd->add_option("--steps", tr->steps, "optimizer steps")->check(CLI::PositiveNumber);
+  cmd->add_option("--max-atoms", tr->max_atoms, "atoms per batch at most")->check(CLI::PositiveNumber);
+  cmd->add_option("--lr", tr->lr, "peak learning rate")->check(CLI::PositiveNumber);
+  cmd->add_option("--weight-decay", tr->weight_decay, "AdamW weight decay")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--warmup", tr->warmup, "warm-up steps")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--clip", tr->clip, "gradient-norm clip (0: none)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--ema", tr->ema, "EMA decay (0: none); the averaged weights are written")
+      ->check(CLI::Range(0.0, 1.0));
+  cmd->add_option("--energy-coef", tr->energy_coef, "energy loss coefficient")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--forces-coef", tr->forces_coef, "forces loss coefficient")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--stress-coef", tr->stress_coef, "stress loss coefficient")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--forces-reduction", tr->forces_reduction, "mean or per_structure")
+      ->check(CLI::IsMember({"mean", "per_structure"}));
+  cmd->add_option("--routing-dropout", tr->routing_dropout, "dropout on the expert routing logits")
+      ->check(CLI::Range(0.0, 1.0));
+  cmd->add_option("--seed", tr->seed, "sampler and dropout seed");
+  cmd->add_option("--print-every", tr->print_every, "steps between progress lines")->check(CLI::PositiveNumber);
+  cmd->add_option("--device", tr->device, "cpu, cuda or cuda:N");
+  return {cmd, [tr] { return uma::tool::train(*tr); }};
+}
+
+Command add_test(CLI::App& app) {
+  auto te = std::make_shared<uma::tool::TestArgs>();
+  auto* cmd = app.add_subcommand("test", "energy, force and stress MAEs of a model on labelled extxyz");
+  cmd->add_option("MODEL", te->model, "model file (.safetensors)")->required();
+  cmd->add_option("DATA", te->data, "labelled frames (extended XYZ)")->required();
+  cmd->add_option("--task", te->task, "dataset for frames without a task= label");
+  return {cmd, [te] { return uma::tool::test(*te); }};
+}
+
+Command add_bench_train(CLI::App& app) {
+  auto bt = std::make_shared<uma::tool::BenchTrainArgs>();
+  auto* cmd = app.add_subcommand("bench-train", "time training steps on one batch (prints JSON)");
+  cmd->add_option("MODEL", bt->model, "model file (.safetensors)")->required();
+  cmd->add_option("DATA", bt->data, "labelled frames: the batch")->required();
+  cmd->add_option("--steps", bt->steps, "timed steps")->check(CLI::PositiveNumber);
+  cmd->add_option("--warmup", bt->warmup, "untimed steps first")->check(CLI::NonNegativeNumber);
+  cmd->add_flag("--ops", bt->ops, "list the most frequent ATen operators of one step");
+  cmd->add_option("--device", bt->device, "cpu, cuda or cuda:N");
+  return {cmd, [bt] { return uma::tool::bench_train(*bt); }};
+}
+
+Command add_bench_graph(CLI::App& app) {
+  auto bg = std::make_shared<uma::tool::BenchGraphArgs>();
+  auto* cmd = app.add_subcommand("bench-graph", "time the cell-list radius graph against the brute force on fcc Cu");
+  cmd->add_option("--sizes", bg->sizes, "supercells n x n x n of the 4-atom cell (default 6 13 25)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--repeats", bg->repeats, "timed builds after one warm-up")->check(CLI::PositiveNumber);
+  cmd->add_option("--brute-repeats", bg->brute_repeats, "timed brute-force builds (no warm-up)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--max-brute", bg->max_brute, "skip the brute force above this many atoms (default 2000)");
+  cmd->add_option("--cutoff", bg->cutoff, "cutoff (A)")->check(CLI::PositiveNumber);
+  cmd->add_option("--max-neighbors", bg->max_neighbors, "max_neighbors (0: none)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--rattle", bg->rattle, "random displacement per axis (A)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--device", bg->device, "cpu, cuda or cuda:N");
+  cmd->add_option("--precision", bg->precision, "fp32 or fp64")->check(CLI::IsMember({"fp32", "fp64"}));
+  cmd->add_flag("--json", bg->json, "print JSON");
+  return {cmd, [bg] { return uma::tool::bench_graph(*bg); }};
+}
+
+Command add_init(CLI::App& app) {
+  auto in = std::make_shared<uma::tool::InitArgs>();
+  auto* cmd = app.add_subcommand("init", "write a model file with seeded random weights for a model config (timing only)");
+  cmd->add_option("CONFIG", in->config, "model configuration JSON (a model file's config metadata)")->required();
+  cmd->add_option("OUT", in->out, "model file to write (.safetensors)")->required();
+  cmd->add_option("--seed", in->seed, "random seed");
+  return {cmd, [in] { return uma::tool::init(*in); }};
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"lammps-uma engine: evaluate and inspect UMA-S model files"};
   app.require_subcommand(1);
-
-  std::string info_model;
-  auto* info = app.add_subcommand("info", "print a model file's configuration");
-  info->add_option("MODEL", info_model, "model file (.safetensors)")->required();
-
-  EvalArgs ev;
-  auto* eval = app.add_subcommand("eval", "energy, forces and stress of every frame of an extxyz file");
-  eval->add_option("MODEL", ev.model, "model file (.safetensors)")->required();
-  eval->add_option("STRUCTURE", ev.structure, "structure file (extended XYZ)")->required();
-  eval->add_option("--task", ev.task, "dataset head (default: the frame's task= label)");
-  eval->add_option("--charge", ev.charge, "total charge (default: frame label or 0)");
-  eval->add_option("--spin", ev.spin, "spin multiplicity (default: frame label, 1 for omol, else 0)");
-  eval->add_option("--device", ev.device, "cpu, cuda or cuda:N");
-  eval->add_option("--precision", ev.precision, "fp32, fp64 or tf32 (CUDA only)")
-      ->check(CLI::IsMember({"fp32", "fp64", "tf32"}));
-  eval->add_flag("--json", ev.json, "print JSON instead of tables");
-  eval->add_option("--memory", ev.memory_gb,
-                   "memory budget per evaluation in GB (default: 80% of the available memory); "
-                   "above it the edge work is recomputed in chunks")
-      ->check(CLI::PositiveNumber);
-  eval->add_flag("--no-merge", ev.no_merge, "do not merge the experts (evaluate the full mixture)");
-
-  uma::tool::BenchArgs bench;
-  auto* bench_cmd = app.add_subcommand("bench", "time repeated evaluations of one structure (prints JSON)");
-  bench_cmd->add_option("MODEL", bench.model, "model file (.safetensors)")->required();
-  bench_cmd->add_option("STRUCTURE", bench.structure, "structure file (first frame is used)")->required();
-  bench_cmd->add_option("--task", bench.task, "dataset head");
-  bench_cmd->add_option("--repeats", bench.repeats, "timed evaluations after one warm-up")->check(CLI::PositiveNumber);
-  bench_cmd->add_option("--precision", bench.precision, "fp32, fp64 or tf32 (CUDA only)")
-      ->check(CLI::IsMember({"fp32", "fp64", "tf32"}));
-  bench_cmd->add_option("--device", bench.device, "cpu, cuda or cuda:N");
-  bench_cmd->add_option("--memory", bench.memory_gb, "memory budget per evaluation in GB (default: automatic)")
-      ->check(CLI::PositiveNumber);
-  bench_cmd->add_option("--chunk", bench.chunk, "recompute the edge work in chunks of this many edges "
-                        "(overrides the memory plan)")->check(CLI::PositiveNumber);
-  bench_cmd->add_option("--edge-ops", bench.edge_ops, "block edge work: lean (fused CPU operators) or "
-                        "reference (the LibTorch composition)")->check(CLI::IsMember({"lean", "reference"}));
-  bool bench_no_merge = false;
-  bench_cmd->add_flag("--no-merge", bench_no_merge, "evaluate the full expert mixture");
-
-  uma::tool::TrainArgs tr;
-  auto* train_cmd = app.add_subcommand("train", "train a model file on labelled extxyz (energy, forces, stress)");
-  train_cmd->add_option("MODEL", tr.model, "model file to start from (.safetensors)")->required();
-  train_cmd->add_option("DATA", tr.data, "training frames (extended XYZ with energy/forces/stress)")->required();
-  train_cmd->add_option("--out", tr.out, "model file to write")->required();
-  train_cmd->add_option("--validate", tr.validate, "held-out frames: MAEs before and after");
-  train_cmd->add_option("--task", tr.task, "dataset for frames without a task= label");
-  train_cmd->add_option("--steps", tr.steps, "optimizer steps")->check(CLI::PositiveNumber);
-  train_cmd->add_option("--max-atoms", tr.max_atoms, "atoms per batch at most")->check(CLI::PositiveNumber);
-  train_cmd->add_option("--lr", tr.lr, "peak learning rate")->check(CLI::PositiveNumber);
-  train_cmd->add_option("--weight-decay", tr.weight_decay, "AdamW weight decay")->check(CLI::NonNegativeNumber);
-  train_cmd->add_option("--warmup", tr.warmup, "warm-up steps")->check(CLI::NonNegativeNumber);
-  train_cmd->add_option("--clip", tr.clip, "gradient-norm clip (0: none)")->check(CLI::NonNegativeNumber);
-  train_cmd->add_option("--ema", tr.ema, "EMA decay (0: none); the averaged weights are written")
-      ->check(CLI::Range(0.0, 1.0));
-  train_cmd->add_option("--energy-coef", tr.energy_coef, "energy loss coefficient")->check(CLI::NonNegativeNumber);
-  train_cmd->add_option("--forces-coef", tr.forces_coef, "forces loss coefficient")->check(CLI::NonNegativeNumber);
-  train_cmd->add_option("--stress-coef", tr.stress_coef, "stress loss coefficient")->check(CLI::NonNegativeNumber);
-  train_cmd->add_option("--forces-reduction", tr.forces_reduction, "mean or per_structure")
-      ->check(CLI::IsMember({"mean", "per_structure"}));
-  train_cmd->add_option("--routing-dropout", tr.routing_dropout, "dropout on the expert routing logits")
-      ->check(CLI::Range(0.0, 1.0));
-  train_cmd->add_option("--seed", tr.seed, "sampler and dropout seed");
-  train_cmd->add_option("--print-every", tr.print_every, "steps between progress lines")->check(CLI::PositiveNumber);
-  train_cmd->add_option("--device", tr.device, "cpu, cuda or cuda:N");
-
-  uma::tool::TestArgs te;
-  auto* test_cmd = app.add_subcommand("test", "energy, force and stress MAEs of a model on labelled extxyz");
-  test_cmd->add_option("MODEL", te.model, "model file (.safetensors)")->required();
-  test_cmd->add_option("DATA", te.data, "labelled frames (extended XYZ)")->required();
-  test_cmd->add_option("--task", te.task, "dataset for frames without a task= label");
-
-  uma::tool::BenchTrainArgs bt;
-  auto* bench_train_cmd = app.add_subcommand("bench-train", "time training steps on one batch (prints JSON)");
-  bench_train_cmd->add_option("MODEL", bt.model, "model file (.safetensors)")->required();
-  bench_train_cmd->add_option("DATA", bt.data, "labelled frames: the batch")->required();
-  bench_train_cmd->add_option("--steps", bt.steps, "timed steps")->check(CLI::PositiveNumber);
-  bench_train_cmd->add_option("--warmup", bt.warmup, "untimed steps first")->check(CLI::NonNegativeNumber);
-  bench_train_cmd->add_flag("--ops", bt.ops, "list the most frequent ATen operators of one step");
-  bench_train_cmd->add_option("--device", bt.device, "cpu, cuda or cuda:N");
-
-  uma::tool::BenchGraphArgs bg;
-  auto* bench_graph_cmd = app.add_subcommand("bench-graph", "time the cell-list radius graph against the brute force on fcc Cu");
-  bench_graph_cmd->add_option("--sizes", bg.sizes, "supercells n x n x n of the 4-atom cell (default 6 13 25)")
-      ->check(CLI::PositiveNumber);
-  bench_graph_cmd->add_option("--repeats", bg.repeats, "timed builds after one warm-up")->check(CLI::PositiveNumber);
-  bench_graph_cmd->add_option("--brute-repeats", bg.brute_repeats, "timed brute-force builds (no warm-up)")
-      ->check(CLI::PositiveNumber);
-  bench_graph_cmd->add_option("--max-brute", bg.max_brute, "skip the brute force above this many atoms (default 2000)");
-  bench_graph_cmd->add_option("--cutoff", bg.cutoff, "cutoff (A)")->check(CLI::PositiveNumber);
-  bench_graph_cmd->add_option("--max-neighbors", bg.max_neighbors, "max_neighbors (0: none)")->check(CLI::NonNegativeNumber);
-  bench_graph_cmd->add_option("--rattle", bg.rattle, "random displacement per axis (A)")->check(CLI::NonNegativeNumber);
-  bench_graph_cmd->add_option("--device", bg.device, "cpu, cuda or cuda:N");
-  bench_graph_cmd->add_option("--precision", bg.precision, "fp32 or fp64")->check(CLI::IsMember({"fp32", "fp64"}));
-  bench_graph_cmd->add_flag("--json", bg.json, "print JSON");
-
-  uma::tool::InitArgs in;
-  auto* init_cmd = app.add_subcommand("init", "write a model file with seeded random weights for a model config (timing only)");
-  init_cmd->add_option("CONFIG", in.config, "model configuration JSON (a model file's config metadata)")->required();
-  init_cmd->add_option("OUT", in.out, "model file to write (.safetensors)")->required();
-  init_cmd->add_option("--seed", in.seed, "random seed");
-
+  // In the order `uma --help` lists them.
+  const std::vector<Command> commands{add_info(app),  add_eval(app),        add_bench(app),       add_train(app),
+                                      add_test(app),  add_bench_train(app), add_bench_graph(app), add_init(app)};
   CLI11_PARSE(app, argc, argv);
-  bench.merge = !bench_no_merge;
   try {
-    if (*info) return cmd_info(info_model);
-    if (*eval) return cmd_eval(ev);
-    if (*bench_cmd) return uma::tool::bench(bench);
-    if (*train_cmd) return uma::tool::train(tr);
-    if (*test_cmd) return uma::tool::test(te);
-    if (*bench_train_cmd) return uma::tool::bench_train(bt);
-    if (*bench_graph_cmd) return uma::tool::bench_graph(bg);
-    if (*init_cmd) return uma::tool::init(in);
+    for (const auto& c : commands)
+      if (*c.parser) return c.run();
   } catch (const uma::Error& e) {
     std::fprintf(stderr, "uma: error: %s\n", e.what());
     return 1;

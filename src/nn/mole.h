@@ -39,7 +39,6 @@ class MoleLinearImpl : public torch::nn::Module {
   // Mixed weights for every system: [B, out, in].
   torch::Tensor mixed_weights(const torch::Tensor& coefficients) const;
   void set_merged(const torch::Tensor& coefficients_row);  // [X]
-  void clear_merged() { merged_ = torch::Tensor(); merged_transformed_ = torch::Tensor(); }
 
   int64_t num_experts() const { return num_experts_; }
 

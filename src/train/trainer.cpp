@@ -169,10 +169,6 @@ void Trainer::agree(const std::string& failure) const {
   if (!first.empty()) throw Error(first);
 }
 
-torch::Tensor Trainer::compute_gradient(const std::vector<int64_t>& indices) {
-  return evaluate(prepare(indices), /*backward=*/true).losses.sum().detach();
-}
-
 void Trainer::step(const std::vector<int64_t>& indices) {
   const DeterministicScope deterministic(options_.deterministic);
   step_deterministic_ = at::globalContext().deterministicAlgorithms();

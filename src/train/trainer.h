@@ -81,9 +81,9 @@ class Trainer {
   // One optimizer step on this process's share of the global batch.
   void step(const std::vector<int64_t>& indices);
 
-  // The loss on these samples and its gradient (in gradient()), with no
-  // update and no reduction over processes.
-  torch::Tensor compute_gradient(const std::vector<int64_t>& indices);
+  // The flat gradient of the latest step() (the trainable parameters in
+  // parameters() order) as the optimizer used it: summed over processes and
+  // clipped (zero after a rejected step).
   const torch::Tensor& gradient() const { return flat_->grads(); }
   // Energy (eV/atom), force and stress (per component) MAEs on these samples
   // with the raw or averaged weights, this process only (counted host reads).

@@ -4,11 +4,11 @@
 Every copy between the host and the model's device must go through the
 counted functions of src/transfers.h, so that the per-step budgets the tests
 assert (uploads, host reads) are the whole truth, and so that no hidden
-synchronisation creeps into the CUDA path.  This scans src/, pair_style/ and
-fix_train/ for the operations that move data between devices or make the
+synchronisation creeps into the CUDA path.  This scans src/, plugin/, pair_style/
+and fix_train/ for the operations that move data between devices or make the
 host wait for the GPU.
 
-A line may say why a flagged form is not a transfer, with one of two markers:
+A line may say why a flagged form is not a transfer, with one of four markers:
   // host data        the tensor lives on the host by construction (a LAMMPS
                       array wrapped for upload, a result fetch() returned)
   // bulk transfer    a one-off move of a whole model or state outside the
@@ -22,7 +22,7 @@ import pathlib
 import re
 import sys
 
-FOLDERS = ["src", "pair_style", "fix_train"]
+FOLDERS = ["src", "plugin", "pair_style", "fix_train"]
 EXEMPT_FILES = {
     "src/transfers.h", "src/transfers.cpp",   # the counting module itself
     # readers and writers of host files, which never see a device tensor
@@ -35,7 +35,7 @@ DTYPE_ONLY = re.compile(
     r"\(\s*(torch::k(?!CPU\b|CUDA\b)\w+|[\w:.>()-]*?(scalar_type\(\)|dtype\(\)\.toScalarType\(\)|dtype\(\)|\.dtype|\bdtype))\s*\)")
 
 RULES = [
-    ("item", re.compile(r"\.item\s*[<(]"), "reads a device scalar: use read_scalar/read_int or fetch()"),
+    ("item", re.compile(r"\.item\s*[<(]"), "reads a device scalar: use to_host() or fetch()"),
     ("cpu", re.compile(r"\.cpu\s*\("), "moves to the host: use to_host()"),
     ("to", re.compile(r"(\.|->)to\s*\("), "moves between devices: use upload()/to_host() (a dtype-only .to() is fine)"),
     ("data_ptr", re.compile(r"\bdata_ptr\b|\.accessor\s*<"), "raw pointer into a tensor that may live on the device"),

@@ -1,12 +1,11 @@
-#!/usr/bin/env python3
 """fix uma/train through real LAMMPS (the project's sid root), on 1, 2 and 4 MPI ranks.
 
-usage: fix_train_tests.py ROOT CASE
+CASES: name -> case(host_dir, root_dir), run by run_case.py --suite train (each a ctest,
+lammps.fix_uma_train.NAME).
 """
 import math
 import os
 import re
-import sys
 
 import numpy as np
 from ase.build import bulk
@@ -14,11 +13,10 @@ from ase.calculators.emt import EMT
 from ase.io import write
 from safetensors.numpy import load_file
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import pair_uma_tests as pt  # noqa: E402
-from pair_uma_tests import Failure, check, lammps, thermo  # noqa: E402
+import harness
+from harness import MODEL, NKTV2P, PLUGIN, check, in_root, lammps, read_dump, thermo
 
-POTENTIALS = "LAMMPS_POTENTIALS=/opt/lammps/share/lammps/potentials"
+POTENTIALS = f"LAMMPS_POTENTIALS={harness.LAMMPS_POTENTIALS}"
 HEAD = """plugin load {plugin}
 units metal
 atom_style atomic
@@ -35,7 +33,7 @@ pair_coeff * * {model} Cu
 
 
 def head():
-    return HEAD.format(plugin=pt.PLUGIN, model=pt.MODEL)
+    return HEAD.format(plugin=PLUGIN, model=MODEL)
 
 
 def write_frames(host_dir, count=8):
@@ -57,8 +55,8 @@ def weights(host_dir, name):
 
 
 def update(host_dir, name):
-    """Checkpoint NAME's weights minus the start model's (pt.MODEL, as the root holds it), in weights()' order."""
-    t, s = load_file(os.path.join(host_dir, name)), load_file(pt.ROOT + pt.MODEL)
+    """Checkpoint NAME's weights minus the start model's (MODEL, as the root holds it), in weights()' order."""
+    t, s = load_file(os.path.join(host_dir, name)), load_file(harness.ROOT + MODEL)
     return np.concatenate([t[k].astype(np.float64).ravel() - s[k].astype(np.float64).ravel()
                            for k in sorted(t) if not k.startswith("tasks.")])
 
@@ -119,13 +117,13 @@ def case_on_the_fly(h, r):
     """Frames from the running MD, labelled by EAM, on 1, 2 and 4 ranks, and on 2 ranks with pair_style
     uma/kk (-sf kk, which must train as uma does): the first frame's labels equal a plain EAM run on the
     same structure; frames go to extxyz; thermo shows the fix's vector."""
-    eam = pt.lammps(h, r, "in.eam", HEAD.split("pair_style")[0].format(plugin=pt.PLUGIN) +
-                    "pair_style eam\npair_coeff 1 1 Cu_u3.eam\ncompute p all pressure NULL virial\n"
-                    "thermo_style custom step pe c_p[*]\nthermo_modify format float %.15g\n"
-                    "dump d all custom 1 dump.eam id x y z fx fy fz\ndump_modify d format float %.15g sort id\nrun 0\n",
-                    env=POTENTIALS)
+    eam = lammps(h, r, "in.eam", HEAD.split("pair_style")[0].format(plugin=PLUGIN) +
+                 "pair_style eam\npair_coeff 1 1 Cu_u3.eam\ncompute p all pressure NULL virial\n"
+                 "thermo_style custom step pe c_p[*]\nthermo_modify format float %.15g\n"
+                 "dump d all custom 1 dump.eam id x y z fx fy fz\ndump_modify d format float %.15g sort id\nrun 0\n",
+                 env=POTENTIALS)
     t, _ = thermo(eam)
-    _, _, cols = pt.read_dump(os.path.join(h, "dump.eam"))
+    _, _, cols = read_dump(os.path.join(h, "dump.eam"))
     f_eam = np.stack([cols["fx"], cols["fy"], cols["fz"]], 1)
     x_eam = np.stack([cols["x"], cols["y"], cols["z"]], 1)
     final = {}
@@ -163,7 +161,7 @@ def case_on_the_fly(h, r):
         s0 = [float(v) for v in re.search(r'stress="([^"]+)"', first).group(1).split()]
         p = [t[f"c_p[{k}]"] for k in range(1, 7)]
         want = [-p[0], -p[3], -p[4], -p[3], -p[1], -p[5], -p[4], -p[5], -p[2]]
-        err = max(abs(a - b / pt.NKTV2P) for a, b in zip(s0, want))
+        err = max(abs(a - b / NKTV2P) for a, b in zip(s0, want))
         check(err < 1e-12, f"first frame stress differs from EAM's virial by {err:.2e} eV/A^3")
         if kk:   # the same MD and training as with pair_style uma on as many ranks
             for k in ("PotEng", "f_learn[1]", "f_learn[11]"):
@@ -205,8 +203,8 @@ def case_restart(h, r):
     fix = "fix t all uma/train 1 data frames.extxyz max_atoms 64 lr 1e-3 print 1 state t.state checkpoint {out} {n}\n"
     lammps(h, r, "in.whole", head() + fix.format(out="whole.safetensors", n=6) + "run 6\n")
     lammps(h, r, "in.first", head() + fix.format(out="first.safetensors", n=3) + "run 3\nwrite_restart half.restart\n")
-    log = lammps(h, r, "in.second", f"plugin load {pt.PLUGIN}\nread_restart half.restart\n"
-                 f"pair_style uma task omat\npair_coeff * * {pt.MODEL} Cu\n" +
+    log = lammps(h, r, "in.second", f"plugin load {PLUGIN}\nread_restart half.restart\n"
+                 f"pair_style uma task omat\npair_coeff * * {MODEL} Cu\n" +
                  fix.format(out="second.safetensors", n=6) + "run 3\n")
     check("restarted after 3 optimizer steps" in log, "the fix did not say it restarted")
     a, b = weights(h, "whole.safetensors"), weights(h, "second.safetensors")
@@ -225,7 +223,7 @@ def case_errors(h, r):
                 "Cu 0 0 0\nCu 1.8 1.8 0\n")
     cases = [
         ("no_pair", head().replace("pair_style uma task omat", "pair_style eam").replace(
-            f"pair_coeff * * {pt.MODEL} Cu", "pair_coeff 1 1 Cu_u3.eam") +
+            f"pair_coeff * * {MODEL} Cu", "pair_coeff 1 1 Cu_u3.eam") +
          "fix t all uma/train 1 data frames.extxyz\nrun 1\n", "requires pair_style uma"),
         ("bad_reference", head() + "fix t all uma/train 1 label 1 reference nosuchstyle coeff * *\nrun 1\n",
          "the reference pair style failed"),
@@ -258,9 +256,9 @@ def case_one_rank_fails(h, r):
     text = head() + "fix t all uma/train 1 data frames.extxyz max_atoms 32 print 1\nrun 2\n"
     with open(os.path.join(h, "in.fails"), "w") as f:
         f.write(text)
-    lmp = "/opt/lammps/bin/lmp -in in.fails -log log.fails -screen none"
-    p = pt.in_root(f"cd {r} && OMP_NUM_THREADS=1 timeout 120 mpirun --oversubscribe -np 1 {lmp} : "
-                   f"-np 1 -x UMA_TEST_FAIL_TRAINING_STEP=1 {lmp}")
+    lmp = f"{harness.LMP} -in in.fails -log log.fails -screen none"
+    p = in_root(f"cd {r} && OMP_NUM_THREADS=1 timeout 120 mpirun --oversubscribe -np 1 {lmp} : "
+                f"-np 1 -x UMA_TEST_FAIL_TRAINING_STEP=1 {lmp}")
     check(p.returncode != 124, "one rank failed and the run hung (killed after 120 s)")
     log = open(os.path.join(h, "log.fails")).read() if os.path.exists(os.path.join(h, "log.fails")) else ""
     out = log + p.stdout + p.stderr
@@ -273,11 +271,3 @@ def case_one_rank_fails(h, r):
 CASES = {"data_parallel": case_data_parallel, "one_rank_fails": case_one_rank_fails, "on_the_fly": case_on_the_fly, "learning": case_learning,
          "restart": case_restart,
          "errors": case_errors}
-
-
-def main():
-    pt.run_case(__doc__, CASES, sys.argv, prefix="train_")
-
-
-if __name__ == "__main__":
-    main()
