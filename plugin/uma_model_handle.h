@@ -15,8 +15,6 @@ namespace LAMMPS_NS {
 
 class UMAModelHandle {
  public:
-  virtual ~UMAModelHandle() = default;
-
   // What the style evaluates: the model file, the task and inputs, where it
   // runs, and the element of each atom type.
   struct Setup {
@@ -29,6 +27,10 @@ class UMAModelHandle {
   // Lets `copy` overwrite the evaluated weights; the experts are merged again
   // at the next step.
   virtual void set_weights(const std::function<void(uma::UmaModel &)> &copy) = 0;
+
+ protected:
+  // Not deleted through this interface: the pair style's owner is LAMMPS.
+  ~UMAModelHandle() = default;
 };
 
 }  // namespace LAMMPS_NS
