@@ -14,10 +14,9 @@ import os
 import re
 import time
 
-from lammps_md import CU_NVE, lammps
+from lammps_md import CU_NVE, DEMO, lammps
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-DEMO = "/src/uma-check/potentials/uma-s-cu-eam-demo.safetensors"
 
 
 def main():

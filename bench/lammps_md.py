@@ -24,6 +24,10 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 IN_SID = os.path.join(HERE, "..", "scripts", "in_sid.sh")
+sys.path.insert(0, os.path.join(HERE, "..", "scripts"))
+import root_layout  # noqa: E402  (the paths inside the LAMMPS root)
+
+DEMO = root_layout.PROJECT + "/potentials/uma-s-cu-eam-demo.safetensors"   # the shipped demo model, in the root
 CACHE = os.path.expanduser("~/.cache/lammps-uma/bench")
 FULL_PT = os.path.join(CACHE, "uma-s-1p1-random.pt")
 FULL = os.path.join(CACHE, "uma-s-1p1-random.safetensors")
@@ -74,8 +78,8 @@ def lammps(root, workdir, name, text, threads, ranks=None, env="", flags=""):
     wrapper = ("import resource,subprocess,sys; r=subprocess.run(sys.argv[1:]); "
                "print('MAXRSS', resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss); sys.exit(r.returncode)")
     launch = f"mpirun --oversubscribe -np {ranks} " if ranks else ""
-    cmd = (f"cd {workdir} && {env} LAMMPS_PLUGIN_PATH=/src/uma-check/build-root OMP_NUM_THREADS={threads} "
-           f"python3 -c \"{wrapper}\" {launch}/opt/lammps/bin/lmp {flags} -in {name} -log log.{name} -screen none")
+    cmd = (f"cd {workdir} && {env} LAMMPS_PLUGIN_PATH={root_layout.BUILD} OMP_NUM_THREADS={threads} "
+           f"python3 -c \"{wrapper}\" {launch}{root_layout.LAMMPS}/bin/lmp {flags} -in {name} -log log.{name} -screen none")
     p = subprocess.run([IN_SID, root, "bash", "-c", cmd], capture_output=True, text=True)
     log = open(os.path.join(host, "log." + name)).read()
     if p.returncode != 0:

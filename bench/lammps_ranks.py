@@ -21,10 +21,9 @@ import os
 import re
 import time
 
-from lammps_md import CU_NVE, lammps
+from lammps_md import CU_NVE, DEMO, lammps
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-DEMO = "/src/uma-check/potentials/uma-s-cu-eam-demo.safetensors"
 SHAPE = os.path.join(HERE, "uma-s-1p1-shape.json")
 
 CELLS = {500: (5, 5, 5), 2000: (5, 10, 10), 4000: (10, 10, 10)}

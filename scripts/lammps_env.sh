@@ -15,17 +15,18 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/env.sh >/dev/null   # its progress lines go to stderr
+source scripts/root_layout.sh      # the paths inside the root
 log() { printf '[lammps-env] %s\n' "$*" >&2; }
 
 packages="g++ cmake make ca-certificates libopenmpi-dev openmpi-bin libkokkos-dev
   nlohmann-json3-dev libcli11-dev libgtest-dev libgmock-dev python3"
-lammps_flags="-D CMAKE_BUILD_TYPE=Release -D BUILD_SHARED_LIBS=on -D CMAKE_INSTALL_PREFIX=/opt/lammps
+lammps_flags="-D CMAKE_BUILD_TYPE=Release -D BUILD_SHARED_LIBS=on -D CMAKE_INSTALL_PREFIX=$UMA_ROOT_LAMMPS
   -D BUILD_MPI=on -D BUILD_OMP=on -D PKG_PLUGIN=on -D PKG_KOKKOS=on -D EXTERNAL_KOKKOS=on
   -D Kokkos_ENABLE_OPENMP=on -D PKG_MOLECULE=on -D PKG_MANYBODY=on -D PKG_KSPACE=on
   -D PKG_EXTRA-FIX=on -D FFT=KISS"
 # the root is keyed by its package list, the LAMMPS build by its flags
 root="$UMA_CACHE/sid-root-$(printf 'v1 %s' "$packages" | sha256sum | cut -c1-12)"
-lammps_done="$root/opt/lammps/.built-$(printf '20260704 %s' "$lammps_flags" | sha256sum | cut -c1-12)"
+lammps_done="$root$UMA_ROOT_LAMMPS/.built-$(printf '20260704 %s' "$lammps_flags" | sha256sum | cut -c1-12)"
 export UMA_SID_ROOT="$root"
 
 if [ ! -f "$root/.base-complete" ]; then
@@ -92,18 +93,18 @@ fi
 # The torch wheel's LibTorch and its CUDA libraries, keyed by the Python
 # environment (hard links: no copy of the 4 GB where the file system allows).
 site=$("$UMA_PYTHON" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
-torch_done="$root/opt/torch/.complete-$(basename "$(dirname "$(dirname "$UMA_PYTHON")")")"
+torch_done="$root$UMA_ROOT_TORCH/.complete-$(basename "$(dirname "$(dirname "$UMA_PYTHON")")")"
 if [ ! -f "$torch_done" ]; then
-  log "placing the torch wheel's LibTorch in the sid root (/opt/torch)"
-  rm -rf "$root/opt/torch" && mkdir -p "$root/opt/torch/site-packages"
+  log "placing the torch wheel's LibTorch in the sid root ($UMA_ROOT_TORCH)"
+  rm -rf "${root:?}$UMA_ROOT_TORCH" && mkdir -p "$root$UMA_ROOT_TORCH/site-packages"
   for d in torch nvidia; do
-    cp -al "$site/$d" "$root/opt/torch/site-packages/" 2>/dev/null || cp -a "$site/$d" "$root/opt/torch/site-packages/"
+    cp -al "$site/$d" "$root$UMA_ROOT_TORCH/site-packages/" 2>/dev/null || cp -a "$site/$d" "$root$UMA_ROOT_TORCH/site-packages/"
   done
   touch "$torch_done"
 fi
 # the installed lmp and the plugin find liblammps through the loader cache
 if [ ! -f "$root/etc/ld.so.conf.d/lammps.conf" ]; then
-  echo /opt/lammps/lib > "$root/etc/ld.so.conf.d/lammps.conf"
+  echo "$UMA_ROOT_LAMMPS/lib" > "$root/etc/ld.so.conf.d/lammps.conf"
   chroot "$root" ldconfig
 fi
 echo "$root"

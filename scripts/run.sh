@@ -3,7 +3,8 @@
 # shipped model through pair_style uma (examples/cu_nve/in.cu_nve), with
 # LAMMPS's thermo output on the screen.  The first run sets up the LAMMPS
 # environment and builds umaplugin.so (cached afterwards).  Extra arguments
-# go to lmp, e.g. -var model /src/uma-check/potentials/OTHER.safetensors.
+# go to lmp, e.g. -var model /src/uma-check/potentials/OTHER.safetensors
+# (the project's copy inside the root: scripts/root_layout.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mkdir -p build
@@ -16,6 +17,6 @@ if ! scripts/build_plugin.sh "$root" > build/plugin-build.log 2>&1; then
   exit 1
 fi
 echo "== lmp -in examples/cu_nve/in.cu_nve" >&2
-exec scripts/in_sid.sh "$root" bash -c 'cd /src/uma-check/examples/cu_nve &&
-  LAMMPS_PLUGIN_PATH=/src/uma-check/build-root OMP_NUM_THREADS="$(nproc)" \
-  /opt/lammps/bin/lmp -in in.cu_nve -log none "$@"' bash "$@"
+exec scripts/in_sid.sh "$root" bash -c 'cd "$UMA_ROOT_PROJECT/examples/cu_nve" &&
+  LAMMPS_PLUGIN_PATH="$UMA_ROOT_BUILD" OMP_NUM_THREADS="$(nproc)" \
+  "$UMA_ROOT_LAMMPS/bin/lmp" -in in.cu_nve -log none "$@"' bash "$@"

@@ -6,7 +6,7 @@ import os
 
 import numpy as np
 
-from harness import CU_BOX, MODEL, PLUGIN, PRE, check, close, in_root, lammps, thermo, thermo_runs
+from harness import CU_BOX, MODEL, PLUGIN, PRE, TORCH_LIB, check, close, in_root, lammps, thermo, thermo_runs
 
 
 def case_gpu_path(h, r):
@@ -20,8 +20,8 @@ def case_gpu_path(h, r):
     libs = {l.split()[0]: l.split()[2] if "=>" in l else "" for l in p.stdout.splitlines() if l.strip()}
     for lib in ("libtorch_cuda.so", "libc10_cuda.so", "libtorch_cpu.so"):
         check(lib in libs, f"umaplugin.so does not link {lib}:\n{p.stdout}")
-        check(libs[lib].startswith("/opt/torch/site-packages/torch/lib/"),
-              f"{lib} resolves to '{libs[lib]}', not the torch wheel in /opt/torch")
+        check(libs[lib].startswith(TORCH_LIB + "/"),
+              f"{lib} resolves to '{libs[lib]}', not the torch wheel in {TORCH_LIB}")
     check(not any("not found" in l for l in p.stdout.splitlines()), "unresolved libraries:\n" + p.stdout)
     print("  umaplugin.so links the torch wheel's libtorch_cuda, libc10_cuda and libtorch_cpu")
 

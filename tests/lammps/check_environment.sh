@@ -6,13 +6,14 @@ root="$1"
 here="$(cd "$(dirname "$0")" && pwd)"
 run() { "$here/../../scripts/in_sid.sh" "$root" "$@"; }
 cp "$here/in.lj_smoke" "$root/tmp/in.lj_smoke"
-help=$(run /opt/lammps/bin/lmp -h)
+lmp='"$UMA_ROOT_LAMMPS/bin/lmp"'   # expanded inside the root (scripts/in_sid.sh)
+help=$(run bash -c "$lmp -h")
 grep -q "4 Jul 2026" <<< "$help" || { echo "FAIL: not LAMMPS 4 Jul 2026"; exit 1; }
 for pkg in KOKKOS PLUGIN MOLECULE MANYBODY KSPACE EXTRA-FIX; do
   grep -qw -- "$pkg" <<< "$(sed -n '/Installed packages/,/List of individual/p' <<< "$help")" || { echo "FAIL: package $pkg missing"; exit 1; }
 done
-grep -q "Total wall time" <<< "$(run bash -c 'cd /tmp && /opt/lammps/bin/lmp -k on t 2 -sf kk -in in.lj_smoke -log none')" ||
+grep -q "Total wall time" <<< "$(run bash -c "cd /tmp && $lmp -k on t 2 -sf kk -in in.lj_smoke -log none")" ||
   { echo "FAIL: KOKKOS run"; exit 1; }
-grep -q "Total wall time" <<< "$(run bash -c 'cd /tmp && mpirun -np 2 /opt/lammps/bin/lmp -in in.lj_smoke -log none')" ||
+grep -q "Total wall time" <<< "$(run bash -c "cd /tmp && mpirun -np 2 $lmp -in in.lj_smoke -log none")" ||
   { echo "FAIL: MPI run"; exit 1; }
 echo "lammps environment: all checks passed"

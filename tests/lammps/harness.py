@@ -2,8 +2,8 @@
 
 Running LAMMPS and the engine inside the root, reading LAMMPS's thermo output
 and dumps, comparing them with the engine on the whole system, the inputs the
-cases share, and run_case, which runs one case and prints PASS or FAIL.  Every
-path inside the root is defined here, once.
+cases share, and run_case, which runs one case and prints PASS or FAIL.  The
+paths inside the root come from scripts/root_layout.sh (scripts/root_layout.py).
 """
 import json
 import os
@@ -16,16 +16,20 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 IN_SID = os.path.join(HERE, "..", "..", "scripts", "in_sid.sh")
+sys.path.insert(0, os.path.join(HERE, "..", "..", "scripts"))
+import root_layout  # noqa: E402
+
 # Paths inside the root
-SRC = "/src/uma-check"                       # the project inside the root
-BUILD = SRC + "/build-root"                  # its build with the root's toolchain (scripts/build_plugin.sh)
+SRC = root_layout.PROJECT                    # the project inside the root
+BUILD = root_layout.BUILD                    # its build with the root's toolchain (scripts/build_plugin.sh)
 PLUGIN = BUILD + "/umaplugin.so"
 UMA = BUILD + "/uma"
 PROBE = BUILD + "/libmpi_thread_probe.so"    # the PMPI probe (tests/lammps/mpi_thread_probe.cpp)
 MODEL = SRC + "/potentials/uma-s-tiny-random.safetensors"
 DEMO_MODEL = SRC + "/potentials/uma-s-cu-eam-demo.safetensors"   # trained on EAM copper
 BALANCED_MODEL = SRC + "/tests/fixtures/s1p2.safetensors"   # UMA-S-1.2 layout: charge-balanced channels
-LAMMPS = "/opt/lammps"                       # the LAMMPS install (scripts/lammps_env.sh)
+LAMMPS = root_layout.LAMMPS                  # the LAMMPS install (scripts/lammps_env.sh)
+TORCH_LIB = root_layout.TORCH + "/site-packages/torch/lib"   # the torch wheel's LibTorch
 LMP = LAMMPS + "/bin/lmp"
 LAMMPS_POTENTIALS = LAMMPS + "/share/lammps/potentials"   # LAMMPS's potential files (Cu_u3.eam)
 WORK = "/tmp/uma-pair"                       # the cases' work folders
