@@ -105,7 +105,7 @@ void PairUMA::allocate() {
 }
 
 /* pair_style uma [task NAME] [charge Q] [spin S] [precision fp32|fp64|tf32] [device auto|cpu|cuda|cuda:N]
-                  [memory GB] */
+                  [memory GB] [cuda_graph yes|no] */
 
 void PairUMA::settings(int narg, char** arg) {
   task_.clear();
@@ -115,6 +115,7 @@ void PairUMA::settings(int narg, char** arg) {
   precision_ = "fp32";
   device_ = "auto";
   memory_gb_ = 0.0;
+  cuda_graph_ = false;
   int iarg = 0;
   while (iarg < narg) {
     const std::string key = arg[iarg];
@@ -141,9 +142,13 @@ void PairUMA::settings(int narg, char** arg) {
       memory_gb_ = utils::numeric(FLERR, value, false, lmp);
       if (!(memory_gb_ > 0.0))
         error->all(FLERR, "Pair style uma: memory is a budget in GB and must be positive, got {}", value);
+    } else if (key == "cuda_graph") {
+      if (value != "yes" && value != "no")
+        error->all(FLERR, "Pair style uma: cuda_graph must be yes or no, got '{}'", value);
+      cuda_graph_ = value == "yes";
     } else {
       error->all(FLERR, "Pair style uma: unknown keyword '{}' (expected task, charge, spin, precision, "
-                        "device or memory)", key);
+                        "device, memory or cuda_graph)", key);
     }
     iarg += 2;
   }
@@ -251,6 +256,10 @@ void PairUMA::create_engine() {
   opts.stress = true;
   opts.memory_budget = memory_gb_ * 1e9;
   opts.memory_sharers = memory_sharers_;
+  if (cuda_graph_ && comm->nprocs > 1)
+    error->all(FLERR, "Pair style uma: cuda_graph yes applies to one MPI rank (on several, the halo exchange "
+                      "runs between the autograd passes, which one CUDA graph cannot hold); use cuda_graph no");
+  opts.cuda_graph = cuda_graph_;
   try {
     engine_ = std::make_unique<uma::Engine>(model, opts);
   } catch (const std::exception& e) {
@@ -274,6 +283,22 @@ void PairUMA::log_memory_plan() {
                    update->ntimestep, plan.describe());
   plan_logged_ = true;
   plan_logged_recompute_ = plan.recompute;
+}
+
+/* CUDA-graph replay, in the log: the first capture, and every new reason a
+   step could not be captured (it then runs eagerly). */
+
+void PairUMA::log_cuda_graph() {
+  if (!cuda_graph_ || comm->me != 0) return;
+  if (engine_->graph_captures() == 1 && engine_->graph_replays() == 0)
+    utils::logmesg(lmp, "pair {}: step {} captured as a CUDA graph; later steps of this layout replay it\n",
+                   style_name_, update->ntimestep);
+  const std::string& why = engine_->graph_refusal();
+  if (!why.empty() && why != graph_refusal_logged_) {
+    utils::logmesg(lmp, "pair {}: no CUDA graph at step {}, evaluating eagerly: {}\n", style_name_,
+                   update->ntimestep, why);
+    graph_refusal_logged_ = why;
+  }
 }
 
 void PairUMA::init_style() {
@@ -363,6 +388,7 @@ void PairUMA::compute(int eflag, int vflag) {
                    style_name_, update->ntimestep);
   merges_logged_ = merges;
   log_memory_plan();
+  log_cuda_graph();
   transfers_.end_step(pvector);
 }
 

@@ -66,6 +66,8 @@ class PairUMA : public Pair, public UMAModelHandle {
   std::string precision_ = "fp32";
   std::string device_ = "auto";
   double memory_gb_ = 0.0;            // 0: automatic (memory_plan.h)
+  bool cuda_graph_ = false;           // replay a CUDA graph of the step (one rank, CUDA)
+  std::string graph_refusal_logged_;
   int memory_sharers_ = 1;            // ranks of this node sharing the device's memory
   bool plan_logged_ = false, plan_logged_recompute_ = false;
 
@@ -96,6 +98,7 @@ class PairUMA : public Pair, public UMAModelHandle {
   // node-local rank picks one.
   virtual int data_gpu() const { return -1; }
   void log_memory_plan();
+  void log_cuda_graph();
   uma::ReadRequest read_request() const;   // what this step's flags ask the engine for
   // The evaluation of one step on one rank (the whole periodic system) or on
   // several (owned atoms plus ghosts); the Kokkos style overrides both.

@@ -557,6 +557,24 @@ st_bench() {
   done
   if [ "$MODE" = cpu ]; then
     echo "tf32 runs are not made in the CPU proof (tf32 is CUDA only)"
+    echo "CUDA-graph replay runs are not made in the CPU proof (CUDA only; its refusal on the CPU is a test)"
+  else
+    # The same fp32 runs replaying a CUDA graph (uma bench --cuda-graph): the
+    # step must have been captured once and replayed, with no refusal.
+    for s in "${structs[@]}"; do
+      echo "== uma bench $s --device $device --precision fp32 --repeats $repeats --cuda-graph"
+      timeout "$BENCH_TIMEOUT" "$B/engine/uma" bench "$MODEL" "$STRUCTS/$s.extxyz" --task omat \
+        --device "$device" --precision fp32 --repeats "$repeats" --cuda-graph > "$B/bench-$s-graph.out" 2>&1
+      local r=$?
+      cat "$B/bench-$s-graph.out"
+      "$HPY" "$REPORT" bench "$s fp32 cuda_graph" "$B/bench-$s-graph.out" "$r" "$DET/bench.json"
+      [ $r -eq 0 ] || rc=1
+      "$HPY" -c 'import json, sys
+j = json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])
+ok = j["graph_captures"] >= 1 and j["graph_replays"] >= 1 and not j["graph_refusal"]
+print("cuda graph:", "captured and replayed" if ok else "NOT replayed: " + repr(j["graph_refusal"]))
+sys.exit(0 if ok else 1)' "$B/bench-$s-graph.out" || rc=1
+    done
   fi
   return $rc
 }

@@ -79,6 +79,10 @@ Engine::Engine(UmaModel model, EngineOptions options)
     at::globalContext().setAllowTF32CuBLAS(true);
     at::globalContext().setAllowTF32CuDNN(true);
   }
+  if (options_.cuda_graph && !options_.device.is_cuda())
+    throw Error("CUDA-graph replay needs a CUDA device; the model runs on " + options_.device.str());
+  if (options_.cuda_graph && !cuda_graphs_built())
+    throw Error("CUDA-graph replay is not in this build of the engine (compiled without the CUDA headers)");
   configure_cublas_workspace(options_.device);   // before any GEMM: a later fix uma/train needs it
   make_current(options_.device);   // before anything is allocated there
   model_->to(options_.device, options_.dtype);   // bulk transfer
@@ -208,6 +212,7 @@ const Engine::Layout& Engine::whole_layout(const std::vector<Atoms>& systems) {
     if (host.data_ptr<int64_t>()[Z] > 0 || counts[0] > 0)  // host data
       throw Error("atomic numbers on the device must lie in 1.." + std::to_string(Z - 1));
     layout_ = device_layout(dev, n, -1, counts, a.charge, a.spin, a.task);
+    ++layouts_;
     layout_->key = std::move(key);
     return *layout_;
   }
@@ -241,6 +246,7 @@ const Engine::Layout& Engine::whole_layout(const std::vector<Atoms>& systems) {
   }
   layout->upload_constants(per_system, per_atom, options_.device);
   layout_ = layout;
+  ++layouts_;
   return *layout_;
 }
 
@@ -267,6 +273,7 @@ const Engine::Layout& Engine::local_layout(const LocalAtoms& piece, int64_t N) {
   if (on_device) {
     layout_ = device_layout(piece.on_device, N, piece.n_owned, piece.composition, piece.charge, piece.spin,
                             piece.task);
+    ++layouts_;
     layout_->key = std::move(key);
     connect_collectives(layout_->in, piece);
     set_targets(*layout_);
@@ -322,6 +329,7 @@ const Engine::Layout& Engine::local_layout(const LocalAtoms& piece, int64_t N) {
                            per_atom, options_.device);
   set_targets(*layout);
   layout_ = layout;
+  ++layouts_;
   return *layout_;
 }
 
@@ -516,7 +524,60 @@ Evaluation Engine::evaluate(const std::vector<Atoms>& systems) {
   const auto fopts = torch::TensorOptions().dtype(options_.dtype).device(options_.device);
   const Layout& layout = whole_layout(systems);
   const Geometry geo = upload_geometry(geometry_of(systems), fopts, staging_);
-  return run(layout, geo);
+  return options_.cuda_graph ? run_or_replay(layout, geo) : run(layout, geo);
+}
+
+// The device inputs of a captured step (copied into on every replay) and
+// the outputs it leaves.
+struct Engine::Replay {
+  Geometry geo;
+  Evaluation ev;
+  std::unique_ptr<CudaGraph> graph;
+};
+
+Engine::~Engine() = default;
+
+std::vector<int64_t> Engine::replay_key(const Geometry& geo) const {
+  std::vector<int64_t> key{layouts_, merges_, plans_, int64_t(merged_), int64_t(options_.stress),
+                           int64_t(options_.atom_virial), plan_.recompute ? plan_.chunk_edges : 0};
+  const auto graph = graph_.plan_key(geo.graph);
+  key.insert(key.end(), graph.begin(), graph.end());
+  return key;
+}
+
+Evaluation Engine::run_or_replay(const Layout& layout, const Geometry& geo) {
+  switch (replay_policy_.next(replay_key(geo))) {
+    case ReplayPolicy::Action::kEager:
+      replay_.reset();
+      return run(layout, geo);
+    case ReplayPolicy::Action::kReplay: {
+      torch::NoGradGuard no_grad;   // the step's inputs into the graph's, on the device
+      replay_->geo.positions.copy_(geo.positions);   // same device
+      replay_->geo.cells.copy_(geo.cells);           // same device
+      replay_->geo.inv_volume.copy_(geo.inv_volume); // same device
+      replay_->geo.nonfinite.copy_(geo.nonfinite);   // same device
+      replay_->graph->replay();
+      return replay_->ev;
+    }
+    case ReplayPolicy::Action::kCapture:
+      break;
+  }
+  auto r = std::make_unique<Replay>();
+  r->geo = geo;   // the graph reads its own copies of the step's device inputs
+  r->geo.positions = geo.positions.clone();
+  r->geo.cells = geo.cells.clone();
+  r->geo.inv_volume = geo.inv_volume.clone();
+  r->geo.nonfinite = geo.nonfinite.clone();
+  try {
+    r->graph = CudaGraph::capture(options_.device, [&] { r->ev = run(layout, r->geo); });
+  } catch (const Error& e) {
+    replay_policy_.refused(e.what());
+    return run(layout, geo);
+  }
+  replay_policy_.captured();
+  replay_ = std::move(r);
+  replay_->graph->replay();
+  return replay_->ev;
 }
 
 void Engine::validate_local(const LocalAtoms& piece) const {

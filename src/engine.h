@@ -20,9 +20,11 @@
 
 #include <torch/torch.h>
 
+#include "cuda_graph.h"
 #include "memory_plan.h"
 #include "model.h"
 #include "radius_graph.h"
+#include "replay_policy.h"
 #include "staged_backward.h"
 #include "transfers.h"
 #include "uma_error.h"
@@ -91,6 +93,15 @@ struct EngineOptions {
   // radial, gate and segment-sum operators.  On other devices, and with this
   // off, the blocks run the LibTorch composition (the reference).
   bool lean_edges = true;
+  // Whole-system evaluations (evaluate()) on a CUDA device replay a CUDA
+  // graph of the step once its key has held for two steps (replay_policy.h):
+  // positions and cells are copied into the graph's inputs, and the results
+  // are the graph's outputs, overwritten by the next evaluation.  Needs a
+  // CUDA device and a build with the CUDA headers (the constructor refuses
+  // otherwise).  A step that cannot be captured runs eager (graph_refusal()).
+  // Local pieces (evaluate_local) always run eager: their collectives run
+  // between the autograd passes.
+  bool cuda_graph = false;
 };
 
 // One process's share of one system decomposed in space, as LAMMPS holds it:
@@ -188,6 +199,7 @@ struct HostEvaluation {
 class Engine {
  public:
   Engine(UmaModel model, EngineOptions options = {});
+  ~Engine();
 
   Evaluation evaluate(const std::vector<Atoms>& systems);
   HostEvaluation evaluate_checked(const std::vector<Atoms>& systems);
@@ -211,12 +223,18 @@ class Engine {
   void update_weights(const std::function<void(UmaModel&)>& copy) {
     copy(model_);
     merged_ = false;
+    replay_policy_.invalidate();
   }
   int64_t merge_count() const { return merges_; }
   // The memory plan of the latest evaluation; plan_count() grows each time
   // it is made again (new atom count or edge capacity).
   const MemoryPlan& memory_plan() const { return plan_; }
   int64_t plan_count() const { return plans_; }
+  // CUDA-graph replay (EngineOptions::cuda_graph): captures made, replays
+  // done, and why the latest capture failed (empty: none did).
+  int64_t graph_captures() const { return replay_policy_.captures(); }
+  int64_t graph_replays() const { return replay_policy_.replays(); }
+  const std::string& graph_refusal() const { return replay_policy_.last_refusal(); }
   // Whether the blocks run the lean CPU pipeline (EngineOptions::lean_edges on the CPU).
   bool lean_edges() const { return options_.lean_edges && options_.device.is_cpu(); }
   double memory_budget() const { return budget_; }
@@ -249,6 +267,11 @@ class Engine {
                                 const std::string& task) const;
   // Graph, model and gradients with respect to the edge vectors.
   Evaluation run(const Layout& layout, const Geometry& geo);
+  // run(), or its CUDA graph (EngineOptions::cuda_graph).
+  Evaluation run_or_replay(const Layout& layout, const Geometry& geo);
+  // What a capture of this step depends on besides the positions and cells.
+  std::vector<int64_t> replay_key(const Geometry& geo) const;
+  struct Replay;   // a captured step: its input geometry, outputs and graph
   // Sums rows of `x` into B systems whose rows are contiguous blocks of the
   // given host lengths: deterministic on every device (no atomics).
   torch::Tensor system_sum(const torch::Tensor& x, const std::vector<int64_t>& offsets,
@@ -258,6 +281,9 @@ class Engine {
   EngineOptions options_;
   RadiusGraphBuilder graph_;
   std::shared_ptr<Layout> layout_;
+  int64_t layouts_ = 0;   // layouts made: a new one changes the replay key
+  ReplayPolicy replay_policy_;
+  std::unique_ptr<Replay> replay_;
   StagingBuffer staging_;
   StagedBackward stages_;   // this evaluation's collectives (local pieces)
   std::vector<int64_t> edge_block_offsets_;   // edge blocks the cached lengths belong to

@@ -732,6 +732,16 @@ RadiusGraph RadiusGraphBuilder::build(const torch::Tensor& pos, const torch::Ten
   return build_with(pos, cells, systems, capacity_);
 }
 
+std::vector<int64_t> RadiusGraphBuilder::plan_key(const std::vector<GraphSystem>& systems) const {
+  if (capacity_.size() != systems.size()) return {-1};   // build() sizes the capacities first
+  std::vector<Plan> plans;
+  for (size_t b = 0; b < systems.size(); ++b) plans.push_back(make_plan(systems[b], capacity_[b], cutoff_));
+  std::vector<int64_t> key = constants_key(plans);
+  for (const auto& c : capacity_) key.insert(key.end(), {c.edges, c.candidates, c.neighbors, c.free_bins});
+  key.insert(key.end(), layout_.begin(), layout_.end());
+  return key;
+}
+
 RadiusGraph RadiusGraphBuilder::build_with(const torch::Tensor& pos_in, const torch::Tensor& cells_in,
                                            const std::vector<GraphSystem>& systems,
                                            const std::vector<GraphCapacity>& capacity) const {

@@ -138,6 +138,12 @@ class RadiusGraphBuilder {
   // the graph is built too; the default is 2^20 candidate pairs per chunk.
   void set_memory_limit(double bytes);
 
+  // What a build with the current capacities depends on besides the device
+  // values of the positions and cells: each system's bin layout (bins,
+  // stencil, image ranges) and the capacities.  Equal keys mean the same
+  // kernels on the same shapes, reading the same device tables.
+  std::vector<int64_t> plan_key(const std::vector<GraphSystem>& systems) const;
+
   // Edge capacities per system, and all capacities.
   const std::vector<int64_t>& capacities() const { return edge_capacity_; }
   const std::vector<GraphCapacity>& graph_capacities() const { return capacity_; }

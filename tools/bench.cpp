@@ -91,6 +91,7 @@ int bench(const BenchArgs& a) {
   opt.memory_budget = a.memory_gb * 1e9;
   if (a.chunk > 0) opt.recompute_chunk = a.chunk;
   opt.lean_edges = a.edge_ops == "lean";
+  opt.cuda_graph = a.cuda_graph;
   const auto t_load = Clock::now();
   Engine engine(load_model(a.model), opt);
   const double load_s = seconds_since(t_load);
@@ -153,6 +154,10 @@ int bench(const BenchArgs& a) {
       {"precision", a.precision},
       {"ms_per_step", 1e3 * median},
       {"edge_ops", opt.lean_edges && opt.device.is_cpu() ? "lean" : "reference"},
+      {"cuda_graph", opt.cuda_graph},
+      {"graph_captures", engine.graph_captures()},
+      {"graph_replays", engine.graph_replays()},
+      {"graph_refusal", engine.graph_refusal()},
       {"alloc_mb_per_eval", alloc_mb},
       {"edge_alloc_mb_per_eval", edge_alloc_mb},
       {"steps_per_s", 1.0 / median},

@@ -14,6 +14,7 @@ struct BenchArgs {
   double memory_gb = 0;   // 0: automatic
   int64_t chunk = 0;      // > 0: recompute in chunks of this many edges (overrides the plan)
   std::string edge_ops = "lean";   // lean or reference (EngineOptions::lean_edges)
+  bool cuda_graph = false;         // replay a CUDA graph of the step (EngineOptions::cuda_graph)
 };
 
 struct TrainArgs {

@@ -191,6 +191,8 @@ Command add_bench(CLI::App& app) {
   cmd->add_option("--edge-ops", bench.edge_ops, "block edge work: lean (fused CPU operators) or "
                   "reference (the LibTorch composition)")->check(CLI::IsMember({"lean", "reference"}));
   cmd->add_flag("--no-merge", a->no_merge, "evaluate the full expert mixture");
+  cmd->add_flag("--cuda-graph", bench.cuda_graph, "replay a CUDA graph of the step once it is captured "
+                "(CUDA only)");
   return {cmd, [a] {
             a->bench.merge = !a->no_merge;
             return uma::tool::bench(a->bench);

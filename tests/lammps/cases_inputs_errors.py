@@ -180,6 +180,9 @@ def case_errors(h, r):
         ("all_null", f"pair_style uma task omat\npair_coeff * * {MODEL} NULL", "every type is NULL"),
         ("charge_range", f"pair_style uma task omol charge 101\npair_coeff * * {MODEL} Cu\nrun 0",
          "charge 101 is outside -100..100"),
+        ("cuda_graph_value", "pair_style uma task omat cuda_graph maybe", "cuda_graph must be yes or no, got 'maybe'"),
+        ("cuda_graph_cpu", f"pair_style uma task omat device cpu cuda_graph yes\npair_coeff * * {MODEL} Cu\nrun 0",
+         "CUDA-graph replay needs a CUDA device; the model runs on cpu"),
     ]
     cases = [(name, head + cmds + "\n", msg) for name, cmds, msg in cases]
     cases.append(("version", f"plugin load {BUILD}/umaplugin_wrong_version.so\n",
@@ -200,6 +203,11 @@ def case_errors(h, r):
         out = lammps(h, r, f"in.{name}_2ranks", text, np_=2, fail=True)
         check(msg in out, f"{name} on 2 ranks: expected the error to say \"{msg}\"; got:\n{out[-1500:]}")
         print(f"  {name} on 2 ranks: refused with \"{msg}\"")
+    text = next(t for n, t, m in cases if n == "cuda_graph_cpu")
+    msg = "cuda_graph yes applies to one MPI rank"
+    out = lammps(h, r, "in.cuda_graph_2ranks", text, np_=2, fail=True)
+    check(msg in out, f"cuda_graph on 2 ranks: expected \"{msg}\"; got:\n{out[-1500:]}")
+    print(f"  cuda_graph on 2 ranks: refused with \"{msg}\"")
     # Non-finite positions that only rank 1 sees: LAMMPS checks coordinates
     # when it reneighbors, so an infinite velocity set on atoms in the middle
     # of rank 1's slab (no ghost copy on rank 0) gives infinite positions at

@@ -1,0 +1,78 @@
+#include "cuda_graph.h"
+
+#include "uma_error.h"
+
+#ifdef UMA_CUDA_GRAPHS
+#include <ATen/cuda/CUDAEvent.h>
+#include <ATen/cuda/CUDAGraph.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#endif
+
+namespace uma {
+
+#ifdef UMA_CUDA_GRAPHS
+
+bool cuda_graphs_built() { return true; }
+
+struct CudaGraph::Impl {
+  at::cuda::CUDAGraph graph;
+};
+
+namespace {
+
+// `to` waits for the work queued on `from` so far.
+void wait_for(const c10::cuda::CUDAStream& from, const c10::cuda::CUDAStream& to) {
+  at::cuda::CUDAEvent done;
+  done.record(from);
+  done.block(to);
+}
+
+}  // namespace
+
+std::unique_ptr<CudaGraph> CudaGraph::capture(const torch::Device& device, const std::function<void()>& step) {
+  if (!device.is_cuda()) throw Error("CUDA graphs need a CUDA device, not " + device.str());
+  c10::cuda::CUDAGuard on_device(device);
+  const auto caller = c10::cuda::getCurrentCUDAStream();
+  const auto side = c10::cuda::getStreamFromPool();
+  auto impl = std::make_unique<Impl>();
+  wait_for(caller, side);
+  {
+    c10::cuda::CUDAStreamGuard on_side(side);
+    step();   // warm-up, eager: its errors are the step's own
+    impl->graph.capture_begin();
+    try {
+      step();
+      impl->graph.capture_end();
+    } catch (const std::exception& e) {
+      try {
+        impl->graph.capture_end();   // ends the stream's capture mode
+      } catch (const std::exception&) {
+      }
+      throw Error(std::string("the step could not be captured as a CUDA graph: ") + e.what());
+    }
+  }
+  wait_for(side, caller);
+  return std::unique_ptr<CudaGraph>(new CudaGraph(std::move(impl)));
+}
+
+void CudaGraph::replay() { impl_->graph.replay(); }
+
+#else
+
+bool cuda_graphs_built() { return false; }
+
+struct CudaGraph::Impl {};
+
+std::unique_ptr<CudaGraph> CudaGraph::capture(const torch::Device&, const std::function<void()>&) {
+  throw Error("this build of the engine has no CUDA graph support (it was compiled without the CUDA headers)");
+}
+
+void CudaGraph::replay() {}
+
+#endif
+
+CudaGraph::CudaGraph(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+CudaGraph::~CudaGraph() = default;
+
+}  // namespace uma
