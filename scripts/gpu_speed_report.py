@@ -1,0 +1,283 @@
+"""The speed stages' bookkeeping (standard library only; gpu_check_report.py calls it).
+
+  gpu_check_report.py versus OUT.json STRUCT DIR
+      one structure's runs, from the files the stage wrote in DIR:
+        ref.json             `uma eval --precision fp64 --json` (the reference)
+        ours-P.json          `uma eval --precision P --json`   (P: fp32, tf32)
+        ours-P-MODE.out      `uma bench` stdout                (MODE: eager, graph)
+        fairchem-P.out       bench/fairchem_worker.py stdout
+        fairchem-P.forces.json   its first call's energy and forces
+      and NAME.rc, each run's exit status.  Appends the structure to OUT.json:
+      ms/step, steps/s and peak device memory of every run, the energy and force
+      errors against fp64, fairchem's / ours and replay / eager ratios.
+
+  gpu_check_report.py lammps-replay LOG_EAGER LOG_GRAPH RC OUT.json TOL
+      lammps_md's cuda_graph yes run against its eager run: the step was captured and
+      replayed (the pair style's log lines), no refusal, the same thermo steps, PotEng
+      and TotEng per atom within TOL eV/atom and Temp within TOL relative (float
+      atomics reorder fp32 sums between any two runs), timesteps/s of both.
+
+versus checks (exit 1 when one fails): the fp64 reference ran; every run that was made
+exited 0 or was cut by the stage's time limit (exit 124/137, recorded as cut,
+not as a figure); fp32 energies, ours and fairchem's, within 1e-3 eV/atom of
+the fp64 reference (the same weights, both ways); finite numbers.
+"""
+import json
+import math
+import os
+import re
+
+CUT = (124, 137)
+
+
+def _load(path):
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+
+
+def _rc(dir_, name):
+    try:
+        with open(os.path.join(dir_, name + ".rc")) as f:
+            return int(f.read().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def _last_json_line(path):
+    try:
+        with open(path, errors="replace") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return None, []
+    for line in reversed(lines):
+        line = line.strip()
+        if line.startswith("{"):
+            try:
+                return json.loads(line), lines
+            except ValueError:
+                pass
+    return None, lines
+
+
+def _errors(frame, ref):
+    """Energy per atom and force errors of FRAME ({energy, forces: flat or [n][3]}) against REF."""
+    def flat(f):
+        return [v for row in f for v in row] if f and isinstance(f[0], list) else list(f)
+    fr, fe = flat(ref["forces"]), flat(frame["forces"])
+    if len(fr) != len(fe):
+        return None, "%d force components, the reference has %d" % (len(fe), len(fr))
+    if not all(isinstance(v, (int, float)) and math.isfinite(v) for v in fe + [frame["energy"]]):
+        return None, "non-finite energy or forces"
+    n = len(fr) // 3
+    diff = [abs(a - b) for a, b in zip(fe, fr)]
+    return {"energy_per_atom_error": abs(frame["energy"] - ref["energy"]) / n,
+            "force_max_abs_error": max(diff), "force_mean_abs_error": sum(diff) / len(diff)}, None
+
+
+def _timing(result):
+    median = result["time_s"]["median"]
+    return {"ms_per_step": 1e3 * median, "steps_per_s": 1.0 / median,
+            "peak_device_mb": result.get("peak_device_mb"), "first_call_s": result.get("first_call_s")}
+
+
+def cmd_versus(out, struct, dir_):
+    res = _load(out) or {}
+    structs = res.setdefault("structures", {})
+    entry = {"runs": {}}
+    failed = []
+    ref = None
+    ref_rc = _rc(dir_, "ref")
+    data = _load(os.path.join(dir_, "ref.json"))
+    if ref_rc == 0 and isinstance(data, list) and data:
+        ref = data[0]
+        entry["atoms"] = len(ref["forces"]) // 3
+        entry["reference"] = "lammps-uma fp64 (uma eval)"
+    else:
+        failed.append("the fp64 reference did not run (exit %s)" % ref_rc)
+
+    def account(name, rc):
+        if rc is None:
+            return False
+        if rc in CUT:
+            entry["runs"][name] = {"cut": "stage time limit (exit %d)" % rc}
+            return False
+        if rc != 0:
+            entry["runs"][name] = {"rc": rc, "error": "exit %d" % rc}
+            failed.append("%s: exit %d" % (name, rc))
+            return False
+        return True
+
+    for prec in ("fp32", "tf32"):
+        # ours: timings eager and replayed, errors from uma eval (replay repeats eager's
+        # operations; Replay.ReplayedStepsEqualEagerOnesOrAreRefused bounds the difference)
+        errs = None
+        if account("ours-%s-eval" % prec, _rc(dir_, "ours-%s" % prec)) and ref is not None:
+            frames = _load(os.path.join(dir_, "ours-%s.json" % prec))
+            if isinstance(frames, list) and frames:
+                errs, why = _errors(frames[0], ref)
+                if why:
+                    failed.append("ours %s: %s" % (prec, why))
+        for mode in ("eager", "graph"):
+            name = "ours-%s-%s" % (prec, mode)
+            if not account(name, _rc(dir_, name)):
+                continue
+            result, lines = _last_json_line(os.path.join(dir_, name + ".out"))
+            if result is None or "time_s" not in result:
+                entry["runs"][name] = {"error": lines[-5:]}
+                failed.append("%s: no JSON line" % name)
+                continue
+            run = _timing(result)
+            run.update({k: result[k] for k in ("graph_captures", "graph_replays", "graph_refusal") if k in result})
+            if mode == "graph" and not (result.get("graph_replays", 0) >= 1 and not result.get("graph_refusal")):
+                failed.append("%s: not replayed (%r)" % (name, result.get("graph_refusal")))
+            if errs:
+                run.update(errs)
+            entry["runs"][name] = run
+        # fairchem
+        name = "fairchem-%s" % prec
+        if account(name, _rc(dir_, name)):
+            result, lines = _last_json_line(os.path.join(dir_, name + ".out"))
+            frame = _load(os.path.join(dir_, name + ".forces.json"))
+            if result is None or "time_s" not in result:
+                entry["runs"][name] = {"error": lines[-5:]}
+                failed.append("%s: no JSON line" % name)
+                continue
+            run = _timing(result)
+            run.update({k: result[k] for k in ("engine", "version", "torch", "backend") if k in result})
+            if ref is not None and frame:
+                e, why = _errors(frame, ref)
+                if why:
+                    failed.append("%s: %s" % (name, why))
+                else:
+                    run.update(e)
+            entry["runs"][name] = run
+
+    for name, run in entry["runs"].items():
+        if name.endswith("fp32") or "-fp32-" in name:
+            e = run.get("energy_per_atom_error")
+            if e is not None and not e < 1e-3:
+                failed.append("%s: energy %.3e eV/atom from fp64 (limit 1e-3: not the same model?)" % (name, e))
+
+    ratios = {}
+    for prec in ("fp32", "tf32"):
+        fc = entry["runs"].get("fairchem-%s" % prec, {}).get("ms_per_step")
+        eager = entry["runs"].get("ours-%s-eager" % prec, {}).get("ms_per_step")
+        graph = entry["runs"].get("ours-%s-graph" % prec, {}).get("ms_per_step")
+        if fc and eager:
+            ratios["fairchem_over_ours_eager_%s" % prec] = fc / eager
+        if fc and graph:
+            ratios["fairchem_over_ours_replayed_%s" % prec] = fc / graph
+        if eager and graph:
+            ratios["replay_speedup_%s" % prec] = eager / graph
+    entry["ratios"] = ratios
+    entry["checks_failed"] = failed
+    entry["passed"] = not failed
+    structs[struct] = entry
+    res["passed"] = all(e.get("passed") for e in structs.values())
+    tmp = out + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(res, f, indent=1)
+        f.write("\n")
+    os.replace(tmp, out)
+    for name, run in entry["runs"].items():
+        if "ms_per_step" in run:
+            print("%s %-18s %9.2f ms/step %8.2f steps/s  peak %s MB  energy err %s eV/atom" % (
+                struct, name, run["ms_per_step"], run["steps_per_s"], run.get("peak_device_mb"),
+                "%.2e" % run["energy_per_atom_error"] if "energy_per_atom_error" in run else "-"))
+        else:
+            print("%s %-18s %s" % (struct, name, run))
+    for k, v in ratios.items():
+        print("%s %s %.2fx" % (struct, k, v))
+    print("versus %s: %s" % (struct, "passed" if not failed else "FAILED: " + "; ".join(failed)))
+    return 1 if failed else 0
+
+
+def _log(path):
+    try:
+        with open(path, errors="replace") as f:
+            return f.read().splitlines()
+    except OSError:
+        return []
+
+
+def _last_thermo(lines):
+    rows, header = [], None
+    for line in lines:
+        s = line.split()
+        if s and s[0] == "Step":
+            header, rows = s, []
+            continue
+        if header and line.startswith("Loop time"):
+            header = None
+            continue
+        if header and len(s) == len(header):
+            try:
+                rows.append(dict(zip(header, map(float, s))))
+            except ValueError:
+                pass
+    return rows
+
+
+def _speed(lines):
+    for line in lines:
+        m = re.search(r"([\d.eE+-]+) timesteps/s", line) if line.startswith("Performance:") else None
+        if m:
+            return float(m.group(1))
+    return None
+
+
+def _atoms(lines):
+    for line in lines:
+        m = re.match(r"Loop time of \S+ on \d+ procs for \d+ steps with (\d+) atoms", line)
+        if m:
+            return int(m.group(1))
+    return None
+
+
+def cmd_lammps_replay(log_eager, log_graph, rc, out, tol):
+    tol = float(tol)
+    eager, graph = _log(log_eager), _log(log_graph)
+    res = {"tolerance": tol, "rc": int(rc)}
+    failed = []
+    if int(rc) != 0:
+        failed.append("the cuda_graph yes run exited %s" % rc)
+    captured = [l for l in graph if "captured as a CUDA graph" in l]
+    refused = [l for l in graph if "no CUDA graph at step" in l]
+    res["capture_lines"], res["refusal_lines"] = captured[:3], refused[:3]
+    if not captured:
+        failed.append("no 'captured as a CUDA graph' line in %s" % log_graph)
+    if refused:
+        failed.append("refused: " + refused[0])
+    n = _atoms(eager) or _atoms(graph)
+    te, tg = _last_thermo(eager), _last_thermo(graph)
+    if not te or [r["Step"] for r in te] != [r["Step"] for r in tg]:
+        failed.append("the two runs' thermo steps differ (%d and %d rows)" % (len(te), len(tg)))
+    elif not n:
+        failed.append("no atom count in the logs")
+    else:
+        worst = {"PotEng": 0.0, "TotEng": 0.0, "Temp": 0.0}
+        for a, b in zip(te, tg):
+            for k in ("PotEng", "TotEng"):
+                worst[k] = max(worst[k], abs(a[k] - b[k]) / n)
+            worst["Temp"] = max(worst["Temp"], abs(a["Temp"] - b["Temp"]) / max(abs(a["Temp"]), 1e-300))
+        res["worst_difference"] = {"PotEng_ev_per_atom": worst["PotEng"], "TotEng_ev_per_atom": worst["TotEng"],
+                                   "Temp_relative": worst["Temp"]}
+        res["steps_compared"] = [int(r["Step"]) for r in te]
+        for k, v in worst.items():
+            if not v <= tol:
+                failed.append("%s differs by %.3e (limit %.0e)" % (k, v, tol))
+    se, sg = _speed(eager), _speed(graph)
+    res.update(eager_timesteps_per_s=se, replayed_timesteps_per_s=sg)
+    if se and sg:
+        res["replay_speedup"] = sg / se
+    res["checks_failed"] = failed
+    res["passed"] = not failed
+    with open(out, "w") as f:
+        json.dump(res, f, indent=1)
+        f.write("\n")
+    print(json.dumps(res, indent=1))
+    print("lammps replay: %s" % ("passed" if not failed else "FAILED: " + "; ".join(failed)))
+    return 1 if failed else 0
