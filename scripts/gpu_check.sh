@@ -4,7 +4,8 @@
 # package manager and no MPI (the H200 machine of DESIGN.md section 7).
 #
 #   scripts/gpu_check.sh --prepare DIR   here, with the network: put into DIR what that machine
-#                                        lacks (Debian .debs, stripped LAMMPS source, Open MPI wheel)
+#                                        lacks (Debian .debs, stripped LAMMPS source, Open MPI wheel,
+#                                        fairchem-core's wheels)
 #   scripts/gpu_check.sh DIR             there: build from source, test and time on the GPU
 #   scripts/gpu_check.sh --cpu DIR       the same build from DIR with the network unused,
 #                                        tests on the CPU, benchmarks reduced: the proof
@@ -23,10 +24,12 @@
 # (PLUGIN, MANYBODY, shared library), umaplugin.so and the PMPI probe
 # libmpi_thread_probe.so.  It then runs the engine tests (UMA_TEST_DEVICE=cuda,
 # or cpu), `uma bench` on bulk Cu/Si with a full-size UMA-S-shaped model of
-# random weights (`uma init bench/uma-s-1p1-shape.json`), NVE MD in LAMMPS
-# with pair_style uma, pair_style uma on 2 ranks against 1 (with every MPI
-# call checked to be on LAMMPS's main thread), fix uma/train on the device,
-# and fp32/tf32 against fp64.  Every stage is timed; a failed stage is
+# random weights (`uma init bench/uma-s-1p1-shape.json`), eager and replayed
+# as a CUDA graph, fairchem-core's predictor next to ours on the same weights
+# and structures (versus_fairchem), NVE MD in LAMMPS with pair_style uma
+# (eager, and replayed against eager), pair_style uma on 2 ranks against 1
+# (with every MPI call checked to be on LAMMPS's main thread), fix uma/train
+# on the device, and fp32/tf32 against fp64.  Every stage is timed; a failed stage is
 # reported as failed and the script exits non-zero at the end.  The summary
 # JSON is printed and written to $OUT/gpu_check.json when $OUT is set (with
 # the stage logs in $OUT/gpu_check_logs/), else to $UMA_GPU_BUILD/gpu_check.json.

@@ -9,8 +9,10 @@
 #     environment scripts/env.sh made: the engine and the plugin link the same
 #     LibTorch everywhere;
 #   - LAMMPS 4 Jul 2026 from Debian's source package, with PLUGIN, KOKKOS
-#     (external Kokkos, OpenMP), MOLECULE, MANYBODY, KSPACE, EXTRA-FIX and MPI,
-#     installed to /opt/lammps inside the root.
+#     (external Kokkos, OpenMP), MOLECULE, MANYBODY, KSPACE, EXTRA-FIX, MC,
+#     REPLICA, PYTHON and MPI, installed to /opt/lammps inside the root, and
+#     LAMMPS's Python module installed for the root's python3 (with ASE from
+#     Debian, for the workflow tests).
 # Prints the root's path on stdout.  Run commands inside with scripts/in_sid.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -23,7 +25,8 @@ packages="g++ cmake make ca-certificates libopenmpi-dev openmpi-bin libkokkos-de
 lammps_flags="-D CMAKE_BUILD_TYPE=Release -D BUILD_SHARED_LIBS=on -D CMAKE_INSTALL_PREFIX=$UMA_ROOT_LAMMPS
   -D BUILD_MPI=on -D BUILD_OMP=on -D PKG_PLUGIN=on -D PKG_KOKKOS=on -D EXTERNAL_KOKKOS=on
   -D Kokkos_ENABLE_OPENMP=on -D PKG_MOLECULE=on -D PKG_MANYBODY=on -D PKG_KSPACE=on
-  -D PKG_EXTRA-FIX=on -D FFT=KISS"
+  -D PKG_EXTRA-FIX=on -D PKG_MC=on -D PKG_REPLICA=on -D PKG_PYTHON=on -D FFT=KISS
+  -D CMAKE_CXX_COMPILER_LAUNCHER=ccache -D CMAKE_C_COMPILER_LAUNCHER=ccache"
 # the root is keyed by its package list, the LAMMPS build by its flags
 root="$UMA_CACHE/sid-root-$(printf 'v1 %s' "$packages" | sha256sum | cut -c1-12)"
 lammps_done="$root$UMA_ROOT_LAMMPS/.built-$(printf '20260704 %s' "$lammps_flags" | sha256sum | cut -c1-12)"
@@ -58,28 +61,10 @@ if [ ! -f "$root/.packages-complete" ]; then
   touch "$root/.packages-complete"
 fi
 
-if [ ! -f "$lammps_done" ]; then
-  log "fetching the LAMMPS 4 Jul 2026 source package"
-  scripts/in_sid.sh "$root" bash -c '
-    set -e
-    mkdir -p /src && cd /src
-    ls lammps_20260704*.orig.tar.* >/dev/null 2>&1 || apt-get source --download-only lammps >/dev/null 2>&1 || true
-    tarball=$(ls lammps_20260704*.orig.tar.* 2>/dev/null | head -1)
-    [ -n "$tarball" ] || { echo "the LAMMPS 20260704 source archive could not be fetched" >&2; exit 1; }
-    rm -rf lammps && mkdir lammps && tar -xf "$tarball" -C lammps'
-  log "building LAMMPS with KOKKOS and PLUGIN (about 10 minutes on 2 cores)"
-  scripts/in_sid.sh "$root" env FLAGS="$lammps_flags" bash -c '
-    set -e
-    cd /src
-    rm -rf build
-    cmake -S lammps/cmake -B build $FLAGS > /src/cmake.log 2>&1 || { tail -30 /src/cmake.log >&2; exit 1; }
-    cmake --build build -j"$(nproc)" > /src/build.log 2>&1 || { grep -m5 -B2 -A5 "error" /src/build.log >&2; exit 1; }
-    cmake --install build > /dev/null'
-  touch "$lammps_done"
-fi
-# Packages that change nothing that is built, keyed separately: ccache for
-# the plugin builds (scripts/build_plugin.sh).
-runtime_packages="ccache"
+# Packages added to the root after it was made, keyed separately (a new one
+# does not make the root again): ccache for the LAMMPS and plugin builds,
+# python3-dev for LAMMPS's PYTHON package, ASE for the Python workflow tests.
+runtime_packages="ccache python3-dev python3-ase"
 runtime_done="$root/.runtime-$(printf '%s' "$runtime_packages" | sha256sum | cut -c1-12)"
 if [ ! -f "$runtime_done" ]; then
   log "installing $runtime_packages in the sid root"
@@ -89,6 +74,29 @@ if [ ! -f "$runtime_done" ]; then
     apt-get install -y -qq --no-install-recommends $PACKAGES >/dev/null 2>&1 ||
       { apt-get update -qq && apt-get install -y -qq --no-install-recommends $PACKAGES >/dev/null; }'
   touch "$runtime_done"
+fi
+if [ ! -f "$lammps_done" ]; then
+  log "fetching the LAMMPS 4 Jul 2026 source package"
+  scripts/in_sid.sh "$root" bash -c '
+    set -e
+    mkdir -p /src && cd /src
+    ls lammps_20260704*.orig.tar.* >/dev/null 2>&1 || apt-get source --download-only lammps >/dev/null 2>&1 || true
+    tarball=$(ls lammps_20260704*.orig.tar.* 2>/dev/null | head -1)
+    [ -n "$tarball" ] || { echo "the LAMMPS 20260704 source archive could not be fetched" >&2; exit 1; }
+    rm -rf lammps && mkdir lammps && tar -xf "$tarball" -C lammps'
+  log "building LAMMPS with KOKKOS, PLUGIN, MC, REPLICA and PYTHON (about 15 minutes on 2 cores, less with ccache)"
+  scripts/in_sid.sh "$root" env FLAGS="$lammps_flags" CCACHE_DIR="$UMA_ROOT_CCACHE" bash -c '
+    set -e
+    cd /src
+    rm -rf build
+    cmake -S lammps/cmake -B build $FLAGS > /src/cmake.log 2>&1 || { tail -30 /src/cmake.log >&2; exit 1; }
+    cmake --build build -j"$(nproc)" > /src/build.log 2>&1 || { grep -m5 -B2 -A5 "error" /src/build.log >&2; exit 1; }
+    cmake --install build > /dev/null
+    # LAMMPS'"'"'s Python module (pure Python; it loads /opt/lammps/lib/liblammps.so through the
+    # loader cache) into the root'"'"'s python3
+    site=$(python3 -c "import sysconfig; print(sysconfig.get_paths()[\"purelib\"])")
+    rm -rf "$site/lammps" && mkdir -p "$site" && cp -r lammps/python/lammps "$site/lammps"'
+  touch "$lammps_done"
 fi
 # The torch wheel's LibTorch and its CUDA libraries, keyed by the Python
 # environment (hard links: no copy of the 4 GB where the file system allows).
