@@ -18,6 +18,7 @@
 #include "lammps.h"
 #include "library.h"
 #include "pair.h"
+#include "universe.h"
 #include "update.h"
 #include "utils.h"
 
@@ -51,6 +52,12 @@ bool is_keyword(const std::string &w) {
 
 FixUMATrain::FixUMATrain(LAMMPS *lmp, int narg, char **arg) : Fix(lmp, narg, arg), options_(std::make_unique<uma::train::TrainOptions>()) {
   if (narg < 4) utils::missing_cmd_args(FLERR, "fix uma/train", error);
+  // Under -partition each replica (NEB, PIMD, tempering) would train its own
+  // copy of the model: the replicas would no longer share one potential.
+  if (universe->nworlds > 1)
+    error->all(FLERR, "Fix uma/train cannot run under -partition ({} partitions): each replica would train its own "
+                      "copy of the model and the replicas would no longer share one potential; train without "
+                      "partitions, then run the replicas with the trained model file", universe->nworlds);
   train_every_ = utils::inumeric(FLERR, arg[3], false, lmp);
   if (train_every_ < 1) error->all(FLERR, "Fix uma/train: N (train every N steps) must be >= 1, got {}", train_every_);
   auto &o = *options_;

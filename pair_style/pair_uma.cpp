@@ -383,9 +383,13 @@ void PairUMA::compute(int eflag, int vflag) {
     merges_logged_ = merges;
     weights_updated_ = false;
   }
-  if (merges > merges_logged_ && merges_logged_ > 0 && comm->me == 0)
-    utils::logmesg(lmp, "pair {}: composition changed at step {}; experts merged again\n",
-                   style_name_, update->ntimestep);
+  // Logged once: under Monte Carlo moves (fix atom/swap semi-grand, fix gcmc)
+  // the composition changes with every accepted move.
+  if (merges > merges_logged_ && merges_logged_ > 0 && !remerge_logged_ && comm->me == 0) {
+    utils::logmesg(lmp, "pair {}: composition changed at step {}; experts merged again (logged once: each "
+                   "later change of the composition merges them again too)\n", style_name_, update->ntimestep);
+    remerge_logged_ = true;
+  }
   merges_logged_ = merges;
   log_memory_plan();
   log_cuda_graph();

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <numeric>
 #include <optional>
+#include <string>
 #include <type_traits>
 
 #include "atom_kokkos.h"
@@ -10,7 +11,9 @@
 #include "comm.h"
 #include "domain.h"
 #include "error.h"
+#include "fix.h"
 #include "force.h"
+#include "modify.h"
 #include "neighbor.h"
 #include "update.h"
 #include "utils.h"
@@ -59,6 +62,18 @@ PairUMAKokkos<DeviceType>::PairUMAKokkos(LAMMPS* lmp) : PairUMA(lmp) {
   datamask_modify = F_MASK | ENERGY_MASK | VIRIAL_MASK;
 }
 
+// Fixes that change atom types, or insert and delete atoms, on the host
+// between reneighborings, evaluating the energy after each trial move
+// (Monte Carlo): the in-place path builds its layout from the device's type
+// view once per reneighboring and would evaluate the old configuration.
+static const char *host_trial_move_fix(Modify *modify) {
+  static const char *const styles[] = {"atom/swap", "gcmc", "widom", "sgcmc", "mol/swap", "charge/regulation"};
+  for (const auto *fix : modify->get_fix_list())
+    for (const char *style : styles)
+      if (std::string(fix->style) == style) return style;
+  return nullptr;
+}
+
 template <class DeviceType>
 void PairUMAKokkos<DeviceType>::init_style() {
   PairUMA::init_style();   // the engine exists from here on
@@ -71,6 +86,8 @@ void PairUMAKokkos<DeviceType>::init_style() {
                           host_views ? "on the host" : "on the GPU");
   else if (deep_shell_)
     why_not = "UMA_GHOST_SHELL=deep";
+  else if (const char *fix = host_trial_move_fix(modify))
+    why_not = fmt::format("fix {} changes atoms on the host between reneighborings and evaluates each trial move", fix);
   else if (comm->nprocs > 1 && !force->newton_pair)
     why_not = "newton_pair off on several ranks (ghost forces are folded through the host; newton on "
               "leaves that to LAMMPS's Kokkos communication)";

@@ -21,7 +21,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 # suite -> (its modules here, in the order of the listing; the prefix of its work folders in the root)
 SUITES = {
     "pair": (("cases_ranks_halo", "cases_kokkos", "cases_md_physics", "cases_inputs_errors", "cases_examples",
-              "cases_gpu_path"), ""),
+              "cases_gpu_path", "cases_workflows"), ""),
     "train": (("cases_fix_train",), "train_"),
 }
 
