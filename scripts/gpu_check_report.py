@@ -38,7 +38,7 @@ import os
 import re
 import sys
 
-from gpu_speed_report import cmd_lammps_replay, cmd_versus
+from gpu_speed_report import cmd_lammps_replay, cmd_versus, last_thermo
 
 
 def load(path, default=None):
@@ -145,21 +145,7 @@ def cmd_lammps(log, out):
                 res["device"] = m.group(1)
         elif "ERROR" in line and "error" not in res:
             res["error"] = line.strip()
-    # thermo rows: the lines after the "Step" header up to "Loop time"
-    rows, header = [], None
-    for line in lines:
-        s = line.split()
-        if s and s[0] == "Step":
-            header = s
-            continue
-        if header and line.startswith("Loop time"):
-            header = None
-            continue
-        if header and len(s) == len(header):
-            try:
-                rows.append(dict(zip(header, map(float, s))))
-            except ValueError:
-                pass
+    rows = last_thermo(lines)   # the last run's table (the script's NVE run has one)
     if rows:
         res["thermo_first"], res["thermo_last"] = rows[0], rows[-1]
     if "performance" not in res:

@@ -203,7 +203,8 @@ def _log(path):
         return []
 
 
-def _last_thermo(lines):
+def last_thermo(lines):
+    """The rows of a LAMMPS log's last thermo table: [{column: value}]."""
     rows, header = [], None
     for line in lines:
         s = line.split()
@@ -252,7 +253,7 @@ def cmd_lammps_replay(log_eager, log_graph, rc, out, tol):
     if refused:
         failed.append("refused: " + refused[0])
     n = _atoms(eager) or _atoms(graph)
-    te, tg = _last_thermo(eager), _last_thermo(graph)
+    te, tg = last_thermo(eager), last_thermo(graph)
     if not te or [r["Step"] for r in te] != [r["Step"] for r in tg]:
         failed.append("the two runs' thermo steps differ (%d and %d rows)" % (len(te), len(tg)))
     elif not n:

@@ -19,6 +19,16 @@ from harness import (BUILD, DEMO_MODEL, LAMMPS, MODEL, PLUGIN, PRE, SRC, UMA, Fa
 
 ROOT = None   # the sid root on the host (harness.run_case sets it)
 SYMBOLS = {1: "Cu", 2: "Ni"}
+# 108 Cu atoms on the fcc lattice (3x3x3 cells), the demo model in fp64
+CU108 = f"""boundary p p p
+lattice fcc 3.615
+region box block 0 3 0 3 0 3
+create_box 1 box
+create_atoms 1 box
+mass 1 63.546
+pair_style uma task omat precision fp64
+pair_coeff * * {DEMO_MODEL} Cu
+"""
 
 
 def runs_of(log):
@@ -88,15 +98,7 @@ def modify_seconds(log):
 def case_workflow_rerun(h, r):
     """rerun of a dump of an MD run gives, frame by frame, the energy and forces of `uma eval` of that frame
     (fp64, the demo model, 108 Cu atoms at 600 K, 5 frames), with uma and with uma/kk (-sf kk)."""
-    md = PRE.format(plugin=PLUGIN) + f"""boundary p p p
-lattice fcc 3.615
-region box block 0 3 0 3 0 3
-create_box 1 box
-create_atoms 1 box
-mass 1 63.546
-pair_style uma task omat precision fp64
-pair_coeff * * {DEMO_MODEL} Cu
-velocity all create 600.0 87287 loop geom
+    md = PRE.format(plugin=PLUGIN) + CU108 + f"""velocity all create 600.0 87287 loop geom
 timestep 0.002
 fix 1 all nve
 dump d all custom 10 dump.md id type x y z
@@ -142,15 +144,7 @@ rerun dump.md dump x y z box yes add yes
 def case_workflow_box_relax(h, r):
     """fix box/relax iso 0 + minimize from a cell strained by -1% reaches the model's zero-stress lattice
     constant, the minimum of a scan of run 0 energies E(a) (fp64, the demo model, 108 Cu atoms)."""
-    scan = PRE.format(plugin=PLUGIN) + f"""boundary p p p
-lattice fcc 3.615
-region box block 0 3 0 3 0 3
-create_box 1 box
-create_atoms 1 box
-mass 1 63.546
-pair_style uma task omat precision fp64
-pair_coeff * * {DEMO_MODEL} Cu
-thermo_style custom step pe press vol
+    scan = PRE.format(plugin=PLUGIN) + CU108 + f"""thermo_style custom step pe press vol
 thermo_modify format float %.15g
 variable i loop 9
 label scan
