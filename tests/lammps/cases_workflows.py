@@ -166,15 +166,7 @@ jump SELF scan
              points[k - 2, 0] <= x.real <= points[k + 2, 0]]
     check(len(roots) == 1, f"no single minimum of the fitted E(a): {roots}")
     a_scan = roots[0]
-    relax = PRE.format(plugin=PLUGIN) + f"""boundary p p p
-lattice fcc 3.5903
-region box block 0 3 0 3 0 3
-create_box 1 box
-create_atoms 1 box
-mass 1 63.546
-pair_style uma task omat precision fp64
-pair_coeff * * {DEMO_MODEL} Cu
-thermo 10
+    relax = PRE.format(plugin=PLUGIN) + CU108.replace("lattice fcc 3.615", "lattice fcc 3.5903") + f"""thermo 10
 thermo_style custom step pe press vol lx
 thermo_modify format float %.15g
 fix relax all box/relax iso 0.0 vmax 0.001
