@@ -383,12 +383,13 @@ void PairUMA::compute(int eflag, int vflag) {
     merges_logged_ = merges;
     weights_updated_ = false;
   }
-  // Logged once: under Monte Carlo moves (fix atom/swap semi-grand, fix gcmc)
-  // the composition changes with every accepted move.
-  if (merges > merges_logged_ && merges_logged_ > 0 && !remerge_logged_ && comm->me == 0) {
-    utils::logmesg(lmp, "pair {}: composition changed at step {}; experts merged again (logged once: each "
-                   "later change of the composition merges them again too)\n", style_name_, update->ntimestep);
-    remerge_logged_ = true;
+  // The first few re-merges are logged: under Monte Carlo moves (fix atom/swap
+  // semi-grand, fix gcmc) the composition changes with every accepted move.
+  constexpr int kRemergeLines = 5;
+  if (merges > merges_logged_ && merges_logged_ > 0 && remerges_logged_ < kRemergeLines && comm->me == 0) {
+    ++remerges_logged_;
+    utils::logmesg(lmp, "pair {}: composition changed at step {}; experts merged again{}\n", style_name_,
+                   update->ntimestep, remerges_logged_ == kRemergeLines ? " (later re-merges are not logged)" : "");
   }
   merges_logged_ = merges;
   log_memory_plan();

@@ -80,7 +80,7 @@ class PairUMA : public Pair, public UMAModelHandle {
   int layers_ = 0;
   int feature_width_ = 0;             // doubles per node-feature row: (lmax + 1)^2 x sphere channels
   long long merges_logged_ = 0;
-  bool remerge_logged_ = false;       // the re-merge line has been logged
+  int remerges_logged_ = 0;           // re-merge lines logged so far (the first few are)
   bool weights_updated_ = false;      // the next merge follows new weights, not a new composition
   double user_cutghost_ = -1.0;       // comm->cutghostuser before this style raised it (-1: never raised)
 

@@ -97,7 +97,7 @@ def modify_seconds(log):
 
 def case_workflow_rerun(h, r):
     """rerun of a dump of an MD run gives, frame by frame, the energy and forces of `uma eval` of that frame
-    (fp64, the demo model, 108 Cu atoms at 600 K, 5 frames), with uma and with uma/kk (-sf kk)."""
+    (fp64, the demo model, 108 Cu atoms at 600 K, 5 frames), with uma on 1 and 2 ranks and with uma/kk (-sf kk)."""
     md = PRE.format(plugin=PLUGIN) + CU108 + f"""velocity all create 600.0 87287 loop geom
 timestep 0.002
 fix 1 all nve
@@ -109,8 +109,8 @@ run 40
     frames = dump_frames(os.path.join(h, "dump.md"))
     check(len(frames) == 5, f"{len(frames)} frames in dump.md, expected 5")
     ref = evaluate_frames(h, r, frames, SYMBOLS, "--task omat --precision fp64", DEMO_MODEL)
-    for style, flags in (("uma", ""), ("uma/kk", "-k on t 1 -sf kk")):
-        tag = style.replace("/", "_")
+    for style, flags, np_ in (("uma", "", 1), ("uma/kk", "-k on t 1 -sf kk", 1), ("uma", "", 2)):
+        tag = style.replace("/", "_") + f"_{np_}"
         rerun = PRE.format(plugin=PLUGIN) + f"""boundary p p p
 region box block 0 10.845 0 10.845 0 10.845 units box
 create_box 1 box
@@ -124,7 +124,7 @@ dump f all custom 1 dump.rerun_{tag} id type x y z fx fy fz
 dump_modify f sort id format float %.17g
 rerun dump.md dump x y z box yes add yes
 """
-        log = lammps(h, r, f"in.rerun_{tag}", rerun, flags=flags)
+        log = lammps(h, r, f"in.rerun_{tag}", rerun, flags=flags, np_=np_)
         if flags:
             check("pair uma/kk" in log, "the rerun under -sf kk did not use uma/kk")
         rows = runs_of(log)[-1]
@@ -137,13 +137,13 @@ rerun dump.md dump x y z box yes add yes
             forces = np.stack([g[2]["fx"], g[2]["fy"], g[2]["fz"]], 1)
             worst_f = max(worst_f, close(forces, np.reshape(ref_frame["forces"], (-1, 3)), 1e-9,
                                          f"[{style}] rerun forces, step {row['Step']:.0f}"))
-        print(f"  rerun with {style}: {len(rows)} frames; energy within {worst_e:.1e} eV, forces {worst_f:.1e} eV/A "
+        print(f"  rerun with {style} on {np_} rank(s): {len(rows)} frames; energy within {worst_e:.1e} eV, forces {worst_f:.1e} eV/A "
               f"of uma eval")
 
 
 def case_workflow_box_relax(h, r):
     """fix box/relax iso 0 + minimize from a cell strained by -1% reaches the model's zero-stress lattice
-    constant, the minimum of a scan of run 0 energies E(a) (fp64, the demo model, 108 Cu atoms)."""
+    constant, the minimum of a scan of run 0 energies E(a) (fp64, the demo model, 108 Cu atoms), on 1 and 2 ranks."""
     scan = PRE.format(plugin=PLUGIN) + CU108 + f"""thermo_style custom step pe press vol
 thermo_modify format float %.15g
 variable i loop 9
@@ -173,18 +173,19 @@ fix relax all box/relax iso 0.0 vmax 0.001
 min_style cg
 minimize 0.0 1e-8 2000 20000
 """
-    log = lammps(h, r, "in.relax", relax)
-    last, _ = thermo(log)
-    a_relax = last["Lx"] / 3
-    check(abs(last["Press"]) < 5.0, f"box/relax ended at {last['Press']:.2f} bar")
-    close(a_relax, a_scan, 2e-4, "relaxed lattice constant vs the E(a) scan's minimum")
-    print(f"  box/relax: a = {a_relax:.5f} A at {last['Press']:.2f} bar from 3.5903 A; scan minimum "
+    for np_ in (1, 2):
+        log = lammps(h, r, "in.relax", relax, np_=np_)
+        last, _ = thermo(log)
+        a_relax = last["Lx"] / 3
+        check(abs(last["Press"]) < 5.0, f"box/relax on {np_} rank(s) ended at {last['Press']:.2f} bar")
+        close(a_relax, a_scan, 2e-4, f"relaxed lattice constant on {np_} rank(s) vs the E(a) scan's minimum")
+    print(f"  box/relax (1 and 2 ranks): a = {a_relax:.5f} A at {last['Press']:.2f} bar from 3.5903 A; scan minimum "
           f"{a_scan:.5f} A (9 run 0 points, 3.58-3.66 A); {last['Step']:.0f} minimizer iterations")
 
 
-def swap_run(h, r, semigrand, kokkos=False):
+def swap_run(h, r, semigrand, kokkos=False, np_=1):
     variables = f"-var precision fp64 -var steps 8 -var every 1 -var swaps 4 -var semigrand {semigrand}"
-    log = run_example(h, r, "mc_cuni_swap", "in.mc_cuni_swap", variables=variables,
+    log = run_example(h, r, "mc_cuni_swap", "in.mc_cuni_swap", variables=variables, np_=np_,
                       flags="-k on t 1 -sf kk" if kokkos else "")
     rows = runs_of(log)[-1]
     frames = dump_frames(os.path.join(h, "dump.mc"))
@@ -203,10 +204,10 @@ def case_workflow_atom_swap(h, r):
     """fix atom/swap (examples/mc_cuni_swap, 108 Cu/Ni atoms, fp64, a swap step every MD step): after
     every Monte Carlo step, accepted or rejected moves, the style's energy equals `uma eval` of the
     configuration; in semi-grand mode the composition changes (the experts merged again) and the energies
-    still agree; also under -sf kk, where uma/kk takes the host path (its in-place layout is rebuilt only
+    still agree, on 1 and 2 ranks; also under -sf kk, where uma/kk takes the host path (its in-place layout is rebuilt only
     when LAMMPS reneighbors; fix atom/swap changes types between).  Prints the time per attempted move."""
-    for semigrand, kokkos in (("no", False), ("yes", False), ("no", True)):
-        log, rows, worst = swap_run(h, r, semigrand, kokkos)
+    for semigrand, kokkos, np_ in (("no", False, 1), ("yes", False, 1), ("no", True, 1), ("yes", False, 2)):
+        log, rows, worst = swap_run(h, r, semigrand, kokkos, np_)
         if kokkos:   # the in-place path reads types once per reneighboring: the host path instead
             check("pair uma/kk: atoms go through the host each step (fix atom/swap changes atoms on the host" in log,
                   "under -sf kk with fix atom/swap, uma/kk did not take the host path")
@@ -219,7 +220,7 @@ def case_workflow_atom_swap(h, r):
         else:
             check(len(ni) == 1, "plain swaps changed the composition")
         per_move = modify_seconds(log) / attempts
-        print(f"  atom/swap{' semi-grand' if semigrand == 'yes' else ''}{' (-sf kk)' if kokkos else ''}: "
+        print(f"  atom/swap{' semi-grand' if semigrand == 'yes' else ''}{' (-sf kk)' if kokkos else ''} on {np_} rank(s): "
               f"{accepted:.0f}/{attempts:.0f} accepted, Ni count {sorted(ni)}; energies within {worst:.1e} eV of "
               f"uma eval at all {len(rows)} steps; {1e3 * per_move:.0f} ms per attempted move (Modify time / attempts)")
 
@@ -296,8 +297,8 @@ def case_workflow_neb(h, r):
 
 def case_workflow_pimd(h, r):
     """fix pimd/langevin (REPLICA) with 4 beads over -partition 4x1, ensemble nve, fp64, the demo model, 32 Cu
-    atoms at 300 K, 20 fs: each bead's potential energy (f_pimd[3]) equals `uma eval` of its coordinates
-    (1e-10), and the total energy of all beads (f_pimd[4], conserved in nve) is conserved as a second-order
+    atoms at 300 K, 20 fs: each bead's potential energy (f_pimd[3]) and pair forces (fix store/force, before
+    the fix turns them into normal-mode forces) equal `uma eval` of its coordinates (1e-10, 1e-9 eV/A), and the total energy of all beads (f_pimd[4], conserved in nve) is conserved as a second-order
     integrator conserves it: halving the time step cuts its largest deviation at least 3-fold (4 in theory)."""
     deviation = {}
     for dt, steps in ((0.0005, 40), (0.00025, 80)):
@@ -314,15 +315,17 @@ displace_atoms all random 0.05 0.05 0.05 ${{u}}1 units box
 pair_style uma task omat precision fp64
 pair_coeff * * {DEMO_MODEL} Cu
 timestep {dt}
+# the pair forces of this bead, stored before fix pimd/langevin turns them into normal-mode forces
+fix sf all store/force
 fix pimd all pimd/langevin ensemble nve temp 300.0 integrator obabo fmmode physical
 thermo {steps // 8}
 thermo_style custom step pe f_pimd[3] f_pimd[4]
 thermo_modify format float %.15g
 run {steps}
-write_dump all custom dump.bead{tag}.${{u}} id type x y z modify sort id format float %.17g
+write_dump all custom dump.bead{tag}.${{u}} id type x y z f_sf[1] f_sf[2] f_sf[3] modify sort id format float %.17g
 """
         lammps(h, r, f"in.pimd{tag}", text, np_=4, flags="-partition 4x1")
-        totals, worst = [], 0.0
+        totals, worst, worst_f = [], 0.0, 0.0
         for i in range(4):
             rows = runs_of(open(os.path.join(h, f"log.in.pimd{tag}.{i}")).read())[-1]
             totals.append([row["f_pimd[4]"] for row in rows])
@@ -333,18 +336,21 @@ write_dump all custom dump.bead{tag}.${{u}} id type x y z modify sort id format 
                 ref = evaluate_frames(h, r, frames, SYMBOLS, "--task omat --precision fp64", DEMO_MODEL,
                                       name=f"bead{i}")
                 worst = max(worst, close(e, ref[0]["energy"], 1e-10 * abs(ref[0]["energy"]), f"bead {i + 1} energy"))
+                d = frames[0][2]
+                worst_f = max(worst_f, close(np.stack([d["f_sf[1]"], d["f_sf[2]"], d["f_sf[3]"]], 1),
+                                             np.reshape(ref[0]["forces"], (-1, 3)), 1e-9, f"bead {i + 1} forces"))
         total = np.array(totals[0])
         for t in totals[1:]:
             close(t, total, 1e-9 * np.abs(total).max(), "the total energy of all beads differs between the beads' logs")
         deviation[dt] = np.abs(total - total[0]).max() / (4 * 32)
         if tag == "40":
-            bead_check = worst
+            bead_check, bead_forces = worst, worst_f
     ratio = deviation[0.0005] / deviation[0.00025]
     check(ratio > 3.0, f"halving the time step cut the total energy's deviation only {ratio:.2f}-fold "
                        f"({deviation[0.0005]:.2e} -> {deviation[0.00025]:.2e} eV per atom-bead)")
     print(f"  pimd/langevin, 4 beads, nve, 20 fs: largest deviation of the total energy {deviation[0.0005]:.2e} eV per "
-          f"atom-bead at 0.5 fs, {deviation[0.00025]:.2e} at 0.25 fs ({ratio:.1f}x); bead energies within "
-          f"{bead_check:.1e} eV of uma eval")
+          f"atom-bead at 0.5 fs, {deviation[0.00025]:.2e} at 0.25 fs ({ratio:.1f}x); bead energies and pair forces within "
+          f"{bead_check:.1e} eV and {bead_forces:.1e} eV/A of uma eval")
 
 
 def case_workflow_python(h, r):
