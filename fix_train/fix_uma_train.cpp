@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <map>
 #include <memory>
 #include <numeric>
 
@@ -37,14 +38,17 @@ using namespace FixConst;
 namespace {
 
 enum Stat { LOSS, ENERGY_MAE, FORCES_MAE, STRESS_MAE, GRAD_NORM, LR, STEPS, FRAMES, SKIPPED, HELD_ENERGY_MAE, HELD_FORCES_MAE,
-            READS_PER_STEP, NSTATS };
+            READS_PER_STEP, UNCERTAINTY, REFERENCE_CALLS, RANK_CORRELATION, NSTATS };
+
+constexpr double kRestartFormat = -2;   // first value of the restart list (older files start with a step count >= 0)
 
 bool is_keyword(const std::string &w) {
   static const char *words[] = {"data",   "label",      "reference",   "task",        "max_atoms",     "steps",
                                 "lr",     "weight_decay", "warmup",    "total_steps", "warmup_factor", "lr_min_factor",
                                 "clip",   "ema",        "use",         "energy_coef", "forces_coef",   "stress_coef",
                                 "forces_reduction", "routing_dropout", "seed", "shuffle", "write_frames",
-                                "checkpoint", "print", "state", "holdout", "deterministic", "precision"};
+                                "checkpoint", "print", "state", "holdout", "deterministic", "precision",
+                                "committee", "check", "min_interval", "max_interval", "holdout_data", "calibration"};
   return std::find_if(std::begin(words), std::end(words), [&](const char *k) { return w == k; }) != std::end(words);
 }
 
@@ -107,10 +111,29 @@ FixUMATrain::FixUMATrain(LAMMPS *lmp, int narg, char **arg) : Fix(lmp, narg, arg
     need(i, 1, key.c_str());
     const std::string value = arg[i + 1];
     if (key == "data") data_files_.push_back(value);
-    else if (key == "label") {
+    else if (key == "label" && value == "auto") {
+      // label auto THRESHOLD: the uncertainty gate
+      need(i, 2, "label auto");
+      label_auto_ = true;
+      label_every_ = 0;
+      threshold_ = utils::numeric(FLERR, arg[i + 2], false, lmp);
+      if (!(threshold_ > 0)) error->all(FLERR, "Fix uma/train: label auto THRESHOLD must be > 0 eV, got {}", arg[i + 2]);
+      i += 3;
+      continue;
+    } else if (key == "label") {
       label_every_ = utils::inumeric(FLERR, arg[i + 1], false, lmp);
       if (label_every_ < 0) error->all(FLERR, "Fix uma/train: label interval must be >= 0");
-    } else if (key == "task") task_ = value;
+      label_auto_ = false;
+    } else if (key == "committee") {
+      committee_ = utils::inumeric(FLERR, value, false, lmp);
+      if (committee_ != 0 && committee_ < 2)
+        error->all(FLERR, "Fix uma/train: committee K needs K >= 2 members (0 = none), got {}", committee_);
+    } else if (key == "check") check_every_ = static_cast<int>(positive(i + 1, "check"));
+    else if (key == "min_interval") min_interval_ = static_cast<int>(non_negative(i + 1, "min_interval"));
+    else if (key == "max_interval") max_interval_ = static_cast<int>(non_negative(i + 1, "max_interval"));
+    else if (key == "holdout_data") holdout_files_.push_back(value);
+    else if (key == "calibration") calibration_file_ = value;
+    else if (key == "task") task_ = value;
     else if (key == "max_atoms") max_atoms_ = static_cast<long long>(positive(i + 1, "max_atoms"));
     else if (key == "steps") steps_per_call_ = static_cast<int>(positive(i + 1, "steps"));
     else if (key == "lr") o.optimizer.lr = positive(i + 1, "lr");
@@ -156,9 +179,24 @@ FixUMATrain::FixUMATrain(LAMMPS *lmp, int narg, char **arg) : Fix(lmp, narg, arg
   if (label_every_ > 0 && reference_style_.empty())
     error->all(FLERR, "Fix uma/train: label {} needs a reference pair style ('reference STYLE ... coeff ...')",
                label_every_);
-  if (label_every_ == 0 && data_files_.empty())
+  if (label_auto_ && reference_style_.empty())
+    error->all(FLERR, "Fix uma/train: label auto needs a reference pair style ('reference STYLE ... coeff ...')");
+  if (label_every_ == 0 && !label_auto_ && data_files_.empty())
     error->all(FLERR, "Fix uma/train: nothing to train on; give 'data FILE' and/or 'label M reference ...'");
+  if (committee_ < 0) committee_ = label_auto_ ? 4 : 0;   // the gate's default committee
+  if (label_auto_ && committee_ == 0)
+    error->all(FLERR, "Fix uma/train: label auto needs a committee (committee K with K >= 2; default 4)");
+  if (!label_auto_ && (min_interval_ > 0 || max_interval_ > 0))
+    error->all(FLERR, "Fix uma/train: min_interval and max_interval apply to 'label auto THRESHOLD' only");
+  if (max_interval_ > 0 && max_interval_ % check_every_ != 0)
+    error->all(FLERR, "Fix uma/train: max_interval {} must be a multiple of check {} (labels are decided on check "
+                      "steps)", max_interval_, check_every_);
+  if (max_interval_ > 0 && max_interval_ < min_interval_)
+    error->all(FLERR, "Fix uma/train: max_interval {} is below min_interval {}", max_interval_, min_interval_);
+  if (!calibration_file_.empty() && committee_ == 0)
+    error->all(FLERR, "Fix uma/train: calibration FILE needs a committee (committee K, or label auto)");
   o.seed = seed_;
+  o.committee_members = committee_;
 
   vector_flag = 1;
   size_vector = NSTATS;
@@ -169,7 +207,7 @@ FixUMATrain::FixUMATrain(LAMMPS *lmp, int narg, char **arg) : Fix(lmp, narg, arg
   // KOKKOS, LAMMPS syncs what a fix reads to the host before each call and
   // what it modifies back: positions, types and IDs (to label frames), and
   // nothing back.
-  nevery = std::gcd(std::gcd(train_every_, label_every_), checkpoint_every_);
+  nevery = std::gcd(std::gcd(std::gcd(train_every_, label_every_), checkpoint_every_), committee_ > 0 ? check_every_ : 0);
   datamask_read = X_MASK | TYPE_MASK | TAG_MASK;
   datamask_modify = EMPTY_MASK;
 }
@@ -207,8 +245,10 @@ void FixUMATrain::create_trainer() {
     // On a GPU the gradient goes through one persistent pinned host mirror
     // (one counted read and one upload per step, nothing allocated per step;
     // no CUDA-aware MPI or NCCL yet); on the CPU it is reduced in place.
-    o.sum_gradients = [world_comm, mirror = std::make_shared<uma::HostMirror>()](torch::Tensor &g) {
+    // One mirror per gradient size: the model's and the committee's.
+    o.sum_gradients = [world_comm, mirrors = std::make_shared<std::map<int64_t, uma::HostMirror>>()](torch::Tensor &g) {
       const bool on_host = g.device().is_cpu();
+      uma::HostMirror *mirror = on_host ? nullptr : &(*mirrors)[g.numel()];
       torch::Tensor host = on_host ? g : mirror->read(g);
       int me = 0;
       MPI_Comm_rank(world_comm, &me);
@@ -228,6 +268,11 @@ void FixUMATrain::create_trainer() {
       for (const auto &s : samples) add_sample(s, false);
       if (comm->me == 0) utils::logmesg(lmp, "fix uma/train: {} frames from {}\n", samples.size(), file);
     }
+    for (const auto &file : holdout_files_) {
+      auto samples = uma::read_training_data(file, pair_task_);
+      for (const auto &s : samples) add_sample(s, true);
+      if (comm->me == 0) utils::logmesg(lmp, "fix uma/train: {} held-out frames from {}\n", samples.size(), file);
+    }
   } catch (const std::exception &e) {
     error->all(FLERR, "Fix uma/train: {}", e.what());
   }
@@ -238,6 +283,13 @@ void FixUMATrain::create_trainer() {
                         "of at most {} atoms per rank, lr {}, EMA {}, pair style uses the {} weights\n",
                    setup.model_path, nprocs, pair_task_, train_every_, steps_per_call_, max_atoms_,
                    o.optimizer.lr, o.optimizer.ema_decay, use_average_ ? "averaged" : "raw");
+  if (comm->me == 0 && committee_ > 0)
+    utils::logmesg(lmp, "fix uma/train: uncertainty committee of {} heads, checked every {} steps{}\n", committee_,
+                   check_every_,
+                   label_auto_ ? fmt::format("; label when it exceeds {} eV (max over atoms), at most every {} and at "
+                                             "least every {} steps", threshold_, std::max(min_interval_, check_every_),
+                                             max_interval_ > 0 ? std::to_string(max_interval_) : std::string("inf"))
+                               : std::string());
 }
 
 void FixUMATrain::setup(int) {
@@ -248,26 +300,39 @@ void FixUMATrain::setup(int) {
     } catch (const std::exception &e) {
       error->all(FLERR, "Fix uma/train: cannot restart from the optimizer state: {}", e.what());
     }
-    sampler_->resume(static_cast<int64_t>(restart_values_[1]), static_cast<int64_t>(restart_values_[2]));
+    sampler_->resume(static_cast<int64_t>(restart_values_[1]), static_cast<int64_t>(restart_values_[2]),
+                     restart_values_[6] > 0 ? static_cast<int64_t>(restart_values_[6]) : -1);
     calls_ = static_cast<long long>(restart_values_[3]);
+    frames_collected_ = static_cast<long long>(restart_values_[4]);
+    last_label_step_ = static_cast<long long>(restart_values_[5]);
+    stats_[REFERENCE_CALLS] = static_cast<double>(frames_collected_);
     push_weights();
     if (comm->me == 0)
       utils::logmesg(lmp, "fix uma/train: restarted after {} optimizer steps from {}\n", trainer_->steps(),
                      state_file_);
   }
   // The first frame checks the reference style before any MD happens.
-  if (label_every_ > 0 && frames_collected_ == 0) collect_frame();
+  if ((label_every_ > 0 || label_auto_) && frames_collected_ == 0) {
+    auto s = gather_frame();
+    collect_frame(s);
+  }
 }
 
 void FixUMATrain::end_of_step() {
   const bigint step = update->ntimestep;
-  if (label_every_ > 0 && step % label_every_ == 0) collect_frame();
+  const bool check = committee_ > 0 && step % check_every_ == 0;
+  const bool fixed = label_every_ > 0 && step % label_every_ == 0;
+  if (check || fixed) {
+    auto s = gather_frame();
+    const bool gate = check && check_uncertainty(s);
+    if (fixed || gate) collect_frame(s);
+  }
   if (step % train_every_ == 0) train();
   if (checkpoint_every_ > 0 && step % checkpoint_every_ == 0) write_checkpoint();
 }
 
-void FixUMATrain::collect_frame() {
-  // Every rank gets every atom (ordered by ID); rank 0 labels the frame.
+uma::Sample FixUMATrain::gather_frame() {
+  // Every rank gets every atom, ordered by ID.
   const int nlocal = atom->nlocal;
   std::vector<double> mine;
   for (int i = 0; i < nlocal; ++i) {
@@ -288,14 +353,12 @@ void FixUMATrain::collect_frame() {
 
   uma::Sample s;
   std::vector<double> pos;
-  std::vector<int> types;
   for (int k : order) {
     const int type = static_cast<int>(all[5 * k + 1]);
     if (type_z_[type] == 0)
       error->all(FLERR, "Fix uma/train: atom type {} is not mapped to an element by pair_coeff (NULL); "
                         "frames for training must be whole UMA systems", type);
     s.atoms.numbers.push_back(type_z_[type]);
-    types.push_back(type);
     for (int c = 0; c < 3; ++c) pos.push_back(all[5 * k + 2 + c] - domain->boxlo[c]);
   }
   s.atoms.positions = torch::from_blob(pos.data(), {n, 3}, torch::kFloat64).clone();   // host data
@@ -304,7 +367,52 @@ void FixUMATrain::collect_frame() {
   s.atoms.task = pair_task_;
   s.atoms.charge = charge_;
   s.atoms.spin = spin_;
+  return s;
+}
 
+bool FixUMATrain::check_uncertainty(const uma::Sample &s) {
+  // Rank 0 evaluates; the estimate (or the reason it failed) goes to every
+  // rank, which all take the same decision from it.
+  double u[3] = {0, 0, 1};   // max, mean, ok
+  std::string message;
+  if (comm->me == 0) {
+    try {
+      const auto e = trainer_->uncertainty(s);
+      u[0] = e.max;
+      u[1] = e.mean;
+    } catch (const std::exception &e) {
+      u[2] = 0;
+      message = e.what();
+    }
+  }
+  MPI_Bcast(u, 3, MPI_DOUBLE, 0, world);
+  if (u[2] == 0) {
+    if (comm->me == 0) error->one(FLERR, "Fix uma/train: uncertainty at step {}: {}", update->ntimestep, message);
+    MPI_Barrier(world);
+  }
+  uncertainty_[0] = u[0];
+  uncertainty_[1] = u[1];
+  stats_[UNCERTAINTY] = u[0];
+  ++checks_;
+  if (!label_auto_) return false;
+  const long long since = update->ntimestep - last_label_step_;
+  const bool forced = max_interval_ > 0 && since >= max_interval_;
+  const bool unsure = u[0] > threshold_ && since >= min_interval_;
+  if (!forced && !unsure) return false;
+  ++gated_labels_;
+  if (comm->me == 0) {
+    if (unsure)
+      utils::logmesg(lmp, "fix uma/train: step {} labelled: uncertainty {:.4g} eV > {} eV\n", update->ntimestep,
+                     u[0], threshold_);
+    else
+      utils::logmesg(lmp, "fix uma/train: step {} labelled: {} steps since the last label (max_interval; "
+                          "uncertainty {:.4g} eV)\n", update->ntimestep, since, u[0]);
+  }
+  return true;
+}
+
+void FixUMATrain::collect_frame(uma::Sample &s) {
+  const int n = static_cast<int>(s.atoms.numbers.size());
   // Rank 0 labels; the labels (or the reason it failed) go to every rank.
   std::vector<double> labels(3 * n + 11, 0.0);   // energy, forces, stress, has_stress
   std::string message;
@@ -330,6 +438,8 @@ void FixUMATrain::collect_frame() {
   std::copy(labels.begin() + 1 + 3 * n, labels.begin() + 10 + 3 * n, s.labels.stress.begin());
   s.labels.has_stress = labels[3 * n + 10] != 0;
   ++frames_collected_;
+  last_label_step_ = update->ntimestep;
+  stats_[REFERENCE_CALLS] = static_cast<double>(frames_collected_);
   try {
     add_sample(s, holdout_every_ > 0 && frames_collected_ % holdout_every_ == 0);
     if (!frames_file_.empty() && comm->me == 0) uma::write_training_data(frames_file_, {s}, frames_collected_ > 1);
@@ -451,7 +561,7 @@ void FixUMATrain::print_stats() {
   stats_[STEPS] = static_cast<double>(trainer_->steps());
   stats_[FRAMES] = static_cast<double>(trainer_->num_samples());
   stats_[SKIPPED] = static_cast<double>(s.skipped);
-  stats_[HELD_ENERGY_MAE] = stats_[HELD_FORCES_MAE] = std::nan("");
+  stats_[HELD_ENERGY_MAE] = stats_[HELD_FORCES_MAE] = stats_[RANK_CORRELATION] = std::nan("");
   // Host transfers of this rank's optimizer steps (training itself reads
   // nothing; on several GPU ranks the gradient reduction reads and uploads once).
   const double counted = static_cast<double>(std::max<long long>(steps_counted_, 1));
@@ -470,6 +580,7 @@ void FixUMATrain::print_stats() {
     MPI_Bcast(held, 2, MPI_DOUBLE, 0, world);
     stats_[HELD_ENERGY_MAE] = held[0];
     stats_[HELD_FORCES_MAE] = held[1];
+    if (committee_ > 0) stats_[RANK_CORRELATION] = held_out_calibration();
   }
   if (comm->me == 0) {
     utils::logmesg(lmp, "fix uma/train: step {} optimizer step {} frames {} loss {:.10g} MAE energy {:.5g} eV/atom "
@@ -481,10 +592,57 @@ void FixUMATrain::print_stats() {
     if (!held_ids_.empty())
       utils::logmesg(lmp, "fix uma/train: held-out ({} frames) MAE energy {:.5g} eV/atom forces {:.5g} eV/A\n",
                      held_ids_.size(), stats_[HELD_ENERGY_MAE], stats_[HELD_FORCES_MAE]);
+    if (committee_ > 0) {
+      utils::logmesg(lmp, "fix uma/train: uncertainty {:.4g} eV/atom (max over atoms; mean {:.4g}) at the latest of "
+                          "{} checks since the last print; {} reference calls in all{}; committee loss {:.4g}\n",
+                     uncertainty_[0], uncertainty_[1], checks_, frames_collected_,
+                     label_auto_ ? fmt::format(", {} by the gate since the last print", gated_labels_) : std::string(),
+                     s.committee_loss);
+      if (std::isfinite(stats_[RANK_CORRELATION]))
+        utils::logmesg(lmp, "fix uma/train: held-out rank correlation of uncertainty and force MAE {:.3f} "
+                            "({} frames)\n", stats_[RANK_CORRELATION], held_ids_.size());
+    }
     if (s.skipped > 0)
       utils::logmesg(lmp, "fix uma/train: WARNING: {} optimizer step(s) skipped so far (non-finite loss or "
                           "gradient); the weights were left unchanged by them\n", s.skipped);
   }
+  checks_ = gated_labels_ = 0;
+}
+
+double FixUMATrain::held_out_calibration() {
+  // Rank 0: per held-out frame the estimate and the true force MAE; their
+  // rank correlation goes to every rank.
+  double rho = std::nan("");
+  if (comm->me == 0) {
+    std::vector<double> u_max, u_mean, force_mae, energy_mae;
+    try {
+      for (int64_t id : held_ids_) {
+        const auto u = trainer_->uncertainty(trainer_->sample(id));
+        const auto e = trainer_->errors({id}, use_average_);
+        u_max.push_back(u.max);
+        u_mean.push_back(u.mean);
+        force_mae.push_back(e.forces);
+        energy_mae.push_back(e.energy);
+      }
+    } catch (const std::exception &e) {
+      error->one(FLERR, "Fix uma/train: uncertainty on the held-out frames: {}", e.what());
+    }
+    rho = uma::train::rank_correlation(u_max, force_mae);
+    if (!calibration_file_.empty()) {
+      FILE *fp = fopen(calibration_file_.c_str(), calibration_written_ ? "a" : "w");
+      if (!fp) error->one(FLERR, "Fix uma/train: cannot write calibration file {}: {}", calibration_file_, utils::getsyserror());
+      if (!calibration_written_)
+        utils::print(fp, "# step frame atoms uncertainty_max_eV uncertainty_mean_eV force_mae_eV_A energy_mae_eV_atom\n");
+      for (size_t k = 0; k < held_ids_.size(); ++k)
+        utils::print(fp, "{} {} {} {:.10g} {:.10g} {:.10g} {:.10g}\n", update->ntimestep, k,
+                   trainer_->sample(held_ids_[k]).atoms.numbers.size(), u_max[k], u_mean[k], force_mae[k],
+                   energy_mae[k]);
+      fclose(fp);
+      calibration_written_ = true;
+    }
+  }
+  MPI_Bcast(&rho, 1, MPI_DOUBLE, 0, world);
+  return rho;
 }
 
 void FixUMATrain::write_checkpoint() {
@@ -522,14 +680,20 @@ void FixUMATrain::write_restart(FILE *fp) {
   } catch (const std::exception &e) {
     error->one(FLERR, "Fix uma/train: cannot write the optimizer state for the restart: {}", e.what());
   }
-  double list[4] = {static_cast<double>(trainer_->steps()), static_cast<double>(sampler_->epoch()),
-                    static_cast<double>(sampler_->position()), static_cast<double>(calls_)};
+  double list[8] = {kRestartFormat, static_cast<double>(trainer_->steps()), static_cast<double>(sampler_->epoch()),
+                    static_cast<double>(sampler_->position()), static_cast<double>(calls_),
+                    static_cast<double>(frames_collected_), static_cast<double>(last_label_step_),
+                    static_cast<double>(sampler_->planned_samples())};
   int size = sizeof(list);
   fwrite(&size, sizeof(int), 1, fp);
   fwrite(list, sizeof(list), 1, fp);
 }
 
 void FixUMATrain::restart(char *buf) {
-  std::memcpy(restart_values_, buf, sizeof(restart_values_));
+  // Format -2: the 7 values after the marker; older files: the first 4 of them.
+  double first = 0;
+  std::memcpy(&first, buf, sizeof(double));
+  if (first == kRestartFormat) std::memcpy(restart_values_, buf + sizeof(double), sizeof(restart_values_));
+  else std::memcpy(restart_values_, buf, 4 * sizeof(double));
   restarted_ = true;
 }

@@ -1,7 +1,9 @@
 // fix uma/train: trains the UMA model that pair_style uma evaluates while MD
 // runs.  Frames come from labelled extxyz files and, every M steps, from the
 // running system labelled by a reference pair style the fix owns (in a
-// private single-rank LAMMPS instance).  Every N steps the fix takes
+// private single-rank LAMMPS instance), or, with `label auto`, when a
+// committee's uncertainty on the running frame passes a threshold.  Every N
+// steps the fix takes
 // optimizer steps, data-parallel over the MPI ranks (each rank its own batch,
 // gradients summed over ranks), and hands the new weights to the pair style.
 #pragma once
@@ -41,11 +43,17 @@ class FixUMATrain : public Fix {
   // settings
   int train_every_ = 1, label_every_ = 0, steps_per_call_ = 1, print_every_ = 10;
   int checkpoint_every_ = 0, holdout_every_ = 0;
+  // The uncertainty gate: label when the committee's spread passes threshold_
+  // (checked every check_every_ steps), at most every min_interval_ and at
+  // least every max_interval_ steps (0: no bound).
+  bool label_auto_ = false;
+  double threshold_ = 0;
+  int committee_ = -1, check_every_ = 5, min_interval_ = 0, max_interval_ = 0;
   long long max_atoms_ = 0;
   bool use_average_ = false, shuffle_ = true;
   unsigned long long seed_ = 12345;
-  std::vector<std::string> data_files_;
-  std::string task_, frames_file_, checkpoint_file_, state_file_;
+  std::vector<std::string> data_files_, holdout_files_;
+  std::string task_, frames_file_, checkpoint_file_, state_file_, calibration_file_;
   std::string reference_style_;
   std::vector<std::string> reference_style_args_, reference_coeff_args_;
 
@@ -58,16 +66,21 @@ class FixUMATrain : public Fix {
   std::string pair_task_;
   int charge_ = 0, spin_ = 0;
   long long calls_ = 0, frames_collected_ = 0;
-  double stats_[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+  long long last_label_step_ = 0, checks_ = 0, gated_labels_ = 0;   // checks and gated labels since the last print
+  double uncertainty_[2] = {0, 0};   // at the latest check: max and mean over atoms (eV)
+  double stats_[15] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
   long long step_reads_ = 0, step_uploads_ = 0, steps_counted_ = 0;   // since the last print
-  bool restarted_ = false;
-  double restart_values_[4] = {0, 0, 0, 0};
+  bool restarted_ = false, calibration_written_ = false;
+  double restart_values_[7] = {0, 0, 0, 0, 0, 0, 0};   // steps, epoch, position, calls, frames, last label, planned samples
 
   std::unique_ptr<uma::train::TrainOptions> options_;   // for the trainer, created at the first init
 
   void create_trainer();
   void push_weights();
-  void collect_frame();
+  uma::Sample gather_frame();
+  void collect_frame(uma::Sample &s);
+  bool check_uncertainty(const uma::Sample &s);   // whether the gate labels this frame
+  double held_out_calibration();
   void add_sample(const uma::Sample &s, bool held_out);
   bool label_frame(uma::Sample &sample, std::string &message);
   void train();

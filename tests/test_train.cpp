@@ -356,5 +356,28 @@ TEST(Sampler, PacksDeterministicallyAndSplitsOverProcesses) {
   EXPECT_EQ(a1, w1);
 }
 
+TEST(Sampler, ResumeRepeatsAnEpochThatGainedSamples) {
+  // Samples added during an epoch join at the next; a restart in the middle
+  // of that epoch must plan it from the samples it was first planned from.
+  std::vector<int64_t> natoms{4, 4, 4, 4, 4, 4};
+  train::MaxAtomsSampler run(4, 9);
+  run.next(natoms);
+  natoms.insert(natoms.end(), {4, 4, 4});   // three frames labelled during the epoch
+  run.next(natoms);
+  const int64_t epoch = run.epoch(), position = run.position(), planned = run.planned_samples();
+  EXPECT_EQ(planned, 6);
+  train::MaxAtomsSampler resumed(4, 9), naive(4, 9);
+  resumed.resume(epoch, position, planned);
+  naive.resume(epoch, position);
+  std::vector<std::vector<int64_t>> a, b, c;
+  for (int step = 0; step < 12; ++step) {
+    a.push_back(run.next(natoms));
+    b.push_back(resumed.next(natoms));
+    c.push_back(naive.next(natoms));
+  }
+  EXPECT_EQ(a, b);
+  EXPECT_NE(a, c) << "planning the epoch again from all 9 samples changes its batches";
+}
+
 }  // namespace
 }  // namespace uma::test

@@ -64,6 +64,8 @@ struct Predictions {
   torch::Tensor stress;   // [B, 9] or undefined
   torch::Tensor natoms;   // [B] long
   torch::Tensor batch;    // [N] long
+  torch::Tensor features;        // [N, C] l = 0 node features, detached (for a committee), or undefined
+  torch::Tensor atom_energies;   // [N] raw per-atom energies, detached (the committee's target), or undefined
 };
 
 // Per-task losses [T] (float64, each times its coefficient) and absolute-error

@@ -14,7 +14,12 @@ MaxAtomsSampler::MaxAtomsSampler(int64_t max_atoms, uint64_t seed, int processes
   if (processes < 1 || rank < 0 || rank >= processes) throw Error("internal: bad process rank");
 }
 
-void MaxAtomsSampler::plan(const std::vector<int64_t>& natoms) {
+void MaxAtomsSampler::plan(const std::vector<int64_t>& all) {
+  // After a restart, the epoch's plan is made again from the samples it was first made from.
+  const size_t count = resume_samples_ >= 0 ? std::min(all.size(), static_cast<size_t>(resume_samples_)) : all.size();
+  resume_samples_ = -1;
+  const std::vector<int64_t> natoms(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(count));
+  planned_samples_ = static_cast<int64_t>(count);
   std::vector<int64_t> order(natoms.size());
   std::iota(order.begin(), order.end(), 0);
   if (shuffle_) std::shuffle(order.begin(), order.end(), std::mt19937_64(seed_ + 2 * epoch_));

@@ -21,8 +21,17 @@ class MaxAtomsSampler {
 
   int64_t epoch() const { return epoch_; }
   int64_t position() const { return position_; }
-  // Restart: continue an epoch plan at the given step within it.
-  void resume(int64_t epoch, int64_t position) { epoch_ = epoch; position_ = position; planned_ = -1; }
+  // How many samples the current epoch's plan was made from (samples added
+  // since join at the next epoch).
+  int64_t planned_samples() const { return planned_samples_; }
+  // Restart: continue an epoch plan at the given step within it, planned
+  // again from its first `planned_samples` samples (-1: all there are).
+  void resume(int64_t epoch, int64_t position, int64_t planned_samples = -1) {
+    epoch_ = epoch;
+    position_ = position;
+    planned_ = -1;
+    resume_samples_ = planned_samples;
+  }
   int64_t left_out() const { return left_out_; }   // samples larger than max_atoms in the last plan
 
  private:
@@ -33,6 +42,7 @@ class MaxAtomsSampler {
   int processes_, rank_;
   bool shuffle_;
   int64_t epoch_ = -1, position_ = 0, planned_ = -2, left_out_ = 0;
+  int64_t planned_samples_ = 0, resume_samples_ = -1;
   std::vector<std::vector<int64_t>> mine_;   // this process's batches of the current epoch
 };
 

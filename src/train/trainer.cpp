@@ -60,6 +60,17 @@ Trainer::Trainer(UmaModel model, TrainOptions options)
   task_loss_sums_ = torch::zeros({T}, dopts);
   error_sums_ = torch::zeros({T}, dopts);
   error_counts_.assign(T, 0.0);
+  if (options_.committee_members > 0) {
+    const auto& bb = model_->config().backbone;
+    committee_ = Committee(options_.committee_members, bb.sphere_channels, bb.hidden_channels, options_.seed);
+    committee_->to(options_.device, options_.dtype);   // bulk transfer
+    committee_flat_ = std::make_unique<FlatParameters>(committee_->parameters());
+    OptimizerOptions copt = options_.optimizer;
+    copt.ema_decay = 0;   // the estimate follows the raw weights the features come from
+    committee_optimizer_ = std::make_unique<AdamW>(*committee_flat_, copt);
+    committee_loss_ = torch::zeros({}, dopts);
+    committee_loss_sum_ = torch::zeros({}, dopts);
+  }
 }
 
 int64_t Trainer::add_sample(const Sample& sample) {
@@ -107,8 +118,14 @@ Predictions Trainer::predict(const std::vector<const Sample*>& samples, const st
     ctx.coefficients = backbone->expert_coefficients(in, system_emb, options_.routing_dropout);
     ctx.row_offsets = graph.row_offsets;
   }
-  auto raw_atom = model_->atom_energies(in, edges, system_emb, ctx).to(torch::kFloat64);   // [N]
+  torch::Tensor scalars;
+  auto raw_atom = model_->atom_energies(in, edges, system_emb, ctx, has_committee() ? &scalars : nullptr)
+                      .to(torch::kFloat64);   // [N]
   Predictions pred;
+  if (scalars.defined()) {
+    pred.features = scalars.detach();
+    pred.atom_energies = raw_atom.detach();
+  }
   pred.energy = torch::zeros({B}, dopts).index_add(0, in.batch, raw_atom);
   // Conserving outputs, kept differentiable for the second-order backward.
   auto g = torch::autograd::grad({pred.energy.sum()}, {vec}, {}, /*retain_graph=*/create_graph,
@@ -144,7 +161,30 @@ Trainer::Batch Trainer::prepare(const std::vector<int64_t>& indices) {
   b.targets = make_targets(tasks_, b.samples, fopts);
   for (const auto& t : b.targets) b.counts.push_back(static_cast<double>(t.count));
   for (const auto& t : b.targets) b.counts.push_back(static_cast<double>(t.metric_count));
+  if (has_committee()) {
+    const int64_t K = committee_->members(), B = static_cast<int64_t>(indices.size());
+    b.committee_weights.resize(K * B);
+    for (int64_t k = 0; k < K; ++k) {
+      double total = 0;   // weighted atoms
+      for (int64_t j = 0; j < B; ++j) {
+        const double w = bootstrap_count(options_.seed, k, indices[j]);
+        b.committee_weights[k * B + j] = w;
+        total += w * static_cast<double>(b.samples[j]->atoms.numbers.size());
+      }
+      b.counts.push_back(total);
+    }
+  }
   return b;
+}
+
+torch::Tensor Trainer::committee_step_loss(const Predictions& pred, const Batch& b) {
+  const int64_t K = committee_->members(), B = static_cast<int64_t>(b.samples.size());
+  const auto dopts = torch::TensorOptions().dtype(torch::kFloat64).device(options_.device);
+  std::vector<double> inverse(K);
+  const size_t first = 2 * tasks_.size();
+  for (int64_t k = 0; k < K; ++k) inverse[k] = b.counts[first + k] > 0 ? 1.0 / b.counts[first + k] : 0.0;
+  auto weights = upload(b.committee_weights, dopts).view({K, B}).index_select(1, pred.batch);   // [K, N]
+  return committee_loss(committee_->forward(pred.features), pred.atom_energies, weights, upload(inverse, dopts));
 }
 
 LossTerms Trainer::evaluate(const Batch& b, bool backward) {
@@ -160,6 +200,14 @@ LossTerms Trainer::evaluate(const Batch& b, bool backward) {
     // process rejects the same step.
     torch::NoGradGuard no_grad;
     grads.narrow(0, 0, 1).add_(total_loss.detach().to(grads.scalar_type()) * 0);
+  }
+  if (backward && has_committee()) {
+    // Its own graph (the features are detached): the main gradient is untouched.
+    auto loss = committee_step_loss(pred, b);
+    committee_flat_->grads().zero_();
+    loss.backward();
+    torch::NoGradGuard no_grad;
+    committee_loss_ = loss.detach();
   }
   return terms;
 }
@@ -195,8 +243,13 @@ void Trainer::step(const std::vector<int64_t>& indices) {
   auto total_loss = terms.losses.sum().detach();
   if (options_.sum_gradients) options_.sum_gradients(flat_->grads());
   optimizer_->step(total_loss);
+  if (has_committee()) {
+    if (options_.sum_gradients) options_.sum_gradients(committee_flat_->grads());
+    committee_optimizer_->step(committee_loss_);
+  }
 
   torch::NoGradGuard no_grad;
+  if (has_committee()) committee_loss_sum_ += committee_loss_;
   loss_sum_ += total_loss;
   task_loss_sums_ += terms.losses.detach();
   error_sums_ += terms.error_sums;
@@ -234,13 +287,16 @@ void Trainer::with_weights(bool average, const std::function<void()>& fn) {
 
 TrainStats Trainer::read_stats() {
   const int64_t T = static_cast<int64_t>(tasks_.size());
-  auto packed = to_host(torch::cat({loss_sum_.view({1}), task_loss_sums_, error_sums_,
-                                    optimizer_->skipped().view({1}).to(torch::kFloat64),
-                                    optimizer_->grad_norm().view({1}).to(torch::kFloat64)}));
+  std::vector<torch::Tensor> parts = {loss_sum_.view({1}), task_loss_sums_, error_sums_};
+  if (has_committee()) parts.push_back(committee_loss_sum_.view({1}));
+  parts.push_back(optimizer_->skipped().view({1}).to(torch::kFloat64));
+  parts.push_back(optimizer_->grad_norm().view({1}).to(torch::kFloat64));
+  auto packed = to_host(torch::cat(parts));
   std::vector<double> local(packed.data_ptr<double>(), packed.data_ptr<double>() + packed.numel());  // host data
   // Losses are already global (each process holds its share of the global
   // mean), error sums are local: both add up over processes.
-  std::vector<double> summed(local.begin(), local.begin() + 1 + 2 * T);
+  const int64_t summed_size = 1 + 2 * T + (has_committee() ? 1 : 0);
+  std::vector<double> summed(local.begin(), local.begin() + summed_size);
   if (options_.sum_host) options_.sum_host(summed);
   TrainStats s;
   s.steps = stat_steps_;
@@ -251,15 +307,58 @@ TrainStats Trainer::read_stats() {
   s.energy_mae = maes.energy;
   s.forces_mae = maes.forces;
   s.stress_mae = maes.stress;
-  s.skipped = static_cast<int64_t>(local[1 + 2 * T]);
-  s.grad_norm = local[2 + 2 * T];
+  s.committee_loss = has_committee() ? summed[1 + 2 * T] / steps : std::nan("");
+  s.skipped = static_cast<int64_t>(local[summed_size]);
+  s.grad_norm = local[summed_size + 1];
   s.lr = optimizer_->current_lr();
   loss_sum_.zero_();
   task_loss_sums_.zero_();
   error_sums_.zero_();
+  if (has_committee()) committee_loss_sum_.zero_();
   std::fill(error_counts_.begin(), error_counts_.end(), 0.0);
   stat_steps_ = 0;
   return s;
+}
+
+Uncertainty Trainer::uncertainty(const Sample& sample) {
+  if (!has_committee()) throw Error("internal: uncertainty() without a committee");
+  validate_systems(model_, {sample.atoms});
+  torch::NoGradGuard no_grad;
+  const auto fopts = torch::TensorOptions().dtype(options_.dtype).device(options_.device);
+  const std::vector<Atoms> systems = {sample.atoms};
+  const BatchTensors in = upload_layout(systems, options_.device);
+  const Geometry geo = upload_geometry(geometry_of(systems), fopts, staging_);
+  const int64_t N = geo.positions.size(0);
+  for (int attempt = 0;; ++attempt) {
+    RadiusGraph graph = graph_.build(geo.positions, geo.cells, geo.graph);
+    auto vec = edge_vectors(geo.positions, graph, geo.cells);
+    EdgeInput edges{graph.src, graph.tgt, graph.valid, graph.edge_system, vec, graph.row_offsets, {}};
+    auto backbone = model_->backbone();
+    auto system_emb = backbone->system_embedding(in);
+    nn::MoleContext ctx;
+    if (backbone->config().num_experts > 0) {
+      ctx.coefficients = backbone->expert_coefficients(in, system_emb, 0.0);
+      ctx.row_offsets = graph.row_offsets;
+    }
+    torch::Tensor scalars;
+    model_->atom_energies(in, edges, system_emb, ctx, &scalars);
+    const double rmsd = model_->outputs(sample.atoms.task).energy_rmsd;   // normalised -> eV
+    auto spread = committee_spread(committee_->forward(scalars)).to(torch::kFloat64) * rmsd;   // [N]
+    // One read: the edge count (did the graph fit?) and the spread.
+    auto host = to_host(torch::cat({graph.counts.narrow(0, 0, 1).to(torch::kFloat64), spread}));
+    const double* v = host.data_ptr<double>();   // host data
+    if (v[0] > static_cast<double>(graph_.capacities().at(0)) && attempt == 0) {
+      graph_.grow({static_cast<int64_t>(v[0])});
+      continue;
+    }
+    Uncertainty u;
+    u.per_atom.assign(v + 1, v + 1 + N);
+    for (double x : u.per_atom) {
+      u.max = std::max(u.max, x);
+      u.mean += x / static_cast<double>(N);
+    }
+    return u;
+  }
 }
 
 void Trainer::copy_weights(UmaModel& dst, bool average) const {
@@ -294,6 +393,13 @@ void Trainer::save_state(const std::string& path) const {
   file.tensors["weights"] = to_host(flat_->values());
   file.metadata["format"] = "lammps-uma-optimizer";
   file.metadata["steps"] = std::to_string(optimizer_->steps_taken());
+  if (has_committee()) {
+    auto cstate = committee_optimizer_->state();
+    for (size_t i = 0; i < cstate.size(); ++i) file.tensors[std::string("committee.") + names[i]] = to_host(cstate[i]);
+    file.tensors["committee.weights"] = to_host(committee_flat_->values());
+    file.metadata["committee_members"] = std::to_string(committee_->members());
+    file.metadata["committee_steps"] = std::to_string(committee_optimizer_->steps_taken());
+  }
   write_safetensors(path, file);
 }
 
@@ -308,9 +414,27 @@ void Trainer::load_state(const std::string& path) {
   const auto& w = file.tensors["weights"];
   if (!w.defined() || w.numel() != flat_->numel())
     throw Error(path + " holds the optimizer state of a model of another size");
+  const std::string members = has_committee() ? std::to_string(committee_->members()) : "";
+  if (file.metadata["committee_members"] != members)
+    throw Error(path + " holds " + (file.metadata["committee_members"].empty() ? std::string("no")
+                                                                                : file.metadata["committee_members"]) +
+                " committee members; this run has " + (members.empty() ? std::string("none") : members));
   optimizer_->load_state(state, std::stoll(file.metadata["steps"]));
   torch::NoGradGuard no_grad;
   flat_->values().copy_(move_bulk(w, flat_->values().options()));   // same device
+  if (has_committee()) {
+    std::vector<torch::Tensor> cstate;
+    for (const char* name : {"exp_avg", "exp_avg_sq", "applied", "skipped"}) {
+      const auto& t = file.tensors[std::string("committee.") + name];
+      if (!t.defined()) throw Error(path + " lacks the committee's optimizer state '" + name + "'");
+      cstate.push_back(move_bulk(t, t.options().device(options_.device)));
+    }
+    const auto& cw = file.tensors["committee.weights"];
+    if (!cw.defined() || cw.numel() != committee_flat_->numel())
+      throw Error(path + " holds a committee of another size");
+    committee_optimizer_->load_state(cstate, std::stoll(file.metadata["committee_steps"]));
+    committee_flat_->values().copy_(move_bulk(cw, committee_flat_->values().options()));   // same device
+  }
 }
 
 uint64_t Trainer::weights_hash() const {

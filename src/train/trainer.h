@@ -21,6 +21,7 @@
 #include "model.h"
 #include "radius_graph.h"
 #include "transfers.h"
+#include "train/committee.h"
 #include "train/loss.h"
 #include "train/optimizer.h"
 #include "training_data.h"
@@ -38,7 +39,10 @@ struct TrainOptions {
   // Systems of a batch share one edge-block size (one batched MoLE GEMM) when
   // that pads the edges by at most this fraction; otherwise split views.
   double mole_padding = 0.25;
-  uint64_t seed = 0;                // dropout RNG
+  uint64_t seed = 0;                // dropout RNG, committee starting weights and resamples
+  // Members of the uncertainty committee (0: none; else >= 2), trained with
+  // the main model at every step (see committee.h).
+  int64_t committee_members = 0;
   // Bit-identical steps from run to run on CUDA as on the CPU: LibTorch's
   // deterministic algorithms (sums into atoms without float atomics, fixed
   // cuBLAS workspaces), switched on for the duration of each step() only, so
@@ -66,6 +70,14 @@ struct TrainStats {
   double grad_norm = 0;             // of the last step
   double lr = 0;                    // of the next step
   std::vector<double> task_losses;  // per task, mean per step
+  double committee_loss = 0;        // mean per step (NaN without a committee)
+};
+
+// The committee's estimate on one frame: the spread of its members' per-atom
+// energies, in eV.
+struct Uncertainty {
+  std::vector<double> per_atom;   // [N] eV
+  double max = 0, mean = 0;       // over the atoms
 };
 
 class Trainer {
@@ -89,6 +101,12 @@ class Trainer {
   // with the raw or averaged weights, this process only (counted host reads).
   struct Errors { double energy = 0, forces = 0, stress = 0; };
   Errors errors(const std::vector<int64_t>& indices, bool average);
+
+  // The committee's uncertainty on a frame with the raw weights (one counted
+  // host read; two when the frame's edges outgrow the graph's capacity).
+  // Throws without a committee.
+  Uncertainty uncertainty(const Sample& sample);
+  bool has_committee() const { return !committee_.is_empty(); }
 
   // Reads the device statistics (counted host reads) and sums them over processes.
   TrainStats read_stats();
@@ -122,10 +140,14 @@ class Trainer {
     std::vector<const Sample*> samples;
     std::vector<int64_t> capacities;
     std::vector<TaskTargets> targets;
-    std::vector<double> counts;
+    std::vector<double> counts;          // then, with a committee, each member's bootstrap total [K]
+    std::vector<double> committee_weights;   // [K, B] bootstrap counts (host)
   };
   Batch prepare(const std::vector<int64_t>& indices);
-  // Loss terms (gradient left in the flat buffer when `backward`).
+  // The committee's loss on a predicted batch (features from predict) [].
+  torch::Tensor committee_step_loss(const Predictions& pred, const Batch& batch);
+  // Loss terms (gradient left in the flat buffer when `backward`; with a
+  // committee also its loss and gradient).
   LossTerms evaluate(const Batch& batch, bool backward);
   // Throws uma::Error on every process if any process's step failed.
   void agree(const std::string& failure) const;
@@ -140,6 +162,10 @@ class Trainer {
   std::vector<bool> trainable_;  // per model parameter, in parameters() order
   std::unique_ptr<FlatParameters> flat_;
   std::unique_ptr<AdamW> optimizer_;
+  Committee committee_{nullptr};
+  std::unique_ptr<FlatParameters> committee_flat_;
+  std::unique_ptr<AdamW> committee_optimizer_;
+  torch::Tensor committee_loss_, committee_loss_sum_;   // [] the latest step's, and since the last read
   // Device accumulators since the last read.
   torch::Tensor loss_sum_, task_loss_sums_, error_sums_;
   std::vector<double> error_counts_;   // host: per task, metric denominators
