@@ -14,7 +14,8 @@ frames, and the uncertainty at every check.
 The cost of the estimate (--cost): LAMMPS's loop time of MD alone against MD with a check on every
 step (training and labelling off), and of training with and without the committee, side by side.
 
-usage: bench/otf_gate.py ROOT [--stage 300] [--intervals 5,10,20,40] [--thresholds 0.01,0.015,0.02]
+usage: bench/otf_gate.py ROOT [--stage 300] [--intervals 5,10,20,40,80,160,300] [--thresholds 0.015,0.02,0.03,0.05]
+                         [--check 5] [--min-interval 20] [--reuse]
                          [--out doc/benchmark_results_otf_gate_cpu.json] [--plot doc/otf_gate.png]
        bench/otf_gate.py ROOT --cost [--out doc/benchmark_results_otf_gate_cost_cpu.json]
 ROOT: the LAMMPS sid root (scripts/lammps_env.sh), with the plugin built (scripts/build_plugin.sh ROOT).
@@ -205,9 +206,10 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("root")
     ap.add_argument("--stage", type=int, default=300)
-    ap.add_argument("--intervals", default="5,10,20,40")
-    ap.add_argument("--thresholds", default="0.01,0.015,0.02,0.025")
+    ap.add_argument("--intervals", default="5,10,20,40,80,160,300")
+    ap.add_argument("--thresholds", default="0.015,0.02,0.03,0.05")
     ap.add_argument("--check", type=int, default=5)
+    ap.add_argument("--min-interval", type=int, default=20)
     ap.add_argument("--reuse", action="store_true", help="take the runs whose complete logs are in the work folder")
     ap.add_argument("--cost", action="store_true", help="measure the cost of checks and of the committee only")
     ap.add_argument("--out", default=os.path.join(HERE, "..", "doc", "benchmark_results_otf_gate_cpu.json"))
@@ -232,7 +234,7 @@ def main():
     for m in a.intervals.split(","):
         results.append(run(root, host, f"label{m}", m, f"committee 4 check {a.check}", a.stage, a.reuse))
     for t in a.thresholds.split(","):
-        results.append(run(root, host, f"auto{t}", f"auto {t}", f"check {a.check} max_interval 200", a.stage, a.reuse))
+        results.append(run(root, host, f"auto{t}", f"auto {t}", f"check {a.check} min_interval {a.min_interval} max_interval 200", a.stage, a.reuse))
     densest = min((r for r in results if not r["label"].startswith("auto")), key=lambda r: int(r["label"]))
     target = densest["heldout_force_mae"]
     within = [r for r in results if r["label"].startswith("auto") and r["heldout_force_mae"] <= target]

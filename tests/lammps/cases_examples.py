@@ -15,7 +15,8 @@ ROOT = None   # the sid root on the host (harness.run_case sets it)
 
 def case_examples(h, r):
     """Every input in examples/ runs as shipped (plugin from LAMMPS_PLUGIN_PATH), with finite thermo; cu_otf
-    also under -k on t 1 -sf kk (uma/kk in place).
+    also under -k on t 1 -sf kk (uma/kk in place); cu_otf_gated after its held-out frames are made as its
+    README says (in.eam_heldout, ../cu_otf/heldout_frames.py), with 10 steps per state.
     Quantitative: the step-0 energy of the Cu NVE/NPT examples (the perfect 3x3x3 fcc lattice) and of
     the molecule example equals `uma eval` of the same structure, built independently here (ASE, the
     shipped extxyz); the NVE examples conserve energy."""
@@ -32,8 +33,13 @@ def case_examples(h, r):
     for sub, name, np_, extra in (("cu_nve", "in.cu_nve", 1, ""), ("cu_npt", "in.cu_npt", 1, ""),
                                   ("omol_molecule", "in.ethanol_cation", 1, ""), ("oc20_slab", "in.pt_slab_o", 2, ""),
                                   ("cu_otf", "in.cu_otf", 2, "-var steps 20"),
-                                  ("cu_otf", "in.cu_otf", 2, "-var steps 20 -k on t 1 -sf kk")):
+                                  ("cu_otf", "in.cu_otf", 2, "-var steps 20 -k on t 1 -sf kk"),
+                                  ("cu_otf_gated", "in.cu_otf_gated", 2, "-var stage 10")):
         d = f"{SRC}/examples/{sub}"
+        if sub == "cu_otf_gated":
+            p = in_root(f"cd {d} && LAMMPS_POTENTIALS={LAMMPS_POTENTIALS} {LMP} -in in.eam_heldout -screen none "
+                        f"-log {r}/log.eam_heldout && python3 ../cu_otf/heldout_frames.py")
+            check(p.returncode == 0 and "wrote 41 frames" in p.stdout, f"cu_otf_gated's held-out frames: {p.stdout}")
         p = in_root(f"cd {d} && LAMMPS_PLUGIN_PATH={BUILD} LAMMPS_POTENTIALS={LAMMPS_POTENTIALS} "
                     f"OMP_NUM_THREADS=1 mpirun --oversubscribe -np {np_} {LMP} -in {name} {extra} "
                     f"-log {r}/log.{sub} -screen none")
