@@ -14,14 +14,15 @@ frames, and the uncertainty at every check.
 The cost of the estimate (--cost): LAMMPS's loop time of MD alone against MD with a check on every
 step (training and labelling off), and of training with and without the committee, side by side.
 
-usage: bench/otf_gate.py ROOT [--stage 300] [--intervals 5,10,20,40,80,160,300] [--thresholds 0.015,0.02,0.03,0.05]
-                         [--check 5] [--min-interval 20] [--reuse]
+usage: bench/otf_gate.py ROOT [--stage 300] [--intervals 5,10,20,40,80,160,300]
+                         [--thresholds 0.015,0.02,0.03,0.05,0.05:60,0.05:100] [--check 5] [--min-interval 20] [--reuse]
                          [--out doc/benchmark_results_otf_gate_cpu.json] [--plot doc/otf_gate.png]
        bench/otf_gate.py ROOT --cost [--out doc/benchmark_results_otf_gate_cost_cpu.json]
 ROOT: the LAMMPS sid root (scripts/lammps_env.sh), with the plugin built (scripts/build_plugin.sh ROOT).
 """
 import argparse
 import json
+import math
 import os
 import re
 import shutil
@@ -175,9 +176,9 @@ def plot(results, stage, path):
     for r in fixed:
         a.annotate(f"M={r['label']}", (r["reference_calls"], r["heldout_force_mae"]), textcoords="offset points",
                    xytext=(4, 4), fontsize=8)
-    a.plot([r["reference_calls"] for r in gated], [r["heldout_force_mae"] for r in gated], "s-", label="label auto T")
+    a.plot([r["reference_calls"] for r in gated], [r["heldout_force_mae"] for r in gated], "s", label="label auto T")
     for r in gated:
-        a.annotate(f"T={r['label'].split()[1]}", (r["reference_calls"], r["heldout_force_mae"]),
+        a.annotate(f"T={r['label'].split()[1]}, min {r['gate'].split()[3]}", (r["reference_calls"], r["heldout_force_mae"]),
                    textcoords="offset points", xytext=(4, -10), fontsize=8)
     a.set_xlabel("reference (EAM) calls")
     a.set_ylabel("held-out force MAE at the end (eV/A)")
@@ -207,9 +208,10 @@ def main():
     ap.add_argument("root")
     ap.add_argument("--stage", type=int, default=300)
     ap.add_argument("--intervals", default="5,10,20,40,80,160,300")
-    ap.add_argument("--thresholds", default="0.015,0.02,0.03,0.05")
+    ap.add_argument("--thresholds", default="0.015,0.02,0.03,0.05,0.05:60,0.05:100",
+                    help="gated runs: THRESHOLD or THRESHOLD:MIN_INTERVAL, comma-separated")
     ap.add_argument("--check", type=int, default=5)
-    ap.add_argument("--min-interval", type=int, default=20)
+    ap.add_argument("--min-interval", type=int, default=20, help="min_interval of the gated runs (THRESHOLD:MIN overrides)")
     ap.add_argument("--reuse", action="store_true", help="take the runs whose complete logs are in the work folder")
     ap.add_argument("--cost", action="store_true", help="measure the cost of checks and of the committee only")
     ap.add_argument("--out", default=os.path.join(HERE, "..", "doc", "benchmark_results_otf_gate_cpu.json"))
@@ -233,8 +235,10 @@ def main():
     results = []
     for m in a.intervals.split(","):
         results.append(run(root, host, f"label{m}", m, f"committee 4 check {a.check}", a.stage, a.reuse))
-    for t in a.thresholds.split(","):
-        results.append(run(root, host, f"auto{t}", f"auto {t}", f"check {a.check} min_interval {a.min_interval} max_interval 200", a.stage, a.reuse))
+    for entry in a.thresholds.split(","):
+        t, mi = (entry.split(":") + [str(a.min_interval)])[:2]
+        gate = f"check {a.check} min_interval {mi} max_interval 200"
+        results.append(run(root, host, f"auto{t}_min{mi}", f"auto {t}", gate, a.stage, a.reuse))
     densest = min((r for r in results if not r["label"].startswith("auto")), key=lambda r: int(r["label"]))
     target = densest["heldout_force_mae"]
     within = [r for r in results if r["label"].startswith("auto") and r["heldout_force_mae"] <= target]
@@ -243,8 +247,16 @@ def main():
                "gate_calls_at_target": best["reference_calls"] if best else None,
                "gate_at_target": best["label"] if best else None,
                "call_ratio": best["reference_calls"] / densest["reference_calls"] if best else None}
+    # the fixed-interval curve at the gated runs' call counts (linear in log calls between its points)
+    curve = sorted((r["reference_calls"], r["heldout_force_mae"]) for r in results if not r["label"].startswith("auto"))
     for r in results:
         r["response"] = response(r["trace"], a.stage)
+        c = r["reference_calls"]
+        if r["label"].startswith("auto") and curve[0][0] <= c <= curve[-1][0]:
+            lo = max(p for p in curve if p[0] <= c)
+            hi = min(p for p in curve if p[0] >= c)
+            f = 0 if hi[0] == lo[0] else (math.log(c) - math.log(lo[0])) / (math.log(hi[0]) - math.log(lo[0]))
+            r["fixed_mae_at_same_calls"] = lo[1] + f * (hi[1] - lo[1])
     json.dump({"protocol": {"atoms": 32, "stage_steps": a.stage, "check": a.check,
                             "states": ["300 K", "600 K", "900 K", "900 K + vacancy"], "reference": "eam Cu_u3.eam",
                             "heldout_frames": 41, "machine": "2-core CPU"},
