@@ -109,7 +109,7 @@ def cmd_bench(label, stdout, rc, out):
     if result is not None and int(rc) == 0:
         for k in ("atoms", "edges", "device", "precision", "ms_per_step", "steps_per_s", "peak_device_mb",
                   "model_gflops_per_s", "gemm_gflops_per_s", "load_s", "first_call_s", "peak_rss_mb", "threads",
-                  "cuda_graph", "graph_captures", "graph_replays", "graph_refusal"):
+                  "cuda_graph", "graph_captures", "graph_replays", "graph_refusal", "graph_pool_mb"):
             if k in result:
                 entry[k] = result[k]
         if "time_s" in result:

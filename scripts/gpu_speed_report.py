@@ -130,7 +130,7 @@ def cmd_versus(out, struct, dir_):
                 failed.append("%s: no JSON line" % name)
                 continue
             run = _timing(result)
-            run.update({k: result[k] for k in ("graph_captures", "graph_replays", "graph_refusal") if k in result})
+            run.update({k: result[k] for k in ("graph_captures", "graph_replays", "graph_refusal", "graph_pool_mb") if k in result})
             if mode == "graph" and not (result.get("graph_replays", 0) >= 1 and not result.get("graph_refusal")):
                 failed.append("%s: not replayed (%r)" % (name, result.get("graph_refusal")))
             if errs:

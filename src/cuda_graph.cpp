@@ -5,6 +5,8 @@
 #ifdef UMA_CUDA_GRAPHS
 #include <ATen/cuda/CUDAEvent.h>
 #include <ATen/cuda/CUDAGraph.h>
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #endif
@@ -28,18 +30,27 @@ void wait_for(const c10::cuda::CUDAStream& from, const c10::cuda::CUDAStream& to
   done.block(to);
 }
 
+// Bytes LibTorch's CUDA allocator holds on the device (all pools).
+double reserved_bytes(c10::DeviceIndex device) {
+  const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device);
+  return static_cast<double>(stats.reserved_bytes[0].current);   // [0]: all pools together
+}
+
 }  // namespace
 
 std::unique_ptr<CudaGraph> CudaGraph::capture(const torch::Device& device, const std::function<void()>& step) {
   if (!device.is_cuda()) throw Error("CUDA graphs need a CUDA device, not " + device.str());
   c10::cuda::CUDAGuard on_device(device);
+  const c10::DeviceIndex index = c10::cuda::current_device();   // `device` may carry no index
   const auto caller = c10::cuda::getCurrentCUDAStream();
   const auto side = c10::cuda::getStreamFromPool();
   auto impl = std::make_unique<Impl>();
+  double before = 0;
   wait_for(caller, side);
   {
     c10::cuda::CUDAStreamGuard on_side(side);
     step();   // warm-up, eager: its errors are the step's own
+    before = reserved_bytes(index);   // what the capture adds is its pool
     impl->graph.capture_begin();
     try {
       step();
@@ -53,7 +64,8 @@ std::unique_ptr<CudaGraph> CudaGraph::capture(const torch::Device& device, const
     }
   }
   wait_for(side, caller);
-  return std::unique_ptr<CudaGraph>(new CudaGraph(std::move(impl)));
+  const double pool = reserved_bytes(index) - before;
+  return std::unique_ptr<CudaGraph>(new CudaGraph(std::move(impl), pool));
 }
 
 void CudaGraph::replay() { impl_->graph.replay(); }
@@ -72,7 +84,7 @@ void CudaGraph::replay() {}
 
 #endif
 
-CudaGraph::CudaGraph(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+CudaGraph::CudaGraph(std::unique_ptr<Impl> impl, double pool_bytes) : impl_(std::move(impl)), pool_bytes_(pool_bytes) {}
 CudaGraph::~CudaGraph() = default;
 
 }  // namespace uma

@@ -27,11 +27,14 @@ class CudaGraph {
   static std::unique_ptr<CudaGraph> capture(const torch::Device& device, const std::function<void()>& step);
   ~CudaGraph();
   void replay();
+  // Device memory the capture holds (its private pool), in bytes.
+  double pool_bytes() const { return pool_bytes_; }
 
  private:
   struct Impl;
-  explicit CudaGraph(std::unique_ptr<Impl> impl);
+  CudaGraph(std::unique_ptr<Impl> impl, double pool_bytes);
   std::unique_ptr<Impl> impl_;
+  double pool_bytes_ = 0;
 };
 
 }  // namespace uma

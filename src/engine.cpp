@@ -97,6 +97,7 @@ Engine::Engine(UmaModel model, EngineOptions options)
   // before the model allocates: a quarter of the budget for them keeps the
   // build, with its outputs (counted by the plan), inside the budget too.
   graph_.set_memory_limit(0.25 * budget_);
+  replays_.set_limits(static_cast<size_t>(std::max(1, options_.cuda_graph_cache)), 0.5 * budget_);
 }
 
 void Engine::validate(const std::vector<Atoms>& systems) const {
@@ -515,6 +516,7 @@ Evaluation Engine::run(const Layout& layout, const Geometry& geo) {
   ev.edge_counts = graph.counts;
   ev.close_atoms = graph.close_atoms;
   ev.nonfinite = geo.nonfinite;
+  ev.graph_sizes = graph.sizes;
   ev.capacities = graph_.capacities();
   return ev;
 }
@@ -527,39 +529,56 @@ Evaluation Engine::evaluate(const std::vector<Atoms>& systems) {
   return options_.cuda_graph ? run_or_replay(layout, geo) : run(layout, geo);
 }
 
-// The device inputs of a captured step (copied into on every replay) and
-// the outputs it leaves.
+// The device inputs of a captured step (copied into on every replay), the
+// outputs it leaves, and what its kernels read that a later eager step may
+// replace: the layout's constants, the graph's bin tables, the edge block
+// lengths.
 struct Engine::Replay {
   Geometry geo;
   Evaluation ev;
   std::unique_ptr<CudaGraph> graph;
+  std::shared_ptr<const Layout> layout;
+  std::shared_ptr<const void> graph_tables;
+  torch::Tensor edge_block_lengths;
 };
 
 Engine::~Engine() = default;
 
+void Engine::update_weights(const std::function<void(UmaModel&)>& copy) {
+  copy(model_);
+  merged_ = false;
+  replays_.invalidate();
+}
+
+std::vector<int64_t> Engine::replay_epoch() const {
+  std::vector<int64_t> epoch{layouts_, merges_, plans_, int64_t(merged_), int64_t(options_.stress),
+                             plan_.recompute ? plan_.chunk_edges : 0};
+  for (const auto& c : graph_.graph_capacities()) epoch.insert(epoch.end(), {c.edges, c.candidates, c.neighbors, c.free_bins});
+  return epoch;
+}
+
 std::vector<int64_t> Engine::replay_key(const Geometry& geo) const {
-  std::vector<int64_t> key{layouts_, merges_, plans_, int64_t(merged_), int64_t(options_.stress),
-                           int64_t(options_.atom_virial), plan_.recompute ? plan_.chunk_edges : 0};
+  std::vector<int64_t> key{int64_t(options_.atom_virial)};
   const auto graph = graph_.plan_key(geo.graph);
   key.insert(key.end(), graph.begin(), graph.end());
   return key;
 }
 
 Evaluation Engine::run_or_replay(const Layout& layout, const Geometry& geo) {
-  switch (replay_policy_.next(replay_key(geo))) {
-    case ReplayPolicy::Action::kEager:
-      replay_.reset();
+  switch (replays_.next(replay_epoch(), replay_key(geo))) {
+    case ReplayCache<Replay>::Action::kEager:
       return run(layout, geo);
-    case ReplayPolicy::Action::kReplay: {
+    case ReplayCache<Replay>::Action::kReplay: {
+      Replay& r = replays_.current();
       torch::NoGradGuard no_grad;   // the step's inputs into the graph's, on the device
-      replay_->geo.positions.copy_(geo.positions);   // same device
-      replay_->geo.cells.copy_(geo.cells);           // same device
-      replay_->geo.inv_volume.copy_(geo.inv_volume); // same device
-      replay_->geo.nonfinite.copy_(geo.nonfinite);   // same device
-      replay_->graph->replay();
-      return replay_->ev;
+      r.geo.positions.copy_(geo.positions);   // same device
+      r.geo.cells.copy_(geo.cells);           // same device
+      r.geo.inv_volume.copy_(geo.inv_volume); // same device
+      r.geo.nonfinite.copy_(geo.nonfinite);   // same device
+      r.graph->replay();
+      return r.ev;
     }
-    case ReplayPolicy::Action::kCapture:
+    case ReplayCache<Replay>::Action::kCapture:
       break;
   }
   auto r = std::make_unique<Replay>();
@@ -571,13 +590,16 @@ Evaluation Engine::run_or_replay(const Layout& layout, const Geometry& geo) {
   try {
     r->graph = CudaGraph::capture(options_.device, [&] { r->ev = run(layout, r->geo); });
   } catch (const Error& e) {
-    replay_policy_.refused(e.what());
+    replays_.refused(e.what());
     return run(layout, geo);
   }
-  replay_policy_.captured();
-  replay_ = std::move(r);
-  replay_->graph->replay();
-  return replay_->ev;
+  r->layout = layout_;   // whole_layout()'s: `layout`
+  r->graph_tables = graph_.device_tables();
+  r->edge_block_lengths = edge_block_lengths_;
+  const double bytes = r->graph->pool_bytes();
+  Replay& held = replays_.captured(std::move(r), bytes);
+  held.graph->replay();
+  return held.ev;
 }
 
 void Engine::validate_local(const LocalAtoms& piece) const {
@@ -669,7 +691,7 @@ bool Engine::fetch(const Evaluation& ev, const ReadRequest& what, HostEvaluation
   for (int64_t b = 0; b < B; ++b) overflow |= counts[b] > ev.capacities[b];
   if (v[B + 4] > 0) throw Error("positions contain NaN or infinite values");
   if (overflow) {
-    graph_.grow(counts);
+    graph_.grow(counts, ev.graph_sizes);
     return false;
   }
   if (v[B] > 0)

@@ -24,7 +24,7 @@
 #include "memory_plan.h"
 #include "model.h"
 #include "radius_graph.h"
-#include "replay_policy.h"
+#include "replay_cache.h"
 #include "staged_backward.h"
 #include "transfers.h"
 #include "uma_error.h"
@@ -94,7 +94,7 @@ struct EngineOptions {
   // off, the blocks run the LibTorch composition (the reference).
   bool lean_edges = true;
   // Whole-system evaluations (evaluate()) on a CUDA device replay a CUDA
-  // graph of the step once its key has held for two steps (replay_policy.h):
+  // graph of the step once its key has held for two steps (replay_cache.h):
   // positions and cells are copied into the graph's inputs, and the results
   // are the graph's outputs, overwritten by the next evaluation.  Needs a
   // CUDA device and a build with the CUDA headers (the constructor refuses
@@ -102,6 +102,9 @@ struct EngineOptions {
   // Local pieces (evaluate_local) always run eager: their collectives run
   // between the autograd passes.
   bool cuda_graph = false;
+  // Captures kept at once (least recently used dropped first); together
+  // they hold at most half the memory budget, the one in use always kept.
+  int cuda_graph_cache = 4;
 };
 
 // One process's share of one system decomposed in space, as LAMMPS holds it:
@@ -171,6 +174,7 @@ struct Evaluation {
   torch::Tensor edge_counts;   // [B] edges found (the graph holds min(count, capacity))
   torch::Tensor close_atoms;   // [4] float64: RadiusGraph::close_atoms
   torch::Tensor nonfinite;     // [] non-finite position values (positions given on the device)
+  torch::Tensor graph_sizes;   // [3B] RadiusGraph::sizes, read only to grow capacities after an overflow
   std::vector<int64_t> capacities;
 };
 
@@ -220,21 +224,22 @@ class Engine {
   void request_atom_virial(bool on) { options_.atom_virial = on; }
   // Lets `copy` overwrite the model's weights (a trainer's); the experts are
   // merged again at the next evaluation.
-  void update_weights(const std::function<void(UmaModel&)>& copy) {
-    copy(model_);
-    merged_ = false;
-    replay_policy_.invalidate();
-  }
+  void update_weights(const std::function<void(UmaModel&)>& copy);
   int64_t merge_count() const { return merges_; }
   // The memory plan of the latest evaluation; plan_count() grows each time
   // it is made again (new atom count or edge capacity).
   const MemoryPlan& memory_plan() const { return plan_; }
   int64_t plan_count() const { return plans_; }
   // CUDA-graph replay (EngineOptions::cuda_graph): captures made, replays
-  // done, and why the latest capture failed (empty: none did).
-  int64_t graph_captures() const { return replay_policy_.captures(); }
-  int64_t graph_replays() const { return replay_policy_.replays(); }
-  const std::string& graph_refusal() const { return replay_policy_.last_refusal(); }
+  // done, captures held now and their device memory in bytes, captures
+  // dropped for the cache's limits, and why the latest capture failed
+  // (empty: none did).
+  int64_t graph_captures() const { return replays_.captures(); }
+  int64_t graph_replays() const { return replays_.replays(); }
+  int64_t graph_held() const { return static_cast<int64_t>(replays_.held()); }
+  double graph_held_bytes() const { return replays_.held_bytes(); }
+  int64_t graph_evictions() const { return replays_.evictions(); }
+  const std::string& graph_refusal() const { return replays_.last_refusal(); }
   // Whether the blocks run the lean CPU pipeline (EngineOptions::lean_edges on the CPU).
   bool lean_edges() const { return options_.lean_edges && options_.device.is_cpu(); }
   double memory_budget() const { return budget_; }
@@ -269,9 +274,13 @@ class Engine {
   Evaluation run(const Layout& layout, const Geometry& geo);
   // run(), or its CUDA graph (EngineOptions::cuda_graph).
   Evaluation run_or_replay(const Layout& layout, const Geometry& geo);
-  // What a capture of this step depends on besides the positions and cells.
+  // What a capture of this step depends on besides the positions and cells:
+  // the part shared by all captures that never returns once it changes
+  // (layouts, merges, plans and capacities made so far), and the part that
+  // may alternate (per-atom virials, the graph's bin plan).
+  std::vector<int64_t> replay_epoch() const;
   std::vector<int64_t> replay_key(const Geometry& geo) const;
-  struct Replay;   // a captured step: its input geometry, outputs and graph
+  struct Replay;   // a captured step: its inputs, outputs, graph and the tables it reads
   // Sums rows of `x` into B systems whose rows are contiguous blocks of the
   // given host lengths: deterministic on every device (no atomics).
   torch::Tensor system_sum(const torch::Tensor& x, const std::vector<int64_t>& offsets,
@@ -282,8 +291,7 @@ class Engine {
   RadiusGraphBuilder graph_;
   std::shared_ptr<Layout> layout_;
   int64_t layouts_ = 0;   // layouts made: a new one changes the replay key
-  ReplayPolicy replay_policy_;
-  std::unique_ptr<Replay> replay_;
+  ReplayCache<Replay> replays_;
   StagingBuffer staging_;
   StagedBackward stages_;   // this evaluation's collectives (local pieces)
   std::vector<int64_t> edge_block_offsets_;   // edge blocks the cached lengths belong to

@@ -660,12 +660,13 @@ bool RadiusGraphBuilder::grow_to_fit(const std::vector<int64_t>& sizes) {
   return grew;
 }
 
-void RadiusGraphBuilder::grow(const std::vector<int64_t>& counts) {
+void RadiusGraphBuilder::grow(const std::vector<int64_t>& counts, const torch::Tensor& sizes) {
   bool overflow = false;
   for (size_t b = 0; b < counts.size() && b < edge_capacity_.size(); ++b) overflow |= counts[b] > edge_capacity_[b];
   if (!overflow) return;
-  if (last_sizes_.defined() && static_cast<size_t>(last_sizes_.numel()) == 3 * capacity_.size()) {
-    auto host = to_host(last_sizes_);
+  const torch::Tensor& built = sizes.defined() ? sizes : last_sizes_;
+  if (built.defined() && static_cast<size_t>(built.numel()) == 3 * capacity_.size()) {
+    auto host = to_host(built);
     const int64_t* p = host.data_ptr<int64_t>();   // host data
     grow_to_fit(std::vector<int64_t>(p, p + host.numel()));
     return;

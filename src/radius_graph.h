@@ -129,9 +129,10 @@ class RadiusGraphBuilder {
   bool grow_to_fit(const std::vector<int64_t>& sizes);
 
   // The same for a caller that read only RadiusGraph::counts: when any count
-  // exceeds its edge capacity, reads the sizes of this builder's most recent
-  // build (one counted read, only on this overflow path) and grows from them.
-  void grow(const std::vector<int64_t>& counts);
+  // exceeds its edge capacity, reads `sizes` (RadiusGraph::sizes of the build
+  // the counts came from; undefined: this builder's most recent build) with
+  // one counted read, only on this overflow path, and grows from them.
+  void grow(const std::vector<int64_t>& counts, const torch::Tensor& sizes = {});
 
   // Bounds the build's temporaries (the per-pair distance tests, done in
   // chunks of targets) to about `bytes`, so that a memory budget holds while
@@ -143,6 +144,10 @@ class RadiusGraphBuilder {
   // stencil, image ranges) and the capacities.  Equal keys mean the same
   // kernels on the same shapes, reading the same device tables.
   std::vector<int64_t> plan_key(const std::vector<GraphSystem>& systems) const;
+
+  // The device tables of the latest build's bin layout (stencils, image
+  // lists): a CUDA graph of that build keeps them alive by holding this.
+  std::shared_ptr<const void> device_tables() const { return constants_; }
 
   // Edge capacities per system, and all capacities.
   const std::vector<int64_t>& capacities() const { return edge_capacity_; }

@@ -158,6 +158,7 @@ int bench(const BenchArgs& a) {
       {"graph_captures", engine.graph_captures()},
       {"graph_replays", engine.graph_replays()},
       {"graph_refusal", engine.graph_refusal()},
+      {"graph_pool_mb", engine.graph_held_bytes() / 1e6},   // device memory the held captures keep
       {"alloc_mb_per_eval", alloc_mb},
       {"edge_alloc_mb_per_eval", edge_alloc_mb},
       {"steps_per_s", 1.0 / median},
