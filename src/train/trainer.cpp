@@ -95,6 +95,19 @@ int64_t Trainer::add_sample(const Sample& sample) {
   return num_samples() - 1;
 }
 
+torch::Tensor Trainer::atom_energies(const BatchTensors& in, const RadiusGraph& graph, const torch::Tensor& vec,
+                                     double dropout, torch::Tensor* scalars) {
+  EdgeInput edges{graph.src, graph.tgt, graph.valid, graph.edge_system, vec, graph.row_offsets, {}};
+  auto backbone = model_->backbone();
+  auto system_emb = backbone->system_embedding(in);
+  nn::MoleContext ctx;
+  if (backbone->config().num_experts > 0) {
+    ctx.coefficients = backbone->expert_coefficients(in, system_emb, dropout);
+    ctx.row_offsets = graph.row_offsets;
+  }
+  return model_->atom_energies(in, edges, system_emb, ctx, scalars);
+}
+
 Predictions Trainer::predict(const std::vector<const Sample*>& samples, const std::vector<int64_t>& capacities,
                              bool create_graph) {
   const auto fopts = torch::TensorOptions().dtype(options_.dtype).device(options_.device);
@@ -110,16 +123,8 @@ Predictions Trainer::predict(const std::vector<const Sample*>& samples, const st
   for (int64_t edges : capacities) capacity.push_back({edges, 0, 0, 0});
   RadiusGraph graph = graph_.build_with(geo.positions, geo.cells, geo.graph, capacity);
   auto vec = edge_vectors(geo.positions, graph, geo.cells).requires_grad_(true);
-  EdgeInput edges{graph.src, graph.tgt, graph.valid, graph.edge_system, vec, graph.row_offsets, {}};
-  auto backbone = model_->backbone();
-  auto system_emb = backbone->system_embedding(in);
-  nn::MoleContext ctx;
-  if (backbone->config().num_experts > 0) {
-    ctx.coefficients = backbone->expert_coefficients(in, system_emb, options_.routing_dropout);
-    ctx.row_offsets = graph.row_offsets;
-  }
   torch::Tensor scalars;
-  auto raw_atom = model_->atom_energies(in, edges, system_emb, ctx, has_committee() ? &scalars : nullptr)
+  auto raw_atom = atom_energies(in, graph, vec, options_.routing_dropout, has_committee() ? &scalars : nullptr)
                       .to(torch::kFloat64);   // [N]
   Predictions pred;
   if (scalars.defined()) {
@@ -180,11 +185,13 @@ Trainer::Batch Trainer::prepare(const std::vector<int64_t>& indices) {
 torch::Tensor Trainer::committee_step_loss(const Predictions& pred, const Batch& b) {
   const int64_t K = committee_->members(), B = static_cast<int64_t>(b.samples.size());
   const auto dopts = torch::TensorOptions().dtype(torch::kFloat64).device(options_.device);
-  std::vector<double> inverse(K);
+  // One upload: [K, B] bootstrap counts, then [K] inverse bootstrap totals.
+  std::vector<double> packed(b.committee_weights);
   const size_t first = 2 * tasks_.size();
-  for (int64_t k = 0; k < K; ++k) inverse[k] = b.counts[first + k] > 0 ? 1.0 / b.counts[first + k] : 0.0;
-  auto weights = upload(b.committee_weights, dopts).view({K, B}).index_select(1, pred.batch);   // [K, N]
-  return committee_loss(committee_->forward(pred.features), pred.atom_energies, weights, upload(inverse, dopts));
+  for (int64_t k = 0; k < K; ++k) packed.push_back(b.counts[first + k] > 0 ? 1.0 / b.counts[first + k] : 0.0);
+  const auto both = upload(packed, dopts);
+  auto weights = both.narrow(0, 0, K * B).view({K, B}).index_select(1, pred.batch);   // [K, N]
+  return committee_loss(committee_->forward(pred.features), pred.atom_energies, weights, both.narrow(0, K * B, K));
 }
 
 LossTerms Trainer::evaluate(const Batch& b, bool backward) {
@@ -331,17 +338,8 @@ Uncertainty Trainer::uncertainty(const Sample& sample) {
   const int64_t N = geo.positions.size(0);
   for (int attempt = 0;; ++attempt) {
     RadiusGraph graph = graph_.build(geo.positions, geo.cells, geo.graph);
-    auto vec = edge_vectors(geo.positions, graph, geo.cells);
-    EdgeInput edges{graph.src, graph.tgt, graph.valid, graph.edge_system, vec, graph.row_offsets, {}};
-    auto backbone = model_->backbone();
-    auto system_emb = backbone->system_embedding(in);
-    nn::MoleContext ctx;
-    if (backbone->config().num_experts > 0) {
-      ctx.coefficients = backbone->expert_coefficients(in, system_emb, 0.0);
-      ctx.row_offsets = graph.row_offsets;
-    }
     torch::Tensor scalars;
-    model_->atom_energies(in, edges, system_emb, ctx, &scalars);
+    atom_energies(in, graph, edge_vectors(geo.positions, graph, geo.cells), 0.0, &scalars);
     const double rmsd = model_->outputs(sample.atoms.task).energy_rmsd;   // normalised -> eV
     auto spread = committee_spread(committee_->forward(scalars)).to(torch::kFloat64) * rmsd;   // [N]
     // One read: the edge count (did the graph fit?) and the spread.

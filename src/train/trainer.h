@@ -133,6 +133,12 @@ class Trainer {
   // an average), then puts the raw ones back.
   void with_weights(bool average, const std::function<void()>& fn);
   Predictions predict(const std::vector<const Sample*>& batch, const std::vector<int64_t>& capacities, bool create_graph);
+  // The model's raw per-atom energies [N] of `in` on `graph` (edge vectors
+  // `vec`), routing with `dropout`; with `scalars`, also the l = 0 node
+  // features the committee reads [N, C].  What predict() and uncertainty()
+  // share.
+  torch::Tensor atom_energies(const BatchTensors& in, const RadiusGraph& graph, const torch::Tensor& vec,
+                              double dropout, torch::Tensor* scalars);
   // A batch ready to evaluate: its samples, edge capacities and targets, and
   // counts (per task the loss denominators, then the metric denominators),
   // which step() sums over processes before evaluate() uses them.
