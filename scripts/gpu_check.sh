@@ -712,6 +712,9 @@ st_lammps_md() {
   # from the crystal in 200 steps of 1 fs; the cost of a step does not depend on it.
   # Reneighbouring every 10 steps and sorting the atoms every 50: the replayed
   # run (GPU only) must follow both (same layout, a new order, new ghosts).
+  # Per-atom stresses dumped every 50 steps (steps 0, 50, ...): those steps
+  # ask for per-atom virials and run eagerly; the capture of the other steps
+  # must stay cached and replay right after them (the thermo rows follow).
   cat > in.uma_nve <<EOF
 # written by scripts/gpu_check.sh: NVE of bulk fcc Cu through pair_style uma
 plugin          load \${plugin}
@@ -730,6 +733,8 @@ velocity        all create 300.0 4928459 loop geom
 neigh_modify    every 10 delay 0 check no
 timestep        0.0001
 fix             1 all nve
+compute         sa all stress/atom NULL virial
+dump            sa all custom 50 stress.\${graph}.dump id c_sa[1] c_sa[2] c_sa[3]
 thermo          20
 thermo_style    custom step temp pe ke etotal press
 run             \${steps}
