@@ -13,12 +13,12 @@
 # Takes tens of minutes and up to ~20 GB of memory.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/build.sh >/dev/null
+scripts/build_host.sh >/dev/null
 source scripts/env.sh
 if [ "${1:-}" = "--lammps" ]; then
   shift
   root="$(scripts/lammps_env.sh)"
-  scripts/build_plugin.sh "$root" >/dev/null
+  UMA_SID_ROOT="$root" scripts/build.sh >/dev/null
   cache="$HOME/.cache/lammps-uma/bench"
   if [ "${1:-}" = "--ranks" ]; then
     shift

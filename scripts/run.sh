@@ -8,10 +8,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mkdir -p build
-echo "== LAMMPS environment (built once, then cached)" >&2
+echo "== LAMMPS environment and the Python environment whose LibTorch the plugin links (built once, then cached)" >&2
+scripts/python_env.sh > build/python_env.out 2> build/python_env.log &
+python_pid=$!
 root="$(scripts/lammps_env.sh)"
+wait "$python_pid" || { cat build/python_env.log >&2; exit 1; }
 echo "== building umaplugin.so in the LAMMPS environment" >&2
-if ! scripts/build_plugin.sh "$root" > build/plugin-build.log 2>&1; then
+if ! UMA_SID_ROOT="$root" UMA_PYTHON="$(cat build/python_env.out)" scripts/build.sh umaplugin > build/plugin-build.log 2>&1; then
   tail -n 40 build/plugin-build.log >&2
   echo "run.sh: the plugin build failed (full log: build/plugin-build.log)" >&2
   exit 1

@@ -1,16 +1,42 @@
 #!/usr/bin/env bash
-# The test command: sets up the environment (including the LAMMPS build, cached
-# after the first run), builds, regenerates the parity fixtures through
-# fairchem-core, and runs every test.
+# The test command: sets up everything it needs (the host's packages, the
+# Python reference environment, the LAMMPS root; cached under $UMA_CACHE after
+# the first run), builds the project once in the root (scripts/build.sh),
+# regenerates the parity fixtures through fairchem-core, and runs every test:
+# the engine suite inside the root, then the host's tests (the converter, the
+# LAMMPS environment, uma/kk compiled for Kokkos CUDA, the LAMMPS cases).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-echo "== LAMMPS environment (sid root with Kokkos and LibTorch; built once, then cached)"
+export UMA_CACHE="${UMA_CACHE:-$HOME/.cache/lammps-uma}"
+source scripts/root_layout.sh
+start=$SECONDS
+phase() { printf '== %s (at %d s)\n' "$*" $((SECONDS - start)); }
+mkdir -p build
+scripts/host_packages.sh
+phase "the Python reference environment (downloading in the background) and the LAMMPS root"
+scripts/python_env.sh > build/python_env.out 2> build/python_env.log &
+python_pid=$!
 UMA_SID_ROOT="$(scripts/lammps_env.sh)"
-export UMA_SID_ROOT
+wait "$python_pid" || { cat build/python_env.log >&2; exit 1; }
+UMA_PYTHON="$(cat build/python_env.out)"
+export UMA_SID_ROOT UMA_PYTHON
+phase "building in the root"
 scripts/build.sh
-source scripts/env.sh
-echo "== writing parity fixtures through fairchem-core $("$UMA_PYTHON" -c 'import importlib.metadata as m; print(m.version("fairchem-core"))')"
+phase "writing parity fixtures through fairchem-core $("$UMA_PYTHON" -c 'import importlib.metadata as m; print(m.version("fairchem-core"))')"
 "$UMA_PYTHON" tests/reference/make_fixtures.py build/fixtures
 "$UMA_PYTHON" tests/reference/make_train_fixture.py build/fixtures
-echo "== running the tests"
-UMA_FIXTURES_DIR="$PWD/build/fixtures" ctest --test-dir build --output-on-failure
+rsync -r --delete build/fixtures/ "$UMA_SID_ROOT$UMA_ROOT_PROJECT/fresh-fixtures/"
+phase "the engine suite, in the root"
+engine_rc=0
+scripts/in_sid.sh "$UMA_SID_ROOT" env UMA_FIXTURES_DIR="$UMA_ROOT_PROJECT/fresh-fixtures" \
+  ctest --test-dir "$UMA_ROOT_BUILD" --output-on-failure | tee build/ctest-engine.log || engine_rc=$?
+phase "the host's tests: converter, LAMMPS environment, Kokkos CUDA compile, LAMMPS cases"
+cmake -S tests/host -B build/host -DUMA_PYTHON="$UMA_PYTHON" -DUMA_SID_ROOT="$UMA_SID_ROOT" > build/host-configure.log
+host_rc=0
+ctest --test-dir build/host --output-on-failure -j"${UMA_TEST_JOBS:-2}" | tee build/ctest-host.log || host_rc=$?
+phase "done"
+# One closing line over both runs.
+count() { sed -n 's/.*tests passed, \([0-9]*\) tests failed out of \([0-9]*\).*/\1 \2/p' "$1" | tail -1; }
+read -r f1 n1 <<< "$(count build/ctest-engine.log)"; read -r f2 n2 <<< "$(count build/ctest-host.log)"
+echo "$(( ${n1:-0} + ${n2:-0} - ${f1:-0} - ${f2:-0} )) passed, $(( ${f1:-0} + ${f2:-0} )) failed"
+[ "$engine_rc" -eq 0 ] && [ "$host_rc" -eq 0 ] && [ -n "${n1:-}" ] && [ -n "${n2:-}" ]

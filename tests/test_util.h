@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdlib>
+#include <stdexcept>
 
 #include <cmath>
 #include <string>
@@ -64,10 +65,15 @@ class NoSyncGuard {
 };
 
 // Parity fixtures: $UMA_FIXTURES_DIR (the test command regenerates them
-// through fairchem) or, without it, the committed tests/fixtures.
+// through fairchem) or, without it, the committed $UMA_SOURCE_DIR/tests/fixtures
+// (ctest sets UMA_SOURCE_DIR: no source path is compiled in).
 inline std::string fixtures_dir() {
-  const char* env = std::getenv("UMA_FIXTURES_DIR");
-  return env && *env ? env : std::string(UMA_SOURCE_DIR) + "/tests/fixtures";
+  const char* fixtures = std::getenv("UMA_FIXTURES_DIR");
+  if (fixtures && *fixtures) return fixtures;
+  const char* source = std::getenv("UMA_SOURCE_DIR");
+  if (!source || !*source)
+    throw std::runtime_error("set UMA_FIXTURES_DIR or UMA_SOURCE_DIR (ctest sets it) to find the parity fixtures");
+  return std::string(source) + "/tests/fixtures";
 }
 
 // A small UMA-S-shaped configuration (same structure, tiny widths).

@@ -10,7 +10,7 @@ cp "$here/in.lj_smoke" "$root/tmp/in.lj_smoke"
 lmp='"$UMA_ROOT_LAMMPS/bin/lmp"'   # expanded inside the root (scripts/in_sid.sh)
 help=$(run bash -c "$lmp -h")
 grep -q "4 Jul 2026" <<< "$help" || { echo "FAIL: not LAMMPS 4 Jul 2026"; exit 1; }
-for pkg in KOKKOS PLUGIN MOLECULE MANYBODY KSPACE EXTRA-FIX MC REPLICA PYTHON; do
+for pkg in KOKKOS PLUGIN MANYBODY MC REPLICA PYTHON; do   # scripts/lammps_env.sh says who needs each
   grep -qw -- "$pkg" <<< "$(sed -n '/Installed packages/,/List of individual/p' <<< "$help")" || { echo "FAIL: package $pkg missing"; exit 1; }
 done
 grep -q "Total wall time" <<< "$(run bash -c "cd /tmp && $lmp -k on t 2 -sf kk -in in.lj_smoke -log none")" ||

@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# Compiles every project source that includes Kokkos headers for Kokkos's CUDA
+# backend (Serial host + CUDA device, Hopper sm_90) with the host's nvcc and g++,
+# against the LAMMPS root's Kokkos 5 headers, LAMMPS's src/ and src/KOKKOS and
+# the torch wheel's headers.  Debian's libkokkos-dev installs the headers of
+# every backend; only five headers that Kokkos's configuration writes name the
+# enabled ones, and this script writes those five for CUDA into a staging copy.
+#
+# What it proves: the CUDA instantiations of pair_style uma/kk (PairUMAKokkos<Kokkos::Cuda>)
+# and of the plugin entry compile.  What it does not: no CUDA Kokkos library exists
+# here (no Kokkos source on these machines), so nothing is linked or run.
+#
+# Each compile is cached: its key hashes the flags, the compilers' versions and
+# the bytes of every file the previous compile read (nvcc's dependency list);
+# an unchanged key costs seconds.  usage: kokkos_cuda_check.sh ROOT PYTHON
+set -euo pipefail
+root="$(cd "$1" && pwd)"; python="$2"
+here="$(cd "$(dirname "$0")" && pwd)"
+source "$here/root_layout.sh"
+cache="${UMA_CACHE:-$HOME/.cache/lammps-uma}/kokkos-cuda"
+fail() { echo "FAIL: $*"; exit 1; }
+nvcc="$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)"
+[ -x "$nvcc" ] || fail "nvcc not found (the CUDA toolkit is on PATH on this project's machines)"
+project="$root$UMA_ROOT_PROJECT"      # the copy scripts/build.sh synced: a path that does not move
+lammps_src="$root$UMA_ROOT_LAMMPS_SOURCE/src"
+[ -f "$project/pair_style/pair_uma_kokkos.cpp" ] || fail "no project copy in $project (run scripts/build.sh)"
+[ -f "$lammps_src/KOKKOS/kokkos_type.h" ] || fail "no LAMMPS source in $lammps_src (run scripts/lammps_env.sh)"
+torch_include="$("$python" -c 'import torch, os; print(os.path.join(os.path.dirname(torch.__file__), "include"))')"
+
+# The staging copy: the root's Kokkos, nlohmann-json and Open MPI headers, with Kokkos's
+# five configuration headers for Serial + CUDA.
+kokkos_version=$(chroot "$root" dpkg-query -W -f='${Version}' libkokkos-dev)
+stage="$cache/include-$(printf '%s %s' "$kokkos_version" "$(sha256sum "$0" | cut -c1-16)" | sha256sum | cut -c1-12)"
+if [ ! -f "$stage/.complete" ]; then
+  rm -rf "$stage" && mkdir -p "$stage/mpi"
+  cp -r "$root/usr/include/kokkos" "$root/usr/include/nlohmann" "$stage/"
+  cp -r "$root/usr/lib/x86_64-linux-gnu/openmpi/include/." "$stage/mpi/"
+  k="$stage/kokkos"
+  grep -q '^#define KOKKOS_ENABLE_OPENMP$' "$k/KokkosCore_config.h" || fail "unexpected KokkosCore_config.h in the root"
+  sed -i 's/^#define KOKKOS_ENABLE_OPENMP$/#define KOKKOS_ENABLE_CUDA\n#define KOKKOS_ENABLE_SERIAL\n#define KOKKOS_ARCH_HOPPER\n#define KOKKOS_ARCH_HOPPER90\n#define KOKKOS_IMPL_ARCH_NVIDIA_GPU 90/' \
+    "$k/KokkosCore_config.h"
+  sed -i 's/^#define DESUL_IMPL_BUILD_SHARED_LIBS$/&\n#define DESUL_ATOMICS_ENABLE_CUDA/' "$k/desul/atomics/Config.hpp"
+  sed -i 's#^\#include <fwd/Kokkos_Fwd_OPENMP.hpp>$#\#include <fwd/Kokkos_Fwd_SERIAL.hpp>\n\#include <fwd/Kokkos_Fwd_CUDA.hpp>#' \
+    "$k/KokkosCore_Config_FwdBackend.hpp"
+  sed -i 's#^\#include <decl/Kokkos_Declare_OPENMP.hpp>$#\#include <decl/Kokkos_Declare_SERIAL.hpp>\n\#include <decl/Kokkos_Declare_CUDA.hpp>#' \
+    "$k/KokkosCore_Config_DeclareBackend.hpp"
+  sed -i 's#^\#define KOKKOS_SETUP_HPP_$#&\n\#include <setup/Kokkos_Setup_Cuda.hpp>#' "$k/KokkosCore_Config_SetupBackend.hpp"
+  for f in KokkosCore_config.h desul/atomics/Config.hpp KokkosCore_Config_FwdBackend.hpp \
+           KokkosCore_Config_DeclareBackend.hpp KokkosCore_Config_SetupBackend.hpp; do
+    grep -q "CUDA\|Cuda" "$k/$f" || fail "$f was not rewritten for CUDA"
+  done
+  touch "$stage/.complete"
+fi
+
+# The sources: every .cpp of the styles, the plugin entry and the fix that includes Kokkos headers.
+mapfile -t sources < <(cd "$project" && grep -l '#include.*[Kk]okkos' pair_style/*.cpp plugin/*.cpp fix_train/*.cpp)
+for must in pair_style/pair_uma_kokkos.cpp plugin/uma_plugin.cpp; do
+  [[ " ${sources[*]} " == *" $must "* ]] || fail "$must is not among the sources found to include Kokkos (${sources[*]})"
+done
+flags=(-x cu -std=c++20 --extended-lambda --expt-relaxed-constexpr -arch=sm_90 -ccbin g++ -O1
+       -DUMA_KOKKOS -DLMP_KOKKOS -DLMP_KOKKOS_DOUBLE_DOUBLE -DLMP_KOKKOS_LAYOUT_LEGACY -DLAMMPS_SMALLBIG
+       -DOMPI_SKIP_MPICXX -DMPICH_SKIP_MPICXX
+       -I"$lammps_src" -I"$lammps_src/KOKKOS" -I"$project/src" -I"$project/plugin" -I"$project/pair_style"
+       -I"$project/fix_train" -isystem "$stage/kokkos" -isystem "$stage" -isystem "$stage/mpi"
+       -isystem "$torch_include" -isystem "$torch_include/torch/csrc/api/include")
+tools="$("$nvcc" --version | tail -1) $(g++ --version | head -1)"
+mkdir -p "$cache/deps" "$cache/stamps"
+status=0
+for src in "${sources[@]}"; do
+  name="${src//\//_}"; deps="$cache/deps/$name.d"; key=""
+  if [ -f "$deps" ]; then   # the files the last compile read, from nvcc's dependency list
+    files=$(sed -e 's/^[^:]*://' -e 's/\\$//' "$deps" | tr ' ' '\n' | sed '/^$/d' | sort -u)
+    if hashes=$(cd "$project" && xargs -r sha256sum <<< "$files" 2>/dev/null); then
+      key=$(printf '%s\n%s\n%s\n%s\n' "$src" "${flags[*]}" "$tools" "$hashes" | sha256sum | cut -c1-16)
+    fi
+  fi
+  if [ -n "$key" ] && [ -f "$cache/stamps/$name-$key" ]; then
+    echo "$src: compiled for Kokkos CUDA (cached, key $key)"; continue
+  fi
+  echo "$src: compiling for Kokkos CUDA (nvcc, sm_90)"
+  t0=$SECONDS
+  if (cd "$project" && "$nvcc" "${flags[@]}" -MD -MF "$deps.new" -c "$src" -o "$cache/$name.o") > "$cache/$name.log" 2>&1; then
+    mv "$deps.new" "$deps"
+    files=$(sed -e 's/^[^:]*://' -e 's/\\$//' "$deps" | tr ' ' '\n' | sed '/^$/d' | sort -u)
+    hashes=$(cd "$project" && xargs -r sha256sum <<< "$files")
+    key=$(printf '%s\n%s\n%s\n%s\n' "$src" "${flags[*]}" "$tools" "$hashes" | sha256sum | cut -c1-16)
+    rm -f "$cache/stamps/$name-"* && touch "$cache/stamps/$name-$key"
+    echo "$src: compiled in $((SECONDS - t0)) s"
+  else
+    grep -m10 -B1 -A3 "error" "$cache/$name.log" || tail -20 "$cache/$name.log"
+    echo "FAIL: $src does not compile for Kokkos CUDA (full log: $cache/$name.log)"
+    status=1
+  fi
+done
+[ "$status" -eq 0 ] && echo "kokkos cuda compile: passed (${#sources[@]} sources; compiled, not linked or run)"
+exit "$status"
