@@ -11,7 +11,7 @@
 (c) peak resident memory of lmp for two sizes, and its growth per atom.
 
 usage: bench/lammps_md.py ROOT [--steps N] [--out FILE]   (ROOT: the LAMMPS sid root;
-       run scripts/build_plugin.sh ROOT and bench/make_model.py first; scripts/bench.sh --lammps does both)
+       run scripts/build.sh and bench/make_model.py first; scripts/bench.sh --lammps does both)
 """
 import argparse
 import json

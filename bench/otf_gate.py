@@ -18,7 +18,7 @@ usage: bench/otf_gate.py ROOT [--stage 300] [--intervals 5,10,20,40,80,160,300]
                          [--thresholds 0.015,0.02,0.03,0.05,0.05:60,0.05:100] [--check 5] [--min-interval 20] [--reuse]
                          [--out doc/benchmark_results_otf_gate_cpu.json] [--plot doc/otf_gate.png]
        bench/otf_gate.py ROOT --cost [--out doc/benchmark_results_otf_gate_cost_cpu.json]
-ROOT: the LAMMPS sid root (scripts/lammps_env.sh), with the plugin built (scripts/build_plugin.sh ROOT).
+ROOT: the LAMMPS sid root (scripts/lammps_env.sh), with the plugin built (scripts/build.sh).
 """
 import argparse
 import json

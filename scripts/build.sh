@@ -42,7 +42,8 @@ scripts/in_sid.sh "$root" env TARGETS="$*" bash -c '
   set -e
   cd "$UMA_ROOT_PROJECT"
   log="$UMA_ROOT_BUILD.log"
-  export CCACHE_BASEDIR="$UMA_ROOT_PROJECT" CCACHE_NOHASHDIR=1 CCACHE_MAXSIZE=5G
+  export CCACHE_BASEDIR="$UMA_ROOT_PROJECT" CCACHE_NOHASHDIR=1 CCACHE_MAXSIZE=8G
+  export CCACHE_SLOPPINESS=pch_defines,time_macros,include_file_mtime,include_file_ctime   # the torch PCH
   kokkos=OFF; "$UMA_ROOT_LAMMPS/bin/lmp" -h | grep -A2 "Installed packages" | grep -qw KOKKOS && kokkos=ON
   if [ ! -f "$UMA_ROOT_BUILD/build.ninja" ]; then
     cmake -S . -B "$UMA_ROOT_BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER_LAUNCHER=ccache \

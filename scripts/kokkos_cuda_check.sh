@@ -30,9 +30,10 @@ torch_include="$("$python" -c 'import torch, os; print(os.path.join(os.path.dirn
 # The staging copy: the root's Kokkos, nlohmann-json and Open MPI headers, with Kokkos's
 # five configuration headers for Serial + CUDA.
 kokkos_version=$(chroot "$root" dpkg-query -W -f='${Version}' libkokkos-dev)
-stage="$cache/include-$(printf '%s %s' "$kokkos_version" "$(sha256sum "$0" | cut -c1-16)" | sha256sum | cut -c1-12)"
+# (keyed by the Kokkos package and the version of the rewrite below: bump v1 when changing it)
+stage="$cache/include-$(printf 'v1 %s' "$kokkos_version" | sha256sum | cut -c1-12)"
 if [ ! -f "$stage/.complete" ]; then
-  rm -rf "$stage" && mkdir -p "$stage/mpi"
+  rm -rf "$cache"/include-* && mkdir -p "$stage/mpi"
   cp -r "$root/usr/include/kokkos" "$root/usr/include/nlohmann" "$stage/"
   cp -r "$root/usr/lib/x86_64-linux-gnu/openmpi/include/." "$stage/mpi/"
   k="$stage/kokkos"
@@ -81,6 +82,9 @@ for src in "${sources[@]}"; do
   t0=$SECONDS
   if (cd "$project" && "$nvcc" "${flags[@]}" -MD -MF "$deps.new" -c "$src" -o "$cache/$name.o") > "$cache/$name.log" 2>&1; then
     mv "$deps.new" "$deps"
+    if [ "$src" = pair_style/pair_uma_kokkos.cpp ] && ! nm -C "$cache/$name.o" | grep -q 'PairUMAKokkos<Kokkos::Cuda>'; then
+      echo "FAIL: $src compiled, but its object holds no PairUMAKokkos<Kokkos::Cuda>"; status=1; continue
+    fi
     files=$(sed -e 's/^[^:]*://' -e 's/\\$//' "$deps" | tr ' ' '\n' | sed '/^$/d' | sort -u)
     hashes=$(cd "$project" && xargs -r sha256sum <<< "$files")
     key=$(printf '%s\n%s\n%s\n%s\n' "$src" "${flags[*]}" "$tools" "$hashes" | sha256sum | cut -c1-16)

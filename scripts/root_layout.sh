@@ -10,6 +10,6 @@ UMA_ROOT_CCACHE=/var/cache/uma-ccache
 # UMA_ROOT_LAMMPS: the LAMMPS install (bin/lmp, lib/, share/lammps/potentials)
 # UMA_ROOT_TORCH: the torch wheel's LibTorch, hard-linked (site-packages/torch)
 # UMA_ROOT_LAMMPS_SOURCE: the LAMMPS source tree it was built from
-# UMA_ROOT_PROJECT: this project's copy (scripts/build_plugin.sh)
+# UMA_ROOT_PROJECT: this project's copy (scripts/build.sh)
 # UMA_ROOT_BUILD: its build with the root's toolchain (umaplugin.so, uma, the engine tests)
 # UMA_ROOT_CCACHE: the compiler cache of that build

@@ -21,7 +21,7 @@ import root_layout  # noqa: E402
 
 # Paths inside the root
 SRC = root_layout.PROJECT                    # the project inside the root
-BUILD = root_layout.BUILD                    # its build with the root's toolchain (scripts/build_plugin.sh)
+BUILD = root_layout.BUILD                    # its build with the root's toolchain (scripts/build.sh)
 PLUGIN = BUILD + "/umaplugin.so"
 UMA = BUILD + "/uma"
 PROBE = BUILD + "/libmpi_thread_probe.so"    # the PMPI probe (tests/lammps/mpi_thread_probe.cpp)
@@ -266,7 +266,7 @@ def run_case(cases, case, root, prefix=""):
     global ROOT
     ROOT = root
     cases[case].__globals__["ROOT"] = root   # the case's module sees the root as ROOT too
-    check(os.path.exists(ROOT + PLUGIN), f"{PLUGIN} is not built in the root (lammps.engine_in_root builds it)")
+    check(os.path.exists(ROOT + PLUGIN), f"{PLUGIN} is not built in the root (scripts/build.sh builds it)")
     h, r = workdir(prefix + case)
     try:
         cases[case](h, r)
