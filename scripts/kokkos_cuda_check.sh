@@ -82,7 +82,7 @@ for src in "${sources[@]}"; do
   t0=$SECONDS
   if (cd "$project" && "$nvcc" "${flags[@]}" -MD -MF "$deps.new" -c "$src" -o "$cache/$name.o") > "$cache/$name.log" 2>&1; then
     mv "$deps.new" "$deps"
-    if [ "$src" = pair_style/pair_uma_kokkos.cpp ] && ! nm -C "$cache/$name.o" | grep -q 'PairUMAKokkos<Kokkos::Cuda>'; then
+    if [ "$src" = pair_style/pair_uma_kokkos.cpp ] && ! nm -C "$cache/$name.o" | grep 'PairUMAKokkos<Kokkos::Cuda>' > /dev/null; then
       echo "FAIL: $src compiled, but its object holds no PairUMAKokkos<Kokkos::Cuda>"; status=1; continue
     fi
     files=$(sed -e 's/^[^:]*://' -e 's/\\$//' "$deps" | tr ' ' '\n' | sed '/^$/d' | sort -u)

@@ -29,7 +29,7 @@ rsync -r --delete build/fixtures/ "$UMA_SID_ROOT$UMA_ROOT_PROJECT/fresh-fixtures
 phase "the engine suite, in the root"
 engine_rc=0
 scripts/in_sid.sh "$UMA_SID_ROOT" env UMA_FIXTURES_DIR="$UMA_ROOT_PROJECT/fresh-fixtures" \
-  ctest --test-dir "$UMA_ROOT_BUILD" --output-on-failure | tee build/ctest-engine.log || engine_rc=$?
+  ctest --test-dir "$UMA_ROOT_BUILD" --output-on-failure -j"${UMA_TEST_JOBS:-2}" | tee build/ctest-engine.log || engine_rc=$?
 phase "the host's tests: converter, LAMMPS environment, Kokkos CUDA compile, LAMMPS cases"
 cmake -S tests/host -B build/host -DUMA_PYTHON="$UMA_PYTHON" -DUMA_SID_ROOT="$UMA_SID_ROOT" > build/host-configure.log
 host_rc=0

@@ -4,7 +4,8 @@ CASES: name -> case(host_dir, root_dir), run by run_case.py (each a ctest, lammp
 """
 import os
 
-from harness import (CU_BOX, HALO_OUT, HERE, MODEL, PLUGIN, PRE, check, close, halo_results, lammps, read_xyz,
+from harness import (CU_BOX, HALO_OUT, HERE, MODEL, PLUGIN, PRE, check, close, halo_results, lammps, lammps_batch,
+                     read_xyz,
                      same_as_one_rank, thermo, write_molecule_data)
 
 
@@ -45,31 +46,41 @@ def case_kokkos(h, r):
             "slab": [(1, 2, "on"), (2, 1, "on")],
             "molecule": [(1, 2, "on"), (2, 1, "on"), (2, 1, "off")],
             "null_type": [(1, 2, "on"), (2, 1, "on"), (2, 1, "off")]}
-    worst = 0.0
+    # The inputs first, then one lmp process per rank count and thread count
+    # (lammps_batch): the builds and uma's one-rank references together.
+    setup, groups, texts = [], {}, {}
     for name, (build, elements, args) in systems.items():
         if build is not None:
-            lammps(h, r, f"in.{name}_build", PRE.format(plugin=PLUGIN) + build + f"write_data {name}.data\n")
+            setup.append((f"{name}_build", PRE.format(plugin=PLUGIN) + build + f"write_data {name}.data\n"))
         boundary = "boundary s s s\n" if build is None else build.splitlines()[0] + "\n"
         text = PRE.format(plugin=PLUGIN) + "newton {newton}\n" + boundary + f"read_data {name}.data\n" + \
             pair_lines[name]
-        tag = f"{name}_uma"
-        ref = halo_results(h, tag, lammps(h, r, f"in.{tag}", text.format(newton="on") + HALO_OUT.format(tag=tag)))
-        if name == "null_type":   # hybrid/overlay sizes its buffers from uma's halo rows (host style too)
-            tag = f"{name}_uma_2"
-            log = lammps(h, r, f"in.{tag}", text.format(newton="on") + HALO_OUT.format(tag=tag), np_=2)
-            err = same_as_one_rank(halo_results(h, tag, log), ref, tag)
-            print(f"  {name}: uma in hybrid/overlay on 2 ranks equals 1 rank (worst {err:.1e} relative)")
+        texts[name] = text
+        setup.append((f"{name}_uma", text.format(newton="on") + HALO_OUT.format(tag=f"{name}_uma")))
         for np_, threads, newton in runs[name]:
             tag = f"{name}_kk_{np_}x{threads}_{newton}"
-            log = lammps(h, r, f"in.{tag}", text.format(newton=newton) + HALO_OUT.format(tag=tag), np_=np_,
-                         flags=f"-k on t {threads} -sf kk")
+            groups.setdefault((np_, threads), []).append(
+                (name, newton, tag, text.format(newton=newton) + HALO_OUT.format(tag=tag)))
+    setup_logs = lammps_batch(h, r, "in.kokkos_setup", setup)
+    refs = {name: halo_results(h, f"{name}_uma", setup_logs[f"{name}_uma"]) for name in systems}
+    # hybrid/overlay sizes its buffers from uma's halo rows (host style too)
+    tag = "null_type_uma_2"
+    log = lammps(h, r, f"in.{tag}", texts["null_type"].format(newton="on") + HALO_OUT.format(tag=tag), np_=2)
+    err = same_as_one_rank(halo_results(h, tag, log), refs["null_type"], tag)
+    print(f"  null_type: uma in hybrid/overlay on 2 ranks equals 1 rank (worst {err:.1e} relative)")
+    worst = 0.0
+    for (np_, threads), jobs in groups.items():
+        logs = lammps_batch(h, r, f"in.kokkos_{np_}x{threads}", [(tag, text) for *_, tag, text in jobs], np_=np_,
+                            flags=f"-k on t {threads} -sf kk")
+        for name, newton, tag, _ in jobs:
+            log = logs[tag]
             check("pair uma/kk: model" in log, f"[{tag}] -sf kk did not pick pair_style uma/kk")
             # newton off on several ranks folds ghost forces on the host; everything else runs in place
             in_place = np_ == 1 or newton == "on"
             check(("pair uma/kk: in place on the Kokkos views" in log) == in_place and
                   ("pair uma/kk: atoms go through the host" in log) != in_place,
                   f"[{tag}] expected the {'in-place' if in_place else 'host'} data path")
-            err = same_as_one_rank(halo_results(h, tag, log), ref, tag)
+            err = same_as_one_rank(halo_results(h, tag, log), refs[name], tag)
             worst = max(worst, err)
             print(f"  {name}: uma/kk on {np_} rank(s) x {threads} thread(s), newton {newton}: equals uma "
                   f"(worst {err:.1e} relative)")
@@ -82,18 +93,20 @@ def case_kokkos(h, r):
     # uploads the positions; uma/kk does neither: its bytes per step are
     # uma's less at least 24 B per atom each way, and do not grow with the
     # atoms on one rank.  (compute pair sums the counts over the ranks.)
+    # two cell sizes (32 and 108 atoms): what crosses per step must not grow with the atoms
+    CELLS = (2, 3)
     per_step = {}
     for np_ in (1, 2):
-        for cells in (3, 4):
-            for kk in (False, True):
-                text = PRE.format(plugin=PLUGIN) + \
-                    CU_BOX.replace("0 3 0 3 0 3", f"0 {cells} 0 {cells} 0 {cells}").format(ntypes=1) + \
-                    f"pair_style uma task omat precision fp64\npair_coeff * * {MODEL} Cu\n" \
-                    "neigh_modify every 1000 delay 0 check no\nvelocity all create 300 4928 loop geom\n" \
-                    "timestep 0.002\nfix 1 all nve\ncompute p all pair uma\n" \
-                    "thermo_style custom step c_p[1] c_p[2] c_p[7] c_p[8]\nthermo 1\nrun 20\n"
-                log = lammps(h, r, f"in.steady_{np_}_{cells}_{kk}", text, np_=np_,
-                             flags="-k on t 1 -sf kk" if kk else "")
+        for kk in (False, True):
+            jobs = [(f"steady_{np_}_{cells}_{kk}", PRE.format(plugin=PLUGIN) +
+                     CU_BOX.replace("0 3 0 3 0 3", f"0 {cells} 0 {cells} 0 {cells}").format(ntypes=1) +
+                     f"pair_style uma task omat precision fp64\npair_coeff * * {MODEL} Cu\n"
+                     "neigh_modify every 1000 delay 0 check no\nvelocity all create 300 4928 loop geom\n"
+                     "timestep 0.002\nfix 1 all nve\ncompute p all pair uma\n"
+                     "thermo_style custom step c_p[1] c_p[2] c_p[7] c_p[8]\nthermo 1\nrun 20\n") for cells in CELLS]
+            logs = lammps_batch(h, r, f"in.steady_{np_}_{kk}", jobs, np_=np_, flags="-k on t 1 -sf kk" if kk else "")
+            for cells in CELLS:
+                log = logs[f"steady_{np_}_{cells}_{kk}"]
                 if kk:
                     check("pair uma/kk: in place on the Kokkos views" in log,
                           f"steady state, {np_} rank(s): uma/kk not in place")
@@ -105,7 +118,7 @@ def case_kokkos(h, r):
                 per_step[np_, cells, kk] = seen.pop()
     for np_ in (1, 2):
         expected = np_ * (1 + (2 * 2 if np_ > 1 else 0))   # the tiny model has 2 layers
-        for cells in (3, 4):
+        for cells in CELLS:
             n = 4 * cells ** 3
             kk_reads, kk_uploads, kk_read_bytes, kk_upload_bytes = per_step[np_, cells, True]
             reads, uploads, read_bytes, upload_bytes = per_step[np_, cells, False]
@@ -117,14 +130,16 @@ def case_kokkos(h, r):
                   f"{where}: uma/kk moves {kk_read_bytes:g} B / {kk_upload_bytes:g} B per step, uma "
                   f"{read_bytes:g} B / {upload_bytes:g} B: uma/kk still moves the forces or the positions")
         if np_ == 1:
-            check(per_step[1, 4, True] == per_step[1, 3, True],
-                  f"1 rank: uma/kk's transfers grow with the atoms: {per_step[1, 3, True]} with 108, "
-                  f"{per_step[1, 4, True]} with 256")
-        print(f"  steady state, {np_} rank(s), 20 NVE steps, 108 / 256 atoms: uma/kk reads "
-              f"{per_step[np_, 3, True][2]:g} / {per_step[np_, 4, True][2]:g} B and uploads "
-              f"{per_step[np_, 3, True][3]:g} / {per_step[np_, 4, True][3]:g} B per step; uma reads "
-              f"{per_step[np_, 3, False][2]:g} / {per_step[np_, 4, False][2]:g} B and uploads "
-              f"{per_step[np_, 3, False][3]:g} / {per_step[np_, 4, False][3]:g} B")
+            small, large = CELLS
+            check(per_step[1, large, True] == per_step[1, small, True],
+                  f"1 rank: uma/kk's transfers grow with the atoms: {per_step[1, small, True]} with "
+                  f"{4 * small ** 3}, {per_step[1, large, True]} with {4 * large ** 3}")
+        small, large = CELLS
+        print(f"  steady state, {np_} rank(s), 20 NVE steps, {4 * small ** 3} / {4 * large ** 3} atoms: uma/kk reads "
+              f"{per_step[np_, small, True][2]:g} / {per_step[np_, large, True][2]:g} B and uploads "
+              f"{per_step[np_, small, True][3]:g} / {per_step[np_, large, True][3]:g} B per step; uma reads "
+              f"{per_step[np_, small, False][2]:g} / {per_step[np_, large, False][2]:g} B and uploads "
+              f"{per_step[np_, small, False][3]:g} / {per_step[np_, large, False][3]:g} B")
     # MD and minimization on 2 ranks follow pair_style uma's (Kokkos integrators and min styles),
     # on the skewed triclinic cell (108 atoms)
     base = PRE.format(plugin=PLUGIN) + "boundary p p p\nread_data triclinic.data\n" + \
@@ -146,10 +161,12 @@ def case_kokkos(h, r):
                     "read_data state.data\n" + f"pair_style uma task omat precision fp64\n"
                     f"pair_coeff * * {MODEL} Cu\ntimestep 0.002\nfix 1 all nve\nthermo 5\n"
                     "thermo_style custom step pe etotal press\nthermo_modify format float %.17g\nrun 10\n"}
+    logs = {kk: lammps_batch(h, r, f"in.follow_{kk}", [(f"{job}_{kk}", base + cmds) for job, cmds in jobs.items()],
+                             np_=2, flags="-k on t 1 -sf kk" if kk else "") for kk in (False, True)}
     for job, cmds in jobs.items():
         rows = {}
         for kk in (False, True):
-            log = lammps(h, r, f"in.{job}_{kk}", base + cmds, np_=2, flags="-k on t 1 -sf kk" if kk else "")
+            log = logs[kk][f"{job}_{kk}"]
             rows[kk] = thermo(log)[1]
             if job in ("restart", "data"):
                 check("pair uma/kk: model" in log.split(f"read_{job}")[-1] or not kk,

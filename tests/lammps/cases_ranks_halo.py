@@ -13,7 +13,7 @@ import re
 import numpy as np
 
 from harness import (BALANCED_MODEL, CU_BOX, HALO_OUT, HERE, LAMMPS_POTENTIALS, MODEL, OUTPUT, PLUGIN, PRE, PROBE,
-                     check, close, compare_to_reference, dump_structure, halo_results, lammps, read_dump, read_xyz,
+                     check, close, compare_to_reference, dump_structure, halo_results, lammps, lammps_batch, read_dump, read_xyz,
                      reference, same_as_one_rank, thermo, write_molecule_data)
 
 
@@ -148,7 +148,9 @@ def case_halo(h, r):
                      "create_atoms 1 box\nmass 1 63.546\ndisplace_atoms all random 0.12 0.12 0.12 31 units box\n",
                      "Cu", "task omat", BALANCED_MODEL, [("2 1 1", "on"), ("1 2 2", "off")]),
     }
-    worst = 0.0
+    # The inputs first, then one lmp process per rank count (and environment): the one-rank
+    # builds and references together, each multi-rank group together (lammps_batch).
+    setup, refs, groups = [], {}, {}
     for name, (build, elements, args, model, runs) in systems.items():
         if build is None:   # a molecule in a 40 x 16 x 16 A periodic box: most subdomains are empty
             write_molecule_data(os.path.join(h, f"{name}.data"), syms, mol, ["C", "O", "H"])
@@ -158,15 +160,15 @@ def case_halo(h, r):
             open(os.path.join(h, f"{name}.data"), "w").write(text)
             boundary = "boundary p p p\n"
         else:   # built once, so that every run has the same atom IDs
-            lammps(h, r, f"in.{name}_build", PRE.format(plugin=PLUGIN) + build + f"write_data {name}.data\n")
+            setup.append((f"{name}_build", PRE.format(plugin=PLUGIN) + build + f"write_data {name}.data\n"))
             boundary = build.splitlines()[0] + "\n"
         if "precision" not in args:
             args += " precision fp64"
         tol = 2e-5 if "fp32" in args else 1e-10
         style = f"pair_style uma {args}\npair_coeff * * {model} {elements}\n"
         base = PRE.format(plugin=PLUGIN) + boundary + "{grid}" + f"read_data {name}.data\n" + style
-        tag = f"{name}_1"
-        ref = halo_results(h, tag, lammps(h, r, f"in.{tag}", base.format(grid="") + HALO_OUT.format(tag=tag)))
+        setup.append((f"{name}_1", base.format(grid="") + HALO_OUT.format(tag=f"{name}_1")))
+        refs[name] = tol
         for grid, newton in runs:
             tiled = grid == "tiled"   # comm_style tiled, recursive bisection over 3 ranks
             np_ = 3 if tiled else int(np.prod([int(v) for v in grid.split()]))
@@ -175,12 +177,21 @@ def case_halo(h, r):
             text = f"newton {'on' if deep else newton}\n" + \
                 base.format(grid="comm_style tiled\n" if tiled else f"processors {grid}\n")
             text = text.replace(style, ("balance 1.0 rcb\n" if tiled else "") + style) + HALO_OUT.format(tag=tag)
-            log = lammps(h, r, f"in.{tag}", text, np_=np_, env="UMA_GHOST_SHELL=deep" if deep else "")
+            groups.setdefault((np_, deep), []).append((name, grid, newton, tag, text))
+    logs = lammps_batch(h, r, "in.halo_1", setup)
+    refs = {name: (halo_results(h, f"{name}_1", logs[f"{name}_1"]), tol) for name, tol in refs.items()}
+    worst = 0.0
+    for (np_, deep), runs in groups.items():
+        logs = lammps_batch(h, r, f"in.halo_{np_}_{deep}", [(tag, text) for *_, tag, text in runs], np_=np_,
+                            env="UMA_GHOST_SHELL=deep" if deep else "")
+        for name, grid, newton, tag, _ in runs:
+            log = logs[tag]
             want = "UMA_GHOST_SHELL=deep: no halo exchange" if deep else f"pair uma: halo exchange on {np_} ranks"
             check(want in log, f"[{tag}] the log does not say '{want}'")
             if name == "molecule":
                 check(re.search(r"Nlocal:\s+\S+ ave\s+\d+ max\s+0 min", log) is not None,
                       f"[{tag}] expected ranks without atoms")
+            ref, tol = refs[name]
             err = same_as_one_rank(halo_results(h, tag, log), ref, tag, tol)
             if tol == 1e-10:
                 worst = max(worst, err)

@@ -11,6 +11,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 
 import numpy as np
 
@@ -56,8 +57,15 @@ def workdir(case):
     return d, inside
 
 
+ROOT_CALLS = {"count": 0, "seconds": 0.0}   # what the case spent in the root (run_case prints it)
+
+
 def in_root(cmd):
-    return subprocess.run([IN_SID, ROOT, "bash", "-c", cmd], capture_output=True, text=True)
+    start = time.monotonic()
+    p = subprocess.run([IN_SID, ROOT, "bash", "-c", cmd], capture_output=True, text=True)
+    ROOT_CALLS["count"] += 1
+    ROOT_CALLS["seconds"] += time.monotonic() - start
+    return p
 
 
 def lammps(host_dir, root_dir, name, text, np_=1, env="", fail=False, flags="", launch=""):
@@ -67,7 +75,10 @@ def lammps(host_dir, root_dir, name, text, np_=1, env="", fail=False, flags="", 
     log = "log." + name
     cmd = (f"cd {root_dir} && {env} OMP_NUM_THREADS=1 mpirun --oversubscribe {launch} -np {np_} "
            f"{LMP} {flags} -in {name} -log {log} -screen none")
+    start = time.monotonic()
     p = in_root(cmd)
+    if os.environ.get("UMA_CASE_TIMES"):   # where a case spends its time (UMA_CASE_TIMES=1 scripts/quick.sh case NAME)
+        print(f"    [{name}: {time.monotonic() - start:.1f} s on {np_} rank(s)]")
     path = os.path.join(host_dir, log)
     out = open(path).read() if os.path.exists(path) else ""
     if fail:
@@ -76,6 +87,20 @@ def lammps(host_dir, root_dir, name, text, np_=1, env="", fail=False, flags="", 
     if p.returncode != 0:
         raise Failure(f"{name} on {np_} ranks failed (rc {p.returncode}):\n{out[-3000:]}\n{p.stderr[-2000:]}")
     return out
+
+
+def lammps_batch(host_dir, root_dir, name, jobs, np_=1, env="", flags=""):
+    """Several inputs in one lmp process (one start-up, one plugin load), each after a
+    `clear` and into a log of its own: jobs is [(job, text)], every text a whole input
+    (PRE included); returns {job: its log text}, as lammps() would have for each."""
+    text = "".join(f"clear\nlog log.in.{job}\n{body}" for job, body in jobs)
+    lammps(host_dir, root_dir, name, text, np_=np_, env=env, flags=flags)
+    logs = {}
+    for job, _ in jobs:
+        path = os.path.join(host_dir, f"log.in.{job}")
+        check(os.path.exists(path), f"{name}: job {job} wrote no log")
+        logs[job] = open(path).read()
+    return logs
 
 
 def read_dump(path):
@@ -273,4 +298,5 @@ def run_case(cases, case, root, prefix=""):
     except Failure as e:
         print(f"FAIL {case}: {e}")
         sys.exit(1)
+    print(f"  {ROOT_CALLS['count']} commands in the root (lmp, uma eval), {ROOT_CALLS['seconds']:.1f} s")
     print(f"PASS {case}")
