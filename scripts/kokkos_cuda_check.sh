@@ -66,15 +66,18 @@ flags=(-x cu -std=c++20 --extended-lambda --expt-relaxed-constexpr -arch=sm_90 -
        -isystem "$torch_include" -isystem "$torch_include/torch/csrc/api/include")
 tools="$("$nvcc" --version | tail -1) $(g++ --version | head -1)"
 mkdir -p "$cache/deps" "$cache/stamps"
+# A compile's key: the source, flags, compilers and the bytes of every file its
+# dependency list (nvcc -MD) names; fails if one of them is gone.
+key_of() {
+  local files hashes
+  files=$(sed -e 's/^[^:]*://' -e 's/\\$//' "$2" | tr ' ' '\n' | sed '/^$/d' | sort -u)
+  hashes=$(cd "$project" && xargs -r sha256sum <<< "$files") || return 1
+  printf '%s\n%s\n%s\n%s\n' "$1" "${flags[*]}" "$tools" "$hashes" | sha256sum | cut -c1-16
+}
 status=0
 for src in "${sources[@]}"; do
-  name="${src//\//_}"; deps="$cache/deps/$name.d"; key=""
-  if [ -f "$deps" ]; then   # the files the last compile read, from nvcc's dependency list
-    files=$(sed -e 's/^[^:]*://' -e 's/\\$//' "$deps" | tr ' ' '\n' | sed '/^$/d' | sort -u)
-    if hashes=$(cd "$project" && xargs -r sha256sum <<< "$files" 2>/dev/null); then
-      key=$(printf '%s\n%s\n%s\n%s\n' "$src" "${flags[*]}" "$tools" "$hashes" | sha256sum | cut -c1-16)
-    fi
-  fi
+  name="${src//\//_}"; deps="$cache/deps/$name.d"
+  [ -f "$deps" ] && key=$(key_of "$src" "$deps" 2>/dev/null) || key=""
   if [ -n "$key" ] && [ -f "$cache/stamps/$name-$key" ]; then
     echo "$src: compiled for Kokkos CUDA (cached, key $key)"; continue
   fi
@@ -85,9 +88,7 @@ for src in "${sources[@]}"; do
     if [ "$src" = pair_style/pair_uma_kokkos.cpp ] && ! nm -C "$cache/$name.o" | grep 'PairUMAKokkos<Kokkos::Cuda>' > /dev/null; then
       echo "FAIL: $src compiled, but its object holds no PairUMAKokkos<Kokkos::Cuda>"; status=1; continue
     fi
-    files=$(sed -e 's/^[^:]*://' -e 's/\\$//' "$deps" | tr ' ' '\n' | sed '/^$/d' | sort -u)
-    hashes=$(cd "$project" && xargs -r sha256sum <<< "$files")
-    key=$(printf '%s\n%s\n%s\n%s\n' "$src" "${flags[*]}" "$tools" "$hashes" | sha256sum | cut -c1-16)
+    key=$(key_of "$src" "$deps")
     rm -f "$cache/stamps/$name-"* && touch "$cache/stamps/$name-$key"
     echo "$src: compiled in $((SECONDS - t0)) s"
   else
