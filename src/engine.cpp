@@ -716,6 +716,12 @@ bool Engine::fetch(const Evaluation& ev, const ReadRequest& what, HostEvaluation
   return true;
 }
 
+Error capacity_exhausted() {
+  return Error("the neighbour graph still overflowed its capacity after " + std::to_string(kCapacityAttempts) +
+               " builds, each grown to what the previous one found: the atoms' neighbour counts keep jumping "
+               "(atoms collapsing onto each other, or a cell shrinking fast); no result was computed");
+}
+
 HostEvaluation Engine::evaluate_checked(const std::vector<Atoms>& systems) {
   HostEvaluation out;
   until_capacity_fits([&] { return fetch(evaluate(systems), ReadRequest::all(), out); });

@@ -316,17 +316,24 @@ int64_t default_spin(const std::string& task);
 // range the model's embeddings cover (-100..100, 0..100).
 void validate_charge_spin(int64_t charge, int64_t spin);
 
-// An evaluation and its fetch are repeated while an edge capacity overflows
-// (fetch() grows it and returns false), at most this many times in all.
+// The one capacity policy of the neighbour graph, used by the pair styles,
+// their agreement over ranks and the trainer: an evaluation whose graph
+// overflowed its capacity grows the capacity (to what the build found, with
+// headroom) and runs again, at most this many times in all.  A graph that
+// still overflows is an error, never a truncated result.
 constexpr int kCapacityAttempts = 4;
 
-// Calls `attempt` (one evaluation and its fetch; returns fetch()'s result)
-// until it succeeds; throws uma::Error if it never does.
+// The error after kCapacityAttempts overflowing builds.
+Error capacity_exhausted();
+
+// Calls `attempt` (one graph build, its evaluation and the read that tells
+// whether the graph fitted; false after it grew the capacity) until it
+// returns true; throws capacity_exhausted() if it never does.
 template <class Attempt>
 void until_capacity_fits(Attempt&& attempt) {
   for (int i = 0; i < kCapacityAttempts; ++i)
     if (attempt()) return;
-  throw Error("internal: edge capacity did not converge");
+  throw capacity_exhausted();
 }
 
 }  // namespace uma

@@ -8,6 +8,7 @@
 #include <filesystem>
 
 #include "test_util.h"
+#include "engine.h"
 #include "train/committee.h"
 #include "train/trainer.h"
 #include "transfers.h"
@@ -121,6 +122,39 @@ TEST(Committee, LearnsAndRisesOnUnseenFrames) {
   EXPECT_EQ(unseen.per_atom.size(), 4u);
   EXPECT_GT(unseen.max, 3 * seen) << "training frames up to " << seen << " eV, a frame rattled 0.45 A: " << unseen.max;
   std::printf("committee spread: training frames <= %.3g eV, strongly rattled frame %.3g eV\n", seen, unseen.max);
+}
+
+// 2x2x2 fcc cells of copper (32 atoms) with lattice constant a, slightly rattled.
+Atoms copper_block(double a) {
+  const double basis[4][3] = {{0, 0, 0}, {0, 0.5, 0.5}, {0.5, 0, 0.5}, {0.5, 0.5, 0}};
+  std::vector<double> pos;
+  for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < 2; ++j)
+      for (int k = 0; k < 2; ++k)
+        for (const auto& b : basis)
+          for (int d = 0; d < 3; ++d)
+            pos.push_back(a * ((d == 0 ? i : d == 1 ? j : k) + b[d]) + 0.02 * std::sin(7.0 * pos.size()));
+  return atoms_from(std::vector<int64_t>(32, 29), pos, {{{2 * a, 0, 0}, {0, 2 * a, 0}, {0, 0, 2 * a}}},
+                    {true, true, true}, "omat");
+}
+
+TEST(Committee, UncertaintyAfterTheNeighbourCountJumps) {
+  // The graph is sized on a dilute frame (a = 5 A: 12 neighbours within the 5 A
+  // cutoff), then the estimate of a dense one (a = 3 A: 78) must grow it as often
+  // as it takes and equal the estimate of a trainer that saw only the dense frame.
+  Trainer a(random_model(small_config()), options(3)), b(random_model(small_config()), options(3));
+  const auto dense = labelled(copper_block(3.0), -100.0);
+  a.uncertainty(labelled(copper_block(5.0), -100.0));
+  const auto grown = a.uncertainty(dense), fresh = b.uncertainty(dense);
+  ASSERT_EQ(grown.per_atom.size(), 32u);
+  for (size_t i = 0; i < 32; ++i) EXPECT_NEAR(grown.per_atom[i], fresh.per_atom[i], 1e-6 * fresh.max) << "atom " << i;
+}
+
+TEST(Committee, CapacityPolicyRefusesAGraphThatNeverFits) {
+  int builds = 0;
+  expect_error([&] { until_capacity_fits([&] { return ++builds > 100; }); },
+               "still overflowed its capacity after 4 builds");
+  EXPECT_EQ(builds, kCapacityAttempts);
 }
 
 TEST(Committee, StateRoundTripAndMismatch) {

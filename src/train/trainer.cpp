@@ -336,7 +336,10 @@ Uncertainty Trainer::uncertainty(const Sample& sample) {
   const BatchTensors in = upload_layout(systems, options_.device);
   const Geometry geo = upload_geometry(geometry_of(systems), fopts, staging_);
   const int64_t N = geo.positions.size(0);
-  for (int attempt = 0;; ++attempt) {
+  Uncertainty u;
+  // The engine's capacity policy: build, and when the graph overflowed its
+  // capacity grow it and build again; never an estimate from a truncated graph.
+  until_capacity_fits([&] {
     RadiusGraph graph = graph_.build(geo.positions, geo.cells, geo.graph);
     torch::Tensor scalars;
     atom_energies(in, graph, edge_vectors(geo.positions, graph, geo.cells), 0.0, &scalars);
@@ -345,18 +348,20 @@ Uncertainty Trainer::uncertainty(const Sample& sample) {
     // One read: the edge count (did the graph fit?) and the spread.
     auto host = to_host(torch::cat({graph.counts.narrow(0, 0, 1).to(torch::kFloat64), spread}));
     const double* v = host.data_ptr<double>();   // host data
-    if (v[0] > static_cast<double>(graph_.capacities().at(0)) && attempt == 0) {
-      graph_.grow({static_cast<int64_t>(v[0])});
-      continue;
+    const auto edges = static_cast<int64_t>(v[0]);
+    if (edges > graph.capacity.at(0).edges) {
+      graph_.grow({edges}, graph.sizes);
+      return false;
     }
-    Uncertainty u;
+    u = Uncertainty();
     u.per_atom.assign(v + 1, v + 1 + N);
     for (double x : u.per_atom) {
       u.max = std::max(u.max, x);
       u.mean += x / static_cast<double>(N);
     }
-    return u;
-  }
+    return true;
+  });
+  return u;
 }
 
 void Trainer::copy_weights(UmaModel& dst, bool average) const {

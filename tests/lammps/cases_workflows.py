@@ -184,7 +184,9 @@ minimize 0.0 1e-8 2000 20000
 
 
 def swap_run(h, r, semigrand, kokkos=False, np_=1):
-    variables = f"-var precision fp64 -var steps 8 -var every 1 -var swaps 4 -var semigrand {semigrand}"
+    # 32 atoms (2x2x2 cells): every move is an evaluation of the whole system, and the
+    # property (energies after accepted and rejected moves) does not need more
+    variables = f"-var precision fp64 -var steps 8 -var every 1 -var swaps 4 -var cells 2 -var semigrand {semigrand}"
     log = run_example(h, r, "mc_cuni_swap", "in.mc_cuni_swap", variables=variables, np_=np_,
                       flags="-k on t 1 -sf kk" if kokkos else "")
     rows = runs_of(log)[-1]
@@ -201,7 +203,7 @@ def swap_run(h, r, semigrand, kokkos=False, np_=1):
 
 
 def case_workflow_atom_swap(h, r):
-    """fix atom/swap (examples/mc_cuni_swap, 108 Cu/Ni atoms, fp64, a swap step every MD step): after
+    """fix atom/swap (examples/mc_cuni_swap with 32 Cu/Ni atoms, fp64, a swap step every MD step): after
     every Monte Carlo step, accepted or rejected moves, the style's energy equals `uma eval` of the
     configuration; in semi-grand mode the composition changes (the experts merged again) and the energies
     still agree, on 1 and 2 ranks; also under -sf kk, where uma/kk takes the host path (its in-place layout is rebuilt only
