@@ -142,20 +142,20 @@ def case_gate_calibration(h, r):
     """On held-out EAM frames in states the training never saw (600 K, 900 K, a vacancy; trained at
     300 K only), the committee's uncertainty ranks the per-frame force error: Spearman's rank
     correlation over the 21 frames, logged by the fix and recomputed here from its calibration file, is
-    at least 0.5 (measured: 0.87 after 100 steps, 0.71 after 200)."""
+    at least 0.5 after 100 training steps (measured: 0.857 after 50 steps, 0.870 after 100; 0.71 after 200)."""
     heldout_frames(h, r)
     text = (head() + "velocity all create 300 4242 loop geom\nfix bath all langevin 300 300 0.05 48279\n"
             "fix nve all nve\n"
             "fix t all uma/train 1 label 5 committee 4 lr 3e-3 warmup 20 energy_coef 5 forces_coef 10 stress_coef 20 "
-            "ema 0 print 100 holdout_data heldout.extxyz calibration calibration.txt reference eam coeff 1 1 Cu_u3.eam\n"
-            "thermo 100\nthermo_style custom step pe f_t[11] f_t[15]\nrun 200\n")
+            "ema 0 print 50 holdout_data heldout.extxyz calibration calibration.txt reference eam coeff 1 1 Cu_u3.eam\n"
+            "thermo 50\nthermo_style custom step pe f_t[11] f_t[15]\nrun 100\n")
     log = lammps(h, r, "in.calibration", text, env=POTENTIALS)
     rho = [float(v) for v in re.findall(r"held-out rank correlation of uncertainty and force MAE (\S+) \(21 frames\)",
                                         log)]
     check(len(rho) == 2, f"expected two calibration lines, got {rho}")
     rows = np.loadtxt(os.path.join(h, "calibration.txt"))
-    last = rows[rows[:, 0] == 200]
-    check(len(last) == 21, f"calibration file: {len(last)} rows at step 200")
+    last = rows[rows[:, 0] == 100]
+    check(len(last) == 21, f"calibration file: {len(last)} rows at step 100")
 
     def ranks(v):
         order = np.argsort(v, kind="stable")
@@ -171,8 +171,8 @@ def case_gate_calibration(h, r):
           ", ".join(f"{s[:, 3].mean():.4g}" for s in by_state) + " eV; mean force MAE " +
           ", ".join(f"{s[:, 5].mean():.4g}" for s in by_state) + " eV/A")
     check(rho[-1] >= 0.5, f"rank correlation of the uncertainty with the held-out force error {rho[-1]:.3f} < 0.5")
-    print(f"  Spearman rank correlation on 21 held-out frames: {rho[-1]:.3f} after 200 steps "
-          f"({rho[0]:.3f} after 100)")
+    print(f"  Spearman rank correlation on 21 held-out frames: {rho[-1]:.3f} after 100 steps "
+          f"({rho[0]:.3f} after 50)")
 
 
 def case_gate_refusals(h, r):
