@@ -119,7 +119,7 @@ void PairUMA::settings(int narg, char** arg) {
   int iarg = 0;
   while (iarg < narg) {
     const std::string key = arg[iarg];
-    if (iarg + 1 >= narg) error->all(FLERR, "Pair style uma: keyword '{}' needs a value", key);
+    if (iarg + 1 >= narg) error->all(FLERR, "Pair style {}: keyword '{}' needs a value", style_name_, key);
     const std::string value = arg[iarg + 1];
     if (key == "task") {
       task_ = value;
@@ -128,27 +128,27 @@ void PairUMA::settings(int narg, char** arg) {
       charge_set_ = true;
     } else if (key == "spin") {
       spin_ = utils::inumeric(FLERR, value, false, lmp);
-      if (spin_ < 0) error->all(FLERR, "Pair style uma: spin is a multiplicity (2S+1 >= 1), got {}", spin_);
+      if (spin_ < 0) error->all(FLERR, "Pair style {}: spin is a multiplicity (2S+1 >= 1), got {}", style_name_, spin_);
       spin_set_ = true;
     } else if (key == "precision") {
       if (value != "fp32" && value != "fp64" && value != "tf32")
-        error->all(FLERR, "Pair style uma: precision must be fp32, fp64 or tf32, got '{}'", value);
+        error->all(FLERR, "Pair style {}: precision must be fp32, fp64 or tf32, got '{}'", style_name_, value);
       precision_ = value;
     } else if (key == "device") {
       if (value != "auto" && value != "cpu" && value != "cuda" && value.rfind("cuda:", 0) != 0)
-        error->all(FLERR, "Pair style uma: device must be auto, cpu, cuda or cuda:N, got '{}'", value);
+        error->all(FLERR, "Pair style {}: device must be auto, cpu, cuda or cuda:N, got '{}'", style_name_, value);
       device_ = value;   // cuda:N is checked against the GPUs when the engine is made
     } else if (key == "memory") {
       memory_gb_ = utils::numeric(FLERR, value, false, lmp);
       if (!(memory_gb_ > 0.0))
-        error->all(FLERR, "Pair style uma: memory is a budget in GB and must be positive, got {}", value);
+        error->all(FLERR, "Pair style {}: memory is a budget in GB and must be positive, got {}", style_name_, value);
     } else if (key == "cuda_graph") {
       if (value != "yes" && value != "no")
-        error->all(FLERR, "Pair style uma: cuda_graph must be yes or no, got '{}'", value);
+        error->all(FLERR, "Pair style {}: cuda_graph must be yes or no, got '{}'", style_name_, value);
       cuda_graph_ = value == "yes";
     } else {
-      error->all(FLERR, "Pair style uma: unknown keyword '{}' (expected task, charge, spin, precision, "
-                        "device, memory or cuda_graph)", key);
+      error->all(FLERR, "Pair style {}: unknown keyword '{}' (expected task, charge, spin, precision, "
+                        "device, memory or cuda_graph)", style_name_, key);
     }
     iarg += 2;
   }
@@ -212,7 +212,7 @@ std::string PairUMA::device_name() {
     memory_sharers_ = (node_ranks + devices - 1) / devices;
     return device.str();
   } catch (const std::exception& e) {
-    error->all(FLERR, "Pair style uma: {}", e.what());
+    error->all(FLERR, "Pair style {}: {}", style_name_, e.what());
   }
   return "cpu";
 }
@@ -222,31 +222,31 @@ void PairUMA::create_engine() {
   try {
     model = uma::load_model(model_path_);
   } catch (const std::exception& e) {
-    error->all(FLERR, "Pair style uma: cannot load model file '{}': {}", model_path_, e.what());
+    error->all(FLERR, "Pair style {}: cannot load model file '{}': {}", style_name_, model_path_, e.what());
   }
   const auto& cfg = model->config();
   const auto tasks = cfg.dataset_names();
   if (task_.empty()) {
     if (tasks.size() != 1)
-      error->all(FLERR, "Pair style uma: this model has several tasks ({}); choose one with "
-                        "'pair_style uma task NAME'", cfg.dataset_list());
+      error->all(FLERR, "Pair style {}: this model has several tasks ({}); choose one with "
+                        "'pair_style uma task NAME'", style_name_, cfg.dataset_list());
     task_ = tasks[0];
   }
   if (!model->has_dataset(task_))
-    error->all(FLERR, "Pair style uma: unknown task '{}'; the model has: {}", task_, cfg.dataset_list());
+    error->all(FLERR, "Pair style {}: unknown task '{}'; the model has: {}", style_name_, task_, cfg.dataset_list());
   if ((charge_set_ || spin_set_) && !uma::takes_charge_spin(task_))
-    error->all(FLERR, "Pair style uma: task '{}' takes no charge or spin input (only omol does); "
-                      "remove the charge/spin keywords", task_);
+    error->all(FLERR, "Pair style {}: task '{}' takes no charge or spin input (only omol does); "
+                      "remove the charge/spin keywords", style_name_, task_);
   if (spin_ < 0) spin_ = static_cast<int>(uma::default_spin(task_));
   try {
     uma::validate_charge_spin(charge_, spin_);
   } catch (const std::exception& e) {
-    error->all(FLERR, "Pair style uma: {}", e.what());
+    error->all(FLERR, "Pair style {}: {}", style_name_, e.what());
   }
   const auto& out = model->outputs(task_);
   if (out.energy_rmsd != out.forces_rmsd || out.stress_mean != 0.0)
-    error->all(FLERR, "Pair style uma: task '{}' has force/energy normalisers that differ ({} vs {}), "
-                      "so its forces are not -dE/dx of its energy; MD with it cannot conserve energy",
+    error->all(FLERR, "Pair style {}: task '{}' has force/energy normalisers that differ ({} vs {}), "
+                      "so its forces are not -dE/dx of its energy; MD with it cannot conserve energy", style_name_,
                task_, out.forces_rmsd, out.energy_rmsd);
 
   uma::EngineOptions opts;
@@ -257,13 +257,13 @@ void PairUMA::create_engine() {
   opts.memory_budget = memory_gb_ * 1e9;
   opts.memory_sharers = memory_sharers_;
   if (cuda_graph_ && comm->nprocs > 1)
-    error->all(FLERR, "Pair style uma: cuda_graph yes applies to one MPI rank (on several, the halo exchange "
-                      "runs between the autograd passes, which one CUDA graph cannot hold); use cuda_graph no");
+    error->all(FLERR, "Pair style {}: cuda_graph yes applies to one MPI rank (on several, the halo exchange "
+                      "runs between the autograd passes, which one CUDA graph cannot hold); use cuda_graph no", style_name_);
   opts.cuda_graph = cuda_graph_;
   try {
     engine_ = std::make_unique<uma::Engine>(model, opts);
   } catch (const std::exception& e) {
-    error->all(FLERR, "Pair style uma: {}", e.what());
+    error->all(FLERR, "Pair style {}: {}", style_name_, e.what());
   }
   merges_logged_ = 0;
   if (comm->me == 0)
@@ -303,9 +303,9 @@ void PairUMA::log_cuda_graph() {
 
 void PairUMA::init_style() {
   if (strcmp(update->unit_style, "metal") != 0)
-    error->all(FLERR, "Pair style uma requires 'units metal' (the model works in eV and Angstrom), "
-                      "not units {}", update->unit_style);
-  if (model_path_.empty()) error->all(FLERR, "Pair style uma: pair_coeff * * MODEL ... is missing");
+    error->all(FLERR, "Pair style {} requires 'units metal' (the model works in eV and Angstrom), "
+                      "not units {}", style_name_, update->unit_style);
+  if (model_path_.empty()) error->all(FLERR, "Pair style {}: pair_coeff * * MODEL ... is missing", style_name_);
   if (!engine_) create_engine();
   for (int k = 0; k < nextra; ++k) pvector[k] = 0.0;   // the run's transfer totals start here
   plan_logged_ = false;
@@ -353,7 +353,7 @@ void PairUMA::init_style() {
 double PairUMA::init_one(int, int) { return cutoff_; }
 
 PairUMA::Setup PairUMA::training_setup() {
-  if (model_path_.empty()) error->all(FLERR, "Pair style uma: pair_coeff * * MODEL ... is missing");
+  if (model_path_.empty()) error->all(FLERR, "Pair style {}: pair_coeff * * MODEL ... is missing", style_name_);
   if (!engine_) create_engine();
   return {model_path_, task_, engine_->options().device.str(), charge_, spin_, type_z_};
 }
@@ -374,9 +374,9 @@ void PairUMA::compute(int eflag, int vflag) {
     else
       compute_local(eflag, vflag);
   } catch (const AgreedFailure& e) {   // every rank, the same message
-    error->all(FLERR, "Pair style uma: {}", e.what());
+    error->all(FLERR, "Pair style {}: {}", style_name_, e.what());
   } catch (const std::exception& e) {   // uma::Error: bad input the engine refused
-    error->one(FLERR, "Pair style uma: {}", describe(e));
+    error->one(FLERR, "Pair style {}: {}", style_name_, describe(e));
   }
   const long long merges = engine_->merge_count();
   if (weights_updated_) {

@@ -42,7 +42,6 @@ class GhostFold final : public ReverseRows {
   void clear(int nall, int nmax, bool with_virial);
   double *row(int i) { return rows_.data() + static_cast<size_t>(i) * kSlots; }
   int width() const { return virial_ ? 9 : 3; }   // values that travel per row
-  bool with_virial() const { return virial_; }
 
   int pack_reverse(int n, int first, double *buf) override;
   void unpack_reverse(int n, const int *list, const double *buf) override;

@@ -92,7 +92,6 @@ Geometry upload_geometry(const std::vector<SystemGeometry>& systems, const torch
       }
     for (int k = 0; k < 3; ++k) buf[18 * B + 3 * b + k] = s.pbc[k] ? 1.0 : 0.0;
     const double v = cell_volume(s.cell);
-    out.volumes.push_back(v);
     buf[21 * B + b] = v > 1e-6 ? 1.0 / v : std::nan("");
     for (int k = 0; k < 3; ++k) buf[22 * B + 3 * b + k] = s.origin[k];
   }

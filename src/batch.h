@@ -35,7 +35,6 @@ struct Geometry {
   torch::Tensor inv_volume;           // [B] float64, 1 / |det cell| (NaN without volume)
   torch::Tensor nonfinite;            // [] long: non-finite values among positions on the device
   std::vector<GraphSystem> graph;     // [B] host: one block of the radius graph per system
-  std::vector<double> volumes;        // [B] host: |det cell| (0 for a cell without volume)
 };
 
 // Per-layout integer inputs, one upload.  `systems` must be valid.

@@ -238,7 +238,6 @@ class Engine {
   int64_t graph_replays() const { return replays_.replays(); }
   int64_t graph_held() const { return static_cast<int64_t>(replays_.held()); }
   double graph_held_bytes() const { return replays_.held_bytes(); }
-  int64_t graph_evictions() const { return replays_.evictions(); }
   const std::string& graph_refusal() const { return replays_.last_refusal(); }
   // Whether the blocks run the lean CPU pipeline (EngineOptions::lean_edges on the CPU).
   bool lean_edges() const { return options_.lean_edges && options_.device.is_cpu(); }

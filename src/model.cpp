@@ -19,15 +19,19 @@ std::map<std::string, DatasetOutputs> dataset_outputs(const ModelConfig& config)
     DatasetOutputs o;
     for (const auto& t : config.tasks) {
       if (std::find(t.datasets.begin(), t.datasets.end(), ds) == t.datasets.end()) continue;
-      if (t.property == "energy") {
-        o.energy_mean = t.mean;
-        o.energy_rmsd = t.rmsd;
-      } else if (t.property == "forces") {
-        o.forces_mean = t.mean;
-        o.forces_rmsd = t.rmsd;
-      } else if (t.property == "stress") {
-        o.stress_mean = t.mean;
-        o.stress_rmsd = t.rmsd;
+      switch (t.property) {
+        case Property::kEnergy:
+          o.energy_mean = t.mean;
+          o.energy_rmsd = t.rmsd;
+          break;
+        case Property::kForces:
+          o.forces_mean = t.mean;
+          o.forces_rmsd = t.rmsd;
+          break;
+        case Property::kStress:
+          o.stress_mean = t.mean;
+          o.stress_rmsd = t.rmsd;
+          break;
       }
     }
     out[ds] = o;
@@ -74,7 +78,7 @@ UmaModel load_model(const std::string& path) {
   const ModelConfig config = model_file_config(file, path);
   UmaModel model(config);
   for (const auto& t : config.tasks) {
-    if (t.property != "energy" || t.element_references.empty()) continue;
+    if (t.property != Property::kEnergy || t.element_references.empty()) continue;
     const auto& refs = file.tensors.at(t.element_references);   // checked by model_file_config
     for (const auto& ds : t.datasets) model->set_element_references(ds, refs.to(torch::kFloat64));
   }

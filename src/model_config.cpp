@@ -13,6 +13,13 @@
 namespace uma {
 namespace {
 
+Property parse_property(const std::string& task, const std::string& name) {
+  for (Property p : {Property::kEnergy, Property::kForces, Property::kStress})
+    if (name == property_name(p)) return p;
+  throw Error("model config: task '" + task + "' predicts '" + name +
+              "'; this engine knows the properties energy, forces and stress");
+}
+
 using nlohmann::json;
 
 template <typename T>
@@ -152,7 +159,7 @@ ModelConfig config_from_json(const json& j, const std::string& json_text) {
     for (const auto& t : j["tasks"]) {
       TaskConfig tc;
       tc.name = get_or<std::string>(t, "name", "");
-      tc.property = get_or<std::string>(t, "property", "");
+      tc.property = parse_property(tc.name, get_or<std::string>(t, "property", ""));
       tc.datasets = get_or<std::vector<std::string>>(t, "datasets", {});
       if (t.contains("normalizer") && t["normalizer"].is_object()) {
         tc.mean = get_or(t["normalizer"], "mean", 0.0);
@@ -165,6 +172,15 @@ ModelConfig config_from_json(const json& j, const std::string& json_text) {
 }
 
 }  // namespace
+
+const char* property_name(Property p) {
+  switch (p) {
+    case Property::kEnergy: return "energy";
+    case Property::kForces: return "forces";
+    case Property::kStress: return "stress";
+  }
+  return "?";
+}
 
 ModelConfig parse_model_config(const std::string& json_text) {
   json j;

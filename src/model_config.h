@@ -39,9 +39,18 @@ struct HeadConfig {
   std::vector<std::string> datasets;  // for kDatasetMoE: expert order
 };
 
+// What a task of the model file predicts; the loss, the metrics and the
+// normalisers dispatch on it.  A model file naming another property is refused
+// when it is read.
+enum class Property { kEnergy, kForces, kStress };
+constexpr int kPropertyCount = 3;
+
+// "energy", "forces" or "stress".
+const char* property_name(Property p);
+
 struct TaskConfig {
   std::string name;      // e.g. "omat_energy"
-  std::string property;  // energy | forces | stress
+  Property property = Property::kEnergy;
   std::vector<std::string> datasets;
   double mean = 0.0;
   double rmsd = 1.0;

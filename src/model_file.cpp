@@ -45,7 +45,7 @@ ModelConfig model_file_config(const TensorFile& file, const std::string& path) {
                 " values (truncated or corrupt file?)");
 
   for (const auto& t : config.tasks) {
-    if (t.property != "energy" || t.element_references.empty()) continue;
+    if (t.property != Property::kEnergy || t.element_references.empty()) continue;
     auto it = file.tensors.find(t.element_references);
     if (it == file.tensors.end())
       throw Error("model file '" + path + "' lacks the element references '" + t.element_references + "'");

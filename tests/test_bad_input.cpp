@@ -157,6 +157,24 @@ TEST_F(BadModelFile, ConfigBeyondTheFile) {
   fs::remove(path);
 }
 
+// Every task of a model file predicts energy, forces or stress; another property
+// (or none) is refused when the file is read, not summed into another's metrics.
+TEST_F(BadModelFile, UnknownTaskProperty) {
+  for (const char* property : {"dipole", ""}) {
+    auto f = read_safetensors(good_);
+    auto cfg = nlohmann::json::parse(f.metadata["config"]);
+    ASSERT_FALSE(cfg["tasks"].empty());
+    cfg["tasks"][0]["property"] = property;
+    f.metadata["config"] = cfg.dump();
+    const auto path = temp_path("property.safetensors");
+    write_safetensors(path, f);
+    SCOPED_TRACE(property);
+    expect_error([&] { load_model(path); }, "predicts '" + std::string(property) +
+                                                "'; this engine knows the properties energy, forces and stress");
+    fs::remove(path);
+  }
+}
+
 TEST(BadTensorFile, MalformedHeaders) {
   auto file_with_header = [](const std::string& header) {
     std::string bytes(8, '\0');

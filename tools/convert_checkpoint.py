@@ -457,7 +457,10 @@ def build_task_sections(tasks_config, direct_forces: bool) -> tuple[list, dict]:
             raise ConversionError(f"task {task.name!r} appears twice")
         seen.add(task.name)
         if task.property not in ("energy", "forces", "stress"):
-            log(f"note: task {task.name!r} has property {task.property!r}")
+            # the engine reads energy, forces and stress tasks only (and refuses others)
+            log(f"note: task {task.name!r} predicts {task.property!r}, which the engine "
+                "does not compute: left out of the model file")
+            continue
         normalizer = task.normalizer
         mean = float(normalizer.mean) if normalizer is not None else 0.0
         rmsd = float(normalizer.rmsd) if normalizer is not None else 1.0

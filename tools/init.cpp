@@ -57,7 +57,7 @@ int init(const InitArgs& a) {
   // Energy tasks that name per-element references get zeros, so that the
   // file loads (the references only shift the energy).
   for (const auto& task : config.tasks) {
-    if (task.property != "energy" || task.element_references.empty()) continue;
+    if (task.property != Property::kEnergy || task.element_references.empty()) continue;
     for (const auto& ds : task.datasets)
       model->set_element_references(ds, torch::zeros({config.backbone.max_num_elements}, torch::kFloat64));
   }

@@ -25,16 +25,18 @@ std::vector<LossTask> loss_tasks(const UmaModel& model, const LossOptions& optio
   std::vector<LossTask> tasks;
   for (const auto& t : model->config().tasks) {
     LossTask task{t.name, t.property, t.datasets, t.mean, t.rmsd};
-    if (t.property == "energy") {
-      task.coefficient = options.energy_coefficient;
-      if (!t.datasets.empty()) task.element_references = model->outputs(t.datasets[0]).element_references;
-    } else if (t.property == "forces") {
-      task.coefficient = options.forces_coefficient;
-      task.reduction = options.forces_reduction;
-    } else if (t.property == "stress") {
-      task.coefficient = options.stress_coefficient;
-    } else {
-      continue;
+    switch (t.property) {
+      case Property::kEnergy:
+        task.coefficient = options.energy_coefficient;
+        if (!t.datasets.empty()) task.element_references = model->outputs(t.datasets[0]).element_references;
+        break;
+      case Property::kForces:
+        task.coefficient = options.forces_coefficient;
+        task.reduction = options.forces_reduction;
+        break;
+      case Property::kStress:
+        task.coefficient = options.stress_coefficient;
+        break;
     }
     if (task.coefficient != 0.0) tasks.push_back(task);
   }
@@ -51,7 +53,7 @@ std::vector<TaskTargets> make_targets(const std::vector<LossTask>& tasks, const 
   for (const auto& task : tasks) {
     TaskTargets tt;
     std::vector<double> target, mask, free_atoms;
-    if (task.property == "energy") {
+    if (task.property == Property::kEnergy) {
       for (const Sample* sp : batch) {
         const Sample& s = *sp;
         double refs = 0;
@@ -65,7 +67,7 @@ std::vector<TaskTargets> make_targets(const std::vector<LossTask>& tasks, const 
       }
       tt.target = upload(target, fopts.dtype(torch::kFloat64));
       tt.mask = upload(mask, fopts.dtype(torch::kFloat64));
-    } else if (task.property == "forces") {
+    } else if (task.property == Property::kForces) {
       for (const Sample* sp : batch) {
         const Sample& s = *sp;
         const int64_t n = static_cast<int64_t>(s.atoms.numbers.size());
@@ -119,12 +121,12 @@ LossTerms compute_losses(const std::vector<LossTask>& tasks, const Predictions& 
     const auto& tt = targets[t];
     const double denom = static_cast<double>(std::max<int64_t>(global_counts[t], 1));
     torch::Tensor loss_sum, error_sum;
-    if (task.property == "energy") {
+    if (task.property == Property::kEnergy) {
       auto n = pred.natoms.to(torch::kFloat64);
       auto err = (pred.energy / n - tt.target / n).abs() * tt.mask;   // [B]
       loss_sum = err.sum();
       error_sum = loss_sum * task.rmsd;
-    } else if (task.property == "forces") {
+    } else if (task.property == Property::kForces) {
       auto diff = pred.forces - tt.target;                              // [N, 3]
       auto per_atom = torch::linalg_vector_norm(diff, 2, {1}) * tt.mask;   // [N]
       if (task.reduction == Reduction::kPerStructure) {

@@ -34,7 +34,7 @@ struct LossOptions {
 // One term of the loss: a task of the model file.
 struct LossTask {
   std::string name;       // e.g. omat_forces
-  std::string property;   // energy | forces | stress
+  Property property = Property::kEnergy;
   std::vector<std::string> datasets;
   double mean = 0.0, rmsd = 1.0;
   double coefficient = 1.0;

@@ -15,20 +15,21 @@
 namespace uma::train {
 namespace {
 
-bool has_property(const std::vector<LossTask>& tasks, const std::string& property) {
+bool has_property(const std::vector<LossTask>& tasks, Property property) {
   return std::any_of(tasks.begin(), tasks.end(), [&](const LossTask& t) { return t.property == property; });
 }
 
 // Energy, force and stress MAEs from per-task error sums and counts (NaN where nothing was seen).
 Trainer::Errors property_maes(const std::vector<LossTask>& tasks, const double* error_sums, const double* counts) {
-  double err[3] = {0, 0, 0}, n[3] = {0, 0, 0};
+  double err[kPropertyCount] = {}, n[kPropertyCount] = {};
   for (size_t t = 0; t < tasks.size(); ++t) {
-    const int k = tasks[t].property == "energy" ? 0 : tasks[t].property == "forces" ? 1 : 2;
+    const auto k = static_cast<int>(tasks[t].property);
     err[k] += error_sums[t];
     n[k] += counts[t];
   }
   auto mae = [&](int k) { return n[k] > 0 ? err[k] / n[k] : std::nan(""); };
-  return {mae(0), mae(1), mae(2)};
+  return {mae(static_cast<int>(Property::kEnergy)), mae(static_cast<int>(Property::kForces)),
+          mae(static_cast<int>(Property::kStress))};
 }
 
 }  // namespace
@@ -136,7 +137,7 @@ Predictions Trainer::predict(const std::vector<const Sample*>& samples, const st
   auto g = torch::autograd::grad({pred.energy.sum()}, {vec}, {}, /*retain_graph=*/create_graph,
                                  create_graph)[0];                                          // [E, 3]
   pred.forces = torch::zeros({N, 3}, fopts).index_add(0, graph.tgt, g).index_add(0, graph.src, -g);
-  if (has_property(tasks_, "stress")) {
+  if (has_property(tasks_, Property::kStress)) {
     // 0 (no stress label can apply) where the cell has no volume
     auto inv_volume = torch::nan_to_num(geo.inv_volume, 0.0, 0.0, 0.0).to(options_.dtype);
     auto r_g = vec.detach().unsqueeze(2) * g.unsqueeze(1);                                  // [E, 3, 3]
