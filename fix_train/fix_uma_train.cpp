@@ -26,6 +26,7 @@
 #include "first_failure.h"
 #include "uma_model_handle.h"
 
+#include "engine.h"
 #include "model.h"
 #include "train/sampler.h"
 #include "train/trainer.h"
@@ -164,7 +165,7 @@ FixUMATrain::FixUMATrain(LAMMPS *lmp, int narg, char **arg) : Fix(lmp, narg, arg
     else if (key == "precision") {
       if (value != "fp32" && value != "fp64")
         error->all(FLERR, "Fix uma/train: precision must be fp32 or fp64, got '{}'", value);
-      o.dtype = value == "fp64" ? torch::kFloat64 : torch::kFloat32;
+      o.dtype = uma::parse_precision(value).dtype;
     }
     else if (key == "print") print_every_ = static_cast<int>(positive(i + 1, "print"));
     else if (key == "state") state_file_ = value;

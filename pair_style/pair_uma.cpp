@@ -131,8 +131,11 @@ void PairUMA::settings(int narg, char** arg) {
       if (spin_ < 0) error->all(FLERR, "Pair style {}: spin is a multiplicity (2S+1 >= 1), got {}", style_name_, spin_);
       spin_set_ = true;
     } else if (key == "precision") {
-      if (value != "fp32" && value != "fp64" && value != "tf32")
-        error->all(FLERR, "Pair style {}: precision must be fp32, fp64 or tf32, got '{}'", style_name_, value);
+      try {
+        uma::parse_precision(value);
+      } catch (const std::exception& e) {
+        error->all(FLERR, "Pair style {}: {}", style_name_, e.what());
+      }
       precision_ = value;
     } else if (key == "device") {
       if (value != "auto" && value != "cpu" && value != "cuda" && value.rfind("cuda:", 0) != 0)
@@ -250,8 +253,7 @@ void PairUMA::create_engine() {
                task_, out.forces_rmsd, out.energy_rmsd);
 
   uma::EngineOptions opts;
-  opts.dtype = precision_ == "fp64" ? torch::kFloat64 : torch::kFloat32;
-  opts.tf32 = precision_ == "tf32";
+  opts.set_precision(uma::parse_precision(precision_));
   opts.device = torch::Device(device_name());
   opts.stress = true;
   opts.memory_budget = memory_gb_ * 1e9;

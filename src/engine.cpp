@@ -716,6 +716,13 @@ bool Engine::fetch(const Evaluation& ev, const ReadRequest& what, HostEvaluation
   return true;
 }
 
+Precision parse_precision(const std::string& name) {
+  if (name == "fp32") return {torch::kFloat32, false};
+  if (name == "fp64") return {torch::kFloat64, false};
+  if (name == "tf32") return {torch::kFloat32, true};
+  throw Error("precision must be fp32, fp64 or tf32, got '" + name + "'");
+}
+
 Error capacity_exhausted() {
   return Error("the neighbour graph still overflowed its capacity after " + std::to_string(kCapacityAttempts) +
                " builds, each grown to what the previous one found: the atoms' neighbour counts keep jumping "

@@ -66,12 +66,25 @@ struct Atoms {
   DeviceAtoms on_device;          // set: the atoms live on the model's device (see DeviceAtoms)
 };
 
+// A precision by the name users give it: "fp32", "fp64", or "tf32" (float32
+// with TF32 matrix products on CUDA).  The one place such names are mapped.
+struct Precision {
+  torch::ScalarType dtype = torch::kFloat32;
+  bool tf32 = false;
+};
+// Throws uma::Error naming the accepted names for any other.
+Precision parse_precision(const std::string& name);
+
 struct EngineOptions {
   torch::Device device = torch::kCPU;
   torch::ScalarType dtype = torch::kFloat32;
   // float32 matrix products on TF32 tensor cores (CUDA only; a process-wide
   // LibTorch setting).  Documented deviation: doc/benchmarks.md.
   bool tf32 = false;
+  void set_precision(const Precision& p) {
+    dtype = p.dtype;
+    tf32 = p.tf32;
+  }
   bool merge_mole = true;   // merge experts once per composition/charge/spin/task
   bool stress = true;
   bool atom_virial = false;  // per-atom virials (each edge's r (x) f split half/half)

@@ -85,8 +85,7 @@ nlohmann::json stats(std::vector<double> t) {
 int bench(const BenchArgs& a) {
   EngineOptions opt;
   opt.device = resolve_device(a.device);
-  opt.dtype = a.precision == "fp64" ? torch::kFloat64 : torch::kFloat32;
-  opt.tf32 = a.precision == "tf32";
+  opt.set_precision(parse_precision(a.precision));
   opt.merge_mole = a.merge;
   opt.memory_budget = a.memory_gb * 1e9;
   if (a.chunk > 0) opt.recompute_chunk = a.chunk;

@@ -14,6 +14,7 @@
 
 #include "commands.h"
 #include "device.h"
+#include "engine.h"
 #include "uma_error.h"
 #include "radius_graph.h"
 
@@ -77,7 +78,7 @@ Stats time_repeats(int repeats, const torch::Device& device, F&& f) {
 int bench_graph(const BenchGraphArgs& a) {
   const torch::Device device = resolve_device(a.device);
   make_current(device);
-  const auto dtype = a.precision == "fp64" ? torch::kFloat64 : torch::kFloat32;
+  const auto dtype = parse_precision(a.precision).dtype;
   const double lattice = 3.615;
   torch::NoGradGuard no_grad;
 

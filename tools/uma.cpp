@@ -65,8 +65,7 @@ struct EvalArgs {
 int cmd_eval(const EvalArgs& a) {
   uma::EngineOptions opt;
   opt.device = uma::resolve_device(a.device);
-  opt.dtype = a.precision == "fp64" ? torch::kFloat64 : torch::kFloat32;
-  opt.tf32 = a.precision == "tf32";
+  opt.set_precision(uma::parse_precision(a.precision));
   opt.merge_mole = !a.no_merge;
   opt.atom_virial = a.json;
   opt.memory_budget = a.memory_gb * 1e9;
