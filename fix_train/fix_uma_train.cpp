@@ -27,6 +27,7 @@
 #include "uma_model_handle.h"
 
 #include "engine.h"
+#include "train/option_table.h"
 #include "model.h"
 #include "train/sampler.h"
 #include "train/trainer.h"
@@ -43,14 +44,18 @@ enum Stat { LOSS, ENERGY_MAE, FORCES_MAE, STRESS_MAE, GRAD_NORM, LR, STEPS, FRAM
 
 constexpr double kRestartFormat = -2;   // first value of the restart list (older files start with a step count >= 0)
 
-bool is_keyword(const std::string &w) {
-  static const char *words[] = {"data",   "label",      "reference",   "task",        "max_atoms",     "steps",
-                                "lr",     "weight_decay", "warmup",    "total_steps", "warmup_factor", "lr_min_factor",
-                                "clip",   "ema",        "use",         "energy_coef", "forces_coef",   "stress_coef",
-                                "forces_reduction", "routing_dropout", "seed", "shuffle", "write_frames",
-                                "checkpoint", "print", "state", "holdout", "deterministic", "precision",
-                                "committee", "check", "min_interval", "max_interval", "holdout_data", "calibration"};
+// The fix's own keywords; the training options (lr, ema, committee, ...) come
+// from uma::train's option table, shared with `uma train`.
+bool is_fix_keyword(const std::string &w) {
+  static const char *words[] = {"data", "label", "reference", "task", "max_atoms", "steps", "use", "shuffle",
+                                "write_frames", "checkpoint", "print", "state", "holdout", "check", "min_interval",
+                                "max_interval", "holdout_data", "calibration"};
   return std::find_if(std::begin(words), std::end(words), [&](const char *k) { return w == k; }) != std::end(words);
+}
+
+bool is_table_option(const std::string &w) {
+  const auto &specs = uma::train::train_option_specs();
+  return std::any_of(specs.begin(), specs.end(), [&](const auto &s) { return s.name == w; });
 }
 
 }  // namespace
@@ -66,8 +71,6 @@ FixUMATrain::FixUMATrain(LAMMPS *lmp, int narg, char **arg) : Fix(lmp, narg, arg
   train_every_ = utils::inumeric(FLERR, arg[3], false, lmp);
   if (train_every_ < 1) error->all(FLERR, "Fix uma/train: N (train every N steps) must be >= 1, got {}", train_every_);
   auto &o = *options_;
-  o.optimizer.total_steps = 10000;
-  o.optimizer.ema_decay = 0.999;
   state_file_ = std::string(id) + ".uma-train.state";
   auto need = [&](int i, int n, const char *what) {
     if (i + n >= narg) utils::missing_cmd_args(FLERR, std::string("fix uma/train ") + what, error);
@@ -83,6 +86,7 @@ FixUMATrain::FixUMATrain(LAMMPS *lmp, int narg, char **arg) : Fix(lmp, narg, arg
     if (!(v >= 0)) error->all(FLERR, "Fix uma/train: {} must be >= 0, got {}", key, arg[i]);
     return v;
   };
+  bool committee_given = false;
   int i = 4;
   while (i < narg) {
     const std::string key = arg[i];
@@ -100,7 +104,8 @@ FixUMATrain::FixUMATrain(LAMMPS *lmp, int narg, char **arg) : Fix(lmp, narg, arg
       i = narg;
       continue;
     }
-    if (!is_keyword(key)) error->all(FLERR, "Fix uma/train: unknown keyword '{}'", key);
+    if (!is_fix_keyword(key) && !is_table_option(key))
+      error->all(FLERR, "Fix uma/train: unknown keyword '{}'", key);
     if (key == "checkpoint") {
       need(i, 2, "checkpoint");
       checkpoint_file_ = arg[i + 1];
@@ -125,10 +130,13 @@ FixUMATrain::FixUMATrain(LAMMPS *lmp, int narg, char **arg) : Fix(lmp, narg, arg
       label_every_ = utils::inumeric(FLERR, arg[i + 1], false, lmp);
       if (label_every_ < 0) error->all(FLERR, "Fix uma/train: label interval must be >= 0");
       label_auto_ = false;
-    } else if (key == "committee") {
-      committee_ = utils::inumeric(FLERR, value, false, lmp);
-      if (committee_ != 0 && committee_ < 2)
-        error->all(FLERR, "Fix uma/train: committee K needs K >= 2 members (0 = none), got {}", committee_);
+    } else if (is_table_option(key)) {
+      try {
+        uma::train::set_train_option(o, key, value);
+      } catch (const std::exception &e) {
+        error->all(FLERR, "Fix uma/train: {}", e.what());
+      }
+      if (key == "committee") committee_given = true;
     } else if (key == "check") check_every_ = static_cast<int>(positive(i + 1, "check"));
     else if (key == "min_interval") min_interval_ = static_cast<int>(non_negative(i + 1, "min_interval"));
     else if (key == "max_interval") max_interval_ = static_cast<int>(non_negative(i + 1, "max_interval"));
@@ -137,36 +145,12 @@ FixUMATrain::FixUMATrain(LAMMPS *lmp, int narg, char **arg) : Fix(lmp, narg, arg
     else if (key == "task") task_ = value;
     else if (key == "max_atoms") max_atoms_ = static_cast<long long>(positive(i + 1, "max_atoms"));
     else if (key == "steps") steps_per_call_ = static_cast<int>(positive(i + 1, "steps"));
-    else if (key == "lr") o.optimizer.lr = positive(i + 1, "lr");
-    else if (key == "weight_decay") o.optimizer.weight_decay = non_negative(i + 1, "weight_decay");
-    else if (key == "warmup") o.optimizer.warmup_steps = static_cast<int64_t>(non_negative(i + 1, "warmup"));
-    else if (key == "total_steps") o.optimizer.total_steps = static_cast<int64_t>(positive(i + 1, "total_steps"));
-    else if (key == "warmup_factor") o.optimizer.warmup_factor = non_negative(i + 1, "warmup_factor");
-    else if (key == "lr_min_factor") o.optimizer.lr_min_factor = non_negative(i + 1, "lr_min_factor");
-    else if (key == "clip") o.optimizer.clip_norm = non_negative(i + 1, "clip");
-    else if (key == "ema") {
-      o.optimizer.ema_decay = non_negative(i + 1, "ema");
-      if (o.optimizer.ema_decay >= 1) error->all(FLERR, "Fix uma/train: ema decay must be below 1");
-    } else if (key == "use") {
+    else if (key == "use") {
       if (value != "ema" && value != "raw") error->all(FLERR, "Fix uma/train: use must be 'ema' or 'raw', got '{}'", value);
       use_average_ = value == "ema";
-    } else if (key == "energy_coef") o.loss.energy_coefficient = non_negative(i + 1, "energy_coef");
-    else if (key == "forces_coef") o.loss.forces_coefficient = non_negative(i + 1, "forces_coef");
-    else if (key == "stress_coef") o.loss.stress_coefficient = non_negative(i + 1, "stress_coef");
-    else if (key == "forces_reduction") {
-      if (value != "mean" && value != "per_structure")
-        error->all(FLERR, "Fix uma/train: forces_reduction must be 'mean' or 'per_structure', got '{}'", value);
-      o.loss.forces_reduction = value == "mean" ? uma::train::Reduction::kMean : uma::train::Reduction::kPerStructure;
-    } else if (key == "routing_dropout") o.routing_dropout = non_negative(i + 1, "routing_dropout");
-    else if (key == "seed") seed_ = static_cast<unsigned long long>(non_negative(i + 1, "seed"));
-    else if (key == "shuffle") shuffle_ = utils::logical(FLERR, value, false, lmp) == 1;
-    else if (key == "deterministic") o.deterministic = utils::logical(FLERR, value, false, lmp) == 1;
-    else if (key == "write_frames") frames_file_ = value;
-    else if (key == "precision") {
-      if (value != "fp32" && value != "fp64")
-        error->all(FLERR, "Fix uma/train: precision must be fp32 or fp64, got '{}'", value);
-      o.dtype = uma::parse_precision(value).dtype;
     }
+    else if (key == "shuffle") shuffle_ = utils::logical(FLERR, value, false, lmp) == 1;
+    else if (key == "write_frames") frames_file_ = value;
     else if (key == "print") print_every_ = static_cast<int>(positive(i + 1, "print"));
     else if (key == "state") state_file_ = value;
     else if (key == "holdout") {
@@ -184,7 +168,7 @@ FixUMATrain::FixUMATrain(LAMMPS *lmp, int narg, char **arg) : Fix(lmp, narg, arg
     error->all(FLERR, "Fix uma/train: label auto needs a reference pair style ('reference STYLE ... coeff ...')");
   if (label_every_ == 0 && !label_auto_ && data_files_.empty())
     error->all(FLERR, "Fix uma/train: nothing to train on; give 'data FILE' and/or 'label M reference ...'");
-  if (committee_ < 0) committee_ = label_auto_ ? 4 : 0;   // the gate's default committee
+  committee_ = committee_given ? static_cast<int>(o.committee_members) : label_auto_ ? 4 : 0;   // the gate's default
   if (label_auto_ && committee_ == 0)
     error->all(FLERR, "Fix uma/train: label auto needs a committee (committee K with K >= 2; default 4)");
   if (!label_auto_ && (min_interval_ > 0 || max_interval_ > 0))
@@ -196,7 +180,7 @@ FixUMATrain::FixUMATrain(LAMMPS *lmp, int narg, char **arg) : Fix(lmp, narg, arg
     error->all(FLERR, "Fix uma/train: max_interval {} is below min_interval {}", max_interval_, min_interval_);
   if (!calibration_file_.empty() && committee_ == 0)
     error->all(FLERR, "Fix uma/train: calibration FILE needs a committee (committee K, or label auto)");
-  o.seed = seed_;
+  seed_ = o.seed;
   o.committee_members = committee_;
 
   vector_flag = 1;

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace uma::tool {
@@ -18,12 +19,12 @@ struct BenchArgs {
 };
 
 struct TrainArgs {
-  std::string model, data, out, validate, task, device = "cpu", forces_reduction = "mean";
-  int64_t steps = 100, max_atoms = 200, warmup = 0, print_every = 10;
-  double lr = 4e-4, weight_decay = 1e-3, clip = 100, ema = 0.999, routing_dropout = 0;
-  double energy_coef = 20, forces_coef = 2, stress_coef = 1;
-  uint64_t seed = 0;
+  std::string model, data, out, validate, task, device = "cpu";
+  int64_t steps = 100, max_atoms = 200, print_every = 10;
   bool shuffle = true;
+  // (name, value) of the training options given, in order: uma::train's
+  // option table (train/option_table.h), shared with fix uma/train.
+  std::vector<std::pair<std::string, std::string>> options;
 };
 
 // Trains on labelled extxyz and writes the model file.

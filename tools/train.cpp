@@ -7,6 +7,7 @@
 #include "device.h"
 #include "uma_error.h"
 #include "model.h"
+#include "train/option_table.h"
 #include "train/sampler.h"
 #include "train/trainer.h"
 #include "training_data.h"
@@ -28,24 +29,15 @@ void print_errors(const char* what, const train::Trainer::Errors& e) {
 }  // namespace
 
 int train(const TrainArgs& a) {
-  auto model = load_model(a.model);
   train::TrainOptions o;
+  o.optimizer.total_steps = a.steps;   // the schedule spans the run unless --total-steps says otherwise
+  for (const auto& [name, value] : a.options)
+    if (!train::set_train_option(o, name, value)) throw Error("internal: no training option '" + name + "'");
   o.device = resolve_device(a.device);
-  o.loss.energy_coefficient = a.energy_coef;
-  o.loss.forces_coefficient = a.forces_coef;
-  o.loss.stress_coefficient = a.stress_coef;
-  o.loss.forces_reduction = a.forces_reduction == "per_structure" ? train::Reduction::kPerStructure
-                                                                  : train::Reduction::kMean;
-  o.optimizer.lr = a.lr;
-  o.optimizer.weight_decay = a.weight_decay;
-  o.optimizer.clip_norm = a.clip;
-  o.optimizer.ema_decay = a.ema;
-  o.optimizer.warmup_steps = a.warmup;
-  o.optimizer.total_steps = a.steps;
-  o.routing_dropout = a.routing_dropout;
-  o.seed = a.seed;
-  torch::manual_seed(a.seed);
+  auto model = load_model(a.model);
+  torch::manual_seed(o.seed);
   train::Trainer trainer(model, o);
+  const bool averaged = o.optimizer.ema_decay > 0;
 
   auto data = read_training_data(a.data, a.task);
   if (data.empty()) throw Error(a.data + " holds no frames");
@@ -54,11 +46,12 @@ int train(const TrainArgs& a) {
   for (const auto& s : data) natoms.push_back(static_cast<int64_t>(s.atoms.numbers.size()));
   std::vector<int64_t> held;
   if (!a.validate.empty()) held = add_all(trainer, read_training_data(a.validate, a.task));
-  std::printf("training %s on %zu frames of %s, %lld steps, max %lld atoms per batch\n", a.model.c_str(),
-              data.size(), a.data.c_str(), static_cast<long long>(a.steps), static_cast<long long>(a.max_atoms));
+  std::printf("training %s on %zu frames of %s, %lld steps, max %lld atoms per batch, %s\n", a.model.c_str(),
+              data.size(), a.data.c_str(), static_cast<long long>(a.steps), static_cast<long long>(a.max_atoms),
+              train::train_option_value(o, "precision").c_str());
   if (!held.empty()) print_errors("start", trainer.errors(held, false));
 
-  train::MaxAtomsSampler sampler(a.max_atoms, a.seed, 1, 0, a.shuffle);
+  train::MaxAtomsSampler sampler(a.max_atoms, o.seed, 1, 0, a.shuffle);
   auto start = std::chrono::steady_clock::now();
   std::printf("%8s %12s %12s %12s %12s %10s %10s %8s\n", "step", "loss", "E_MAE/atom", "F_MAE", "S_MAE",
               "grad_norm", "lr", "s/step");
@@ -71,15 +64,21 @@ int train(const TrainArgs& a) {
       const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       std::printf("%8lld %12.6g %12.6g %12.6g %12.6g %10.4g %10.4g %8.3f\n", static_cast<long long>(step), s.loss,
                   s.energy_mae, s.forces_mae, s.stress_mae, s.grad_norm, s.lr, dt / s.steps);
+      // every task's loss, mean per step since the last line, with the digits a float64 comparison needs
+      std::printf("         losses:");
+      for (size_t t = 0; t < s.task_losses.size(); ++t)
+        std::printf(" %s %.17g", trainer.tasks()[t].name.c_str(), s.task_losses[t]);
+      if (trainer.has_committee()) std::printf(" committee %.17g", s.committee_loss);
+      std::printf("\n");
       if (s.skipped > 0) std::printf("         %lld step(s) skipped so far: non-finite loss or gradient\n",
                                      static_cast<long long>(s.skipped));
       std::fflush(stdout);
       start = std::chrono::steady_clock::now();
     }
   }
-  if (!held.empty()) print_errors("held-out", trainer.errors(held, a.ema > 0));
-  trainer.save_model(a.out, a.ema > 0);
-  std::printf("wrote %s (%s weights)\n", a.out.c_str(), a.ema > 0 ? "averaged" : "raw");
+  if (!held.empty()) print_errors("held-out", trainer.errors(held, averaged));
+  trainer.save_model(a.out, averaged);
+  std::printf("wrote %s (%s weights)\n", a.out.c_str(), averaged ? "averaged" : "raw");
   return 0;
 }
 

@@ -10,6 +10,7 @@
 //   uma bench-graph [--sizes 6 13 25] [--repeats N] [--brute-repeats N] [--max-brute ATOMS] [--json]
 //   uma init CONFIG.json OUT.safetensors [--seed N]      (random weights: timing only)
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdio>
 #include <functional>
 #include <iostream>
@@ -26,6 +27,7 @@
 #include "uma_error.h"
 #include "extxyz.h"
 #include "model.h"
+#include "train/option_table.h"
 
 namespace {
 
@@ -218,21 +220,18 @@ Command add_train(CLI::App& app) {
   cmd->add_option("--task", tr->task, "dataset for frames without a task= label");
   cmd->add_option("--steps", tr->steps, "optimizer steps")->check(CLI::PositiveNumber);
   cmd->add_option("--max-atoms", tr->max_atoms, "atoms per batch at most")->check(CLI::PositiveNumber);
-  cmd->add_option("--lr", tr->lr, "peak learning rate")->check(CLI::PositiveNumber);
-  cmd->add_option("--weight-decay", tr->weight_decay, "AdamW weight decay")->check(CLI::NonNegativeNumber);
-  cmd->add_option("--warmup", tr->warmup, "warm-up steps")->check(CLI::NonNegativeNumber);
-  cmd->add_option("--clip", tr->clip, "gradient-norm clip (0: none)")->check(CLI::NonNegativeNumber);
-  cmd->add_option("--ema", tr->ema, "EMA decay (0: none); the averaged weights are written")
-      ->check(CLI::Range(0.0, 1.0));
-  cmd->add_option("--energy-coef", tr->energy_coef, "energy loss coefficient")->check(CLI::NonNegativeNumber);
-  cmd->add_option("--forces-coef", tr->forces_coef, "forces loss coefficient")->check(CLI::NonNegativeNumber);
-  cmd->add_option("--stress-coef", tr->stress_coef, "stress loss coefficient")->check(CLI::NonNegativeNumber);
-  cmd->add_option("--forces-reduction", tr->forces_reduction, "mean or per_structure")
-      ->check(CLI::IsMember({"mean", "per_structure"}));
-  cmd->add_option("--routing-dropout", tr->routing_dropout, "dropout on the expert routing logits")
-      ->check(CLI::Range(0.0, 1.0));
-  cmd->add_option("--seed", tr->seed, "sampler and dropout seed");
   cmd->add_option("--print-every", tr->print_every, "steps between progress lines")->check(CLI::PositiveNumber);
+  // The training options of fix uma/train, from the same table (the values are
+  // checked when the options are applied; --total-steps defaults to --steps).
+  const uma::train::TrainOptions defaults;
+  for (const auto& spec : uma::train::train_option_specs()) {
+    std::string flag = "--" + spec.name;
+    std::replace(flag.begin(), flag.end(), '_', '-');
+    const std::string shown = spec.name == "total_steps" ? "--steps" : uma::train::train_option_value(defaults, spec.name);
+    cmd->add_option_function<std::string>(
+        flag, [tr, name = spec.name](const std::string& v) { tr->options.emplace_back(name, v); },
+        spec.help + "; default " + shown);
+  }
   cmd->add_option("--device", tr->device, "cpu, cuda or cuda:N");
   return {cmd, [tr] { return uma::tool::train(*tr); }};
 }

@@ -1,5 +1,6 @@
 #include "train/optimizer.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "uma_error.h"
@@ -48,6 +49,10 @@ AdamW::AdamW(FlatParameters& params, OptimizerOptions options) : params_(params)
 }
 
 double AdamW::current_lr() const { return options_.lr * cosine_lr_factor(options_, steps_); }
+
+double AdamW::last_lr() const {
+  return options_.lr * cosine_lr_factor(options_, std::max<int64_t>(steps_ - 1, 0));
+}
 
 void AdamW::step(const torch::Tensor& loss) {
   torch::NoGradGuard no_grad;

@@ -24,7 +24,7 @@ struct OptimizerOptions {
   // cosine from step 0 to total_steps, then lr_min_factor.
   int64_t warmup_steps = 0;
   double warmup_factor = 0.2;
-  int64_t total_steps = 1000;
+  int64_t total_steps = 10000;
   double lr_min_factor = 0.01;
 };
 
@@ -58,7 +58,8 @@ class AdamW {
   const torch::Tensor& skipped() const { return skipped_; }            // [] steps not applied
   const torch::Tensor& average() const { return ema_; }                // [P] or undefined
   int64_t steps_taken() const { return steps_; }
-  double current_lr() const;
+  double current_lr() const;   // of the next step
+  double last_lr() const;      // of the step just taken (the first step's before any)
   const OptimizerOptions& options() const { return options_; }
 
   // Optimizer state for checkpoints: exp_avg, exp_avg_sq, ema, applied-update count, skipped count.

@@ -318,7 +318,7 @@ TrainStats Trainer::read_stats() {
   s.committee_loss = has_committee() ? summed[1 + 2 * T] / steps : std::nan("");
   s.skipped = static_cast<int64_t>(local[summed_size]);
   s.grad_norm = local[summed_size + 1];
-  s.lr = optimizer_->current_lr();
+  s.lr = optimizer_->last_lr();
   loss_sum_.zero_();
   task_loss_sums_.zero_();
   error_sums_.zero_();

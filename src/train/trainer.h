@@ -39,7 +39,7 @@ struct TrainOptions {
   // Systems of a batch share one edge-block size (one batched MoLE GEMM) when
   // that pads the edges by at most this fraction; otherwise split views.
   double mole_padding = 0.25;
-  uint64_t seed = 0;                // dropout RNG, committee starting weights and resamples
+  uint64_t seed = 12345;            // dropout RNG, committee starting weights and resamples, samplers
   // Members of the uncertainty committee (0: none; else >= 2), trained with
   // the main model at every step (see committee.h).
   int64_t committee_members = 0;
@@ -68,7 +68,7 @@ struct TrainStats {
   double forces_mae = 0;            // eV/A per component
   double stress_mae = 0;            // eV/A^3 per component
   double grad_norm = 0;             // of the last step
-  double lr = 0;                    // of the next step
+  double lr = 0;                    // of the last step taken
   std::vector<double> task_losses;  // per task, mean per step
   double committee_loss = 0;        // mean per step (NaN without a committee)
 };

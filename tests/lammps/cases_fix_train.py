@@ -239,6 +239,11 @@ def case_errors(h, r):
         ("keyword", head() + "fix t all uma/train 1 data frames.extxyz learning_rate 3\nrun 1\n",
          "unknown keyword 'learning_rate'"),
         ("ema_use", head() + "fix t all uma/train 1 data frames.extxyz ema 0 use ema\nrun 1\n", "needs an ema decay"),
+        # the option table shared with `uma train` (tests/tool/check_train.py sees the same messages)
+        ("option_table", head() + "fix t all uma/train 1 data frames.extxyz lr -1\nrun 1\n",
+         "Fix uma/train: lr must be > 0, got '-1'"),
+        ("option_table_precision", head() + "fix t all uma/train 1 data frames.extxyz precision tf32\nrun 1\n",
+         "Fix uma/train: precision must be fp32 or fp64, got 'tf32'"),
         ("max_atoms", head() + "fix t all uma/train 1 data frames.extxyz max_atoms 10\nrun 1\n",
          "no frame has at most max_atoms 10 atoms"),
     ]

@@ -182,7 +182,7 @@ def case_gate_refusals(h, r):
         ("no_committee", "fix t all uma/train 1 label auto 0.01 committee 0 reference eam coeff 1 1 Cu_u3.eam\n",
          "label auto needs a committee"),
         ("one_member", "fix t all uma/train 1 label 5 committee 1 reference eam coeff 1 1 Cu_u3.eam\n",
-         "committee K needs K >= 2"),
+         "committee must be 0 (none) or K >= 2"),
         ("threshold", "fix t all uma/train 1 label auto -1 reference eam coeff 1 1 Cu_u3.eam\n",
          "THRESHOLD must be > 0"),
         ("not_multiple", "fix t all uma/train 1 label auto 0.01 check 3 max_interval 10 "

@@ -23,7 +23,13 @@ train: two short runs on DATA (lr 1e-3, forces coefficient 20, energy 1,
          steps: the average starts from the first step's weights and at decay
          0.999 stays close to them);
        - an --out in a missing folder or naming an existing folder: exit code
-         1 and "uma: error: ..." naming the path, nothing left behind.
+         1 and "uma: error: ..." naming the path, nothing left behind;
+       - the training options of fix uma/train's table: --precision fp64 runs
+         print every task's loss with 17 digits, twice the same digits, and
+         other losses than fp32's (within 1e-4 relative); the lr printed for
+         the first step is that step's (--warmup 4: warmup_factor x lr); a
+         committee trains and prints its loss; values outside an option's
+         range fail with the table's message.
 
 usage: check_train.py test|train UMA MODEL DATA.extxyz
 """
@@ -154,6 +160,58 @@ def check_train(uma, model, data):
             check(float(avg[0]) <= 0.9 * float(start[0]), f"averaged: energy MAE {avg[0]} vs start {start[0]}")
 
         check_bad_out(uma, model, data, folder)
+        check_options(uma, model, data, folder)
+
+
+def losses(text):
+    """{step: {task: loss text}} from the 'losses:' lines after each progress line."""
+    out, step = {}, None
+    for line in text.splitlines():
+        words = line.split()
+        if words and words[0].isdigit():
+            step = int(words[0])
+        elif words[:1] == ["losses:"] and step is not None:
+            out[step] = dict(zip(words[1::2], words[2::2]))
+    return out
+
+
+def check_options(uma, model, data, folder):
+    out = os.path.join(folder, "options.safetensors")
+    short = [*TRAIN[:-4], "--print-every", "1", "--steps", "2", "--ema", "0", "--out", out]
+    runs = {}
+    for tag, extra in (("fp64", ["--precision", "fp64"]), ("fp64 again", ["--precision", "fp64"]), ("fp32", [])):
+        p = run(uma, "train", model, data, *short, *extra)
+        runs[tag] = losses(p.stdout)
+        check(p.returncode == 0 and sorted(runs[tag]) == [1, 2], f"uma train {extra}: rc {p.returncode}, {runs[tag]}")
+    if "fp64" in runs and runs["fp64"]:
+        check("fp64" in run(uma, "train", model, data, *short, "--precision", "fp64", show=False).stdout.splitlines()[0],
+              "the fp64 run's first line does not name its precision")
+        check(runs["fp64"] == runs["fp64 again"], f"two fp64 runs printed different losses: {runs}")
+        values = [v for step in runs["fp64"].values() for v in step.values() if float(v) != 0]   # tasks with data
+        check(values and all(len(v.replace("-", "").replace(".", "").split("e")[0].lstrip("0")) >= 15 for v in values),
+              f"fp64 losses printed with too few digits: {values}")
+        for step, tasks in runs["fp64"].items():
+            for task, v in tasks.items():
+                if float(v) == 0:
+                    continue   # a task without data in the batch
+                w = runs["fp32"].get(step, {}).get(task)
+                check(w is not None and v != w and abs(float(v) - float(w)) <= 1e-4 * abs(float(v)),
+                      f"step {step} {task}: fp64 loss {v}, fp32 {w} (expected different, within 1e-4)")
+    p = run(uma, "train", model, data, *short, "--warmup", "4")
+    first = [l.split() for l in p.stdout.splitlines() if l.split()[:1] == ["1"]]
+    check(p.returncode == 0 and first and first[0][6] == "0.0002",
+          f"--lr 1e-3 --warmup 4: the first step's lr is 0.2 x 1e-3, printed {first[0][6] if first else None}")
+    p = run(uma, "train", model, data, *short, "--committee", "2")
+    trained = losses(p.stdout)
+    check(p.returncode == 0 and all("committee" in t for t in trained.values()) and len(trained) == 2,
+          f"--committee 2: rc {p.returncode}, losses {trained}")
+    for flag, value, message in (("--lr", "-1", "lr must be > 0, got '-1'"),
+                                 ("--committee", "1", "committee must be 0 (none) or K >= 2, got '1'"),
+                                 ("--precision", "tf32", "precision must be fp32 or fp64, got 'tf32'"),
+                                 ("--ema", "1", "ema must be >= 0 and < 1, got '1'")):
+        p = run(uma, "train", model, data, "--out", out, "--steps", "1", flag, value, show=False)
+        check(p.returncode == 1 and f"uma: error: {message}" in p.stderr,
+              f"{flag} {value}: rc {p.returncode}, stderr {p.stderr!r}")
 
 
 def main():
