@@ -4,8 +4,6 @@
 
 #include "edge_rotation.h"
 #include "nn/edge_chunks.h"
-#include "nn/edge_matmul.h"
-#include "nn/lean_edges.h"
 #include "uma_error.h"
 
 namespace uma {
@@ -125,20 +123,9 @@ nn::EdgeFrame BackboneImpl::edge_frame(const BatchTensors& in, const EdgeInput& 
   auto far = torch::full({1, 3}, config_.cutoff + 1.0, vec.options());
   auto v = torch::where(e.valid.narrow(0, begin, n).unsqueeze(1), vec, far);
   auto dist = v.norm(2, 1);
-  auto D = edge_wigner(v);                                                       // [n, 9, 9]
-  auto envelope = nn::polynomial_envelope(dist / config_.cutoff);
-  if (e.lean) {
-    const int64_t N = in.numbers.size(0);
-    frame.lean = true;
-    frame.D = D;
-    frame.envelope = envelope;
-    frame.by_source = nn::segments_by_node(frame.src, N);
-    frame.by_target = nn::segments_by_node(frame.tgt, N);
-  } else {
-    auto perm = m_layout_permutation(vec.device());
-    frame.wigner = D.index_select(1, perm);
-    frame.wigner_inv_envelope = D.transpose(1, 2).index_select(2, perm) * envelope.view({-1, 1, 1});
-  }
+  frame.backend = e.backend;
+  frame.backend->prepare(frame, edge_wigner(v), nn::polynomial_envelope(dist / config_.cutoff),
+                         in.numbers.size(0));
   frame.x_edge = torch::cat({gaussian_(dist), source_embedding->forward(in.numbers.index_select(0, frame.src)),
                              target_embedding->forward(in.numbers.index_select(0, frame.tgt))}, 1);
   return frame;
@@ -148,10 +135,7 @@ torch::Tensor BackboneImpl::edge_degree(const nn::EdgeFrame& frame, int64_t node
   // m = 0 radial coefficients rotated back to nodes
   const int64_t C = config_.sphere_channels;
   auto radial = edge_degree_rad->forward(frame.x_edge).view({-1, 3, C});
-  if (frame.lean)
-    return nn::rotate_to_nodes_summed(frame.D, frame.envelope, {radial, {}, {}}, frame.tgt, frame.by_target, nodes);
-  auto messages = nn::edge_matmul(frame.wigner_inv_envelope.narrow(2, 0, 3), radial);
-  return torch::zeros({nodes, 9, C}, messages.options()).index_add(0, frame.tgt, messages);
+  return frame.backend->degree(frame, radial, nodes);
 }
 
 torch::Tensor BackboneImpl::forward(const BatchTensors& in, const EdgeInput& e,
@@ -164,12 +148,12 @@ torch::Tensor BackboneImpl::forward(const BatchTensors& in, const EdgeInput& e,
 
   auto frame = edge_frame(in, e, e.vec, 0);
   if (in.share) {   // read by every block: new leaves, differentiated once
-    auto& a = frame.lean ? frame.D : frame.wigner;
-    auto& b = frame.lean ? frame.envelope : frame.wigner_inv_envelope;
-    auto shared = in.share({a, b, frame.x_edge});
-    a = shared[0];
-    b = shared[1];
-    frame.x_edge = shared[2];
+    auto reseat = frame.backend->rotations(frame);
+    reseat.push_back(&frame.x_edge);
+    std::vector<torch::Tensor> read;
+    for (auto* t : reseat) read.push_back(*t);
+    auto shared = in.share(read);
+    for (size_t k = 0; k < reseat.size(); ++k) *reseat[k] = shared[k];
   }
   x = exchanged(x + edge_degree(frame, N) / 5.0, in, 0);
   for (size_t i = 0; i < blocks_.size(); ++i) {

@@ -52,9 +52,8 @@ struct EdgeInput {
   // many edges and is recomputed in the backward pass instead of stored
   // (nn/edge_chunks.h); first derivatives only.  0: stored, one pass.
   int64_t recompute_chunk = 0;
-  // Block edge work through the lean CPU operators (nn/lean_edges.h; first
-  // derivatives only) instead of the LibTorch composition.
-  bool lean = false;
+  // How the blocks' edge work is computed (nn/edge_backend.h).
+  const nn::EdgeBackend* backend = &nn::reference_edges();
 };
 
 // Holder for nested parameter names such as charge_embedding.rand_emb.

@@ -20,9 +20,9 @@ namespace {
 
 bool any_periodic(const Atoms& a) { return a.pbc[0] || a.pbc[1] || a.pbc[2]; }
 
-// One system's padding slots are the end of its block.  On the CPU the lean
-// blocks run over the edges found only (the count is host memory there), as
-// layer pruning runs over a prefix.  An overflowed build keeps every slot:
+// One system's padding slots are the end of its block.  A backend on the CPU
+// (EdgeBackend::skips_padding) runs over the edges found only (the count is
+// host memory there), as layer pruning runs over a prefix.  An overflowed build keeps every slot:
 // its result is discarded.
 void skip_padding_slots(const RadiusGraph& graph, int64_t blocks, EdgeInput& edges) {
   const int64_t slots = graph.src.size(0);
@@ -88,7 +88,10 @@ Engine::Engine(UmaModel model, EngineOptions options)
   model_->to(options_.device, options_.dtype);   // bulk transfer
   model_->eval();
   for (auto& p : model_->parameters()) p.requires_grad_(false);
-  memory_model_ = memory_model(model_->config().backbone, options_.dtype, lean_edges());
+  edge_backend_ = options_.edge_ops == EngineOptions::EdgeOps::kLean && options_.device.is_cpu()
+                      ? &nn::lean_cpu_edges()
+                      : &nn::reference_edges();
+  memory_model_ = memory_model(model_->config().backbone, options_.dtype, *edge_backend_);
   if (options_.memory_budget < 0) throw Error("the memory budget must be positive");
   budget_ = options_.memory_budget > 0
                 ? options_.memory_budget
@@ -461,7 +464,7 @@ Evaluation Engine::run(const Layout& layout, const Geometry& geo) {
     ++plans_;
   }
   edges.recompute_chunk = plan_.recompute ? plan_.chunk_edges : 0;
-  edges.lean = lean_edges();
+  edges.backend = edge_backend_;
   if (!layout.layer_targets.empty()) {
     // Edges are ordered by target: those into atoms [0, t) are a prefix.
     // One counted read of L numbers sizes the per-block edge sets.
@@ -473,7 +476,7 @@ Evaluation Engine::run(const Layout& layout, const Geometry& geo) {
     // only changes features nothing reads afterwards.
     for (auto& n : edges.layer_edges) n = std::max<int64_t>(n, 1);
   }
-  if (lean_edges() && B == 1 && !in.exchange)
+  if (edge_backend_->skips_padding() && B == 1 && !in.exchange)
     skip_padding_slots(graph, model_->config().backbone.num_layers, edges);
 
   auto backbone = model_->backbone();

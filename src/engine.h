@@ -102,10 +102,11 @@ struct EngineOptions {
   // -1: the memory plan picks the stored or the recomputed path; 0: always
   // stored; > 0: always recomputed in chunks of this many edges.
   int64_t recompute_chunk = -1;
-  // The lean edge pipeline (nn/lean_edges.h) on the CPU: fused rotation,
-  // radial, gate and segment-sum operators.  On other devices, and with this
-  // off, the blocks run the LibTorch composition (the reference).
-  bool lean_edges = true;
+  // The blocks' edge work (nn/edge_backend.h): kLean runs the fused CPU
+  // operators on the CPU and the reference composition elsewhere; kReference
+  // runs the composition everywhere.
+  enum class EdgeOps { kLean, kReference };
+  EdgeOps edge_ops = EdgeOps::kLean;
   // Whole-system evaluations (evaluate()) on a CUDA device replay a CUDA
   // graph of the step once its key has held for two steps (replay_cache.h):
   // positions and cells are copied into the graph's inputs, and the results
@@ -252,8 +253,8 @@ class Engine {
   int64_t graph_held() const { return static_cast<int64_t>(replays_.held()); }
   double graph_held_bytes() const { return replays_.held_bytes(); }
   const std::string& graph_refusal() const { return replays_.last_refusal(); }
-  // Whether the blocks run the lean CPU pipeline (EngineOptions::lean_edges on the CPU).
-  bool lean_edges() const { return options_.lean_edges && options_.device.is_cpu(); }
+  // The backend of the blocks' edge work, chosen when the engine is made.
+  const nn::EdgeBackend& edge_backend() const { return *edge_backend_; }
   double memory_budget() const { return budget_; }
   const std::vector<int64_t>& edge_capacities() const { return graph_.capacities(); }
 
@@ -311,6 +312,7 @@ class Engine {
   std::vector<int64_t> merged_key_;
   bool merged_ = false;
   int64_t merges_ = 0;
+  const nn::EdgeBackend* edge_backend_ = nullptr;
   MemoryModel memory_model_;
   double budget_ = 0;
   MemoryPlan plan_;

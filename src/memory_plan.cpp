@@ -12,7 +12,7 @@
 
 namespace uma {
 
-MemoryModel memory_model(const BackboneConfig& c, torch::ScalarType dtype, bool lean_edges) {
+MemoryModel memory_model(const BackboneConfig& c, torch::ScalarType dtype, const nn::EdgeBackend& edges) {
   const double s = static_cast<double>(c10::elementSize(dtype));
   const double C = c.sphere_channels, H = c.hidden_channels, Ec = c.edge_channels, K = c.num_distance_basis;
   const double L = c.num_layers;
@@ -23,25 +23,8 @@ MemoryModel memory_model(const BackboneConfig& c, torch::ScalarType dtype, bool 
   m.per_node = s * (L * (5 * 9 * C + 2 * 9 * H) + 4 * 9 * C);
   // Indices (3 x int64 + a flag), the edge vector, dE/dr and r (x) dE/dr in float64.
   m.per_edge_graph = 3 * 8 + 1 + 6 * s + 2 * 9 * 8;
-  double frame = 0, block = 0;
-  if (lean_edges) {
-    // The frame: D and its intermediates, basis and embeddings; the segments
-    // by source and by target (2 x int64 each).
-    frame = s * (4 * 81 + 2 * K + 2 * Ec) + 4 * 8;
-    // What one block keeps per edge: the radial MLP's hidden layers (6Ec)
-    // and weights (6 x 2C), the rotated message (9 x 2C), the first
-    // convolution's outputs and gate sigmoids (11H + 3H), the gated rows (9H)
-    // and the second convolution's output (9C).
-    block = s * (39 * C + 23 * H + 6 * Ec);
-  } else {
-    // The edge frame: two Wigner matrices, D and its intermediates, basis and embeddings.
-    frame = s * (6 * 81 + 2 * K + 2 * Ec);
-    // What one block keeps per edge: the gathered message (9 x 2C), its radial
-    // weights (6 x 2C) and the modulated message (9 x 2C), the radial MLP's
-    // hidden layers, the SO(2) outputs and gates (5H + 6H + 9H + 2H + 9H) and
-    // the second convolution's output and its rotation (2 x 9C).
-    block = s * (66 * C + 31 * H + 6 * Ec);
-  }
+  const nn::EdgeWidths widths{C, H, Ec, K};
+  const double frame = edges.frame_bytes(widths, s), block = edges.block_bytes(widths, s);
   // The degree embedding's radial MLP and output.
   const double degree = s * (6 * Ec + 3 * C);
   m.per_edge_stored = frame + degree + L * block;

@@ -14,6 +14,7 @@
 #include <torch/torch.h>
 
 #include "model_config.h"
+#include "nn/edge_backend.h"
 
 namespace uma {
 
@@ -25,8 +26,8 @@ struct MemoryModel {
   double per_edge_stored = 0;   // all blocks' activations (stored path)
   double per_edge_chunk = 0;    // one block's work while a chunk is recomputed
 };
-// lean_edges: the blocks run the lean CPU pipeline (nn/lean_edges.h).
-MemoryModel memory_model(const BackboneConfig& config, torch::ScalarType dtype, bool lean_edges);
+// edges: the backend of the blocks' edge work (its per-edge bytes).
+MemoryModel memory_model(const BackboneConfig& config, torch::ScalarType dtype, const nn::EdgeBackend& edges);
 
 struct MemoryPlan {
   bool recompute = false;

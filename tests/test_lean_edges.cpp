@@ -2,10 +2,12 @@
 // they replace, in float64: values and first derivatives with respect to
 // every input (through edge_wigner for the rotations), on a graph whose
 // segments cover more edges than the operator is given (layer pruning), with
-// nodes that have no edges.  Second derivatives are refused.
+// nodes that have no edges.  Second derivatives are refused.  And the
+// engine's two edge backends, which agree.
 #include <gtest/gtest.h>
 
 #include "edge_rotation.h"
+#include "engine.h"
 #include "nn/lean_edges.h"
 #include "nn/so3.h"
 #include "test_util.h"
@@ -147,3 +149,36 @@ TEST(LeanEdges, RefuseSecondDerivatives) {
 
 }  // namespace
 }  // namespace uma::nn
+
+namespace uma {
+namespace {
+
+// The engine's two edge backends (nn/edge_backend.h) through the interface
+// the pair style calls: EngineOptions::edge_ops picks one when the engine is
+// made, and in float64 both give the same energies, forces and stress on
+// periodic and molecular systems (stored and recomputed in chunks).
+TEST(EdgeBackends, ChosenOnceAndAgreeInFloat64) {
+  for (int64_t chunk : {int64_t{0}, int64_t{64}}) {
+    EngineOptions lean_options, reference_options;
+    lean_options.dtype = reference_options.dtype = torch::kFloat64;
+    lean_options.recompute_chunk = reference_options.recompute_chunk = chunk;
+    reference_options.edge_ops = EngineOptions::EdgeOps::kReference;
+    Engine lean(test::random_model(test::small_config()), lean_options);
+    Engine reference(test::random_model(test::small_config()), reference_options);
+    EXPECT_STREQ(lean.edge_backend().name(), "lean");
+    EXPECT_STREQ(reference.edge_backend().name(), "reference");
+    EXPECT_FALSE(lean.edge_backend().second_derivatives());
+    EXPECT_TRUE(reference.edge_backend().second_derivatives());
+    for (const Atoms& a : {test::copper_cell(0.1), test::triclinic_cell(), test::molecule()}) {
+      const auto x = lean.evaluate_checked({a}), y = reference.evaluate_checked({a});
+      SCOPED_TRACE("chunk " + std::to_string(chunk) + ", " + std::to_string(a.numbers.size()) + " atoms");
+      EXPECT_NEAR(x.energy[0], y.energy[0], 1e-12 * std::max(1.0, std::abs(y.energy[0])));
+      EXPECT_LT((x.forces - y.forces).abs().max().item<double>(), 1e-12);
+      if (y.stress.defined())   // NaN for the molecule (no volume) in both
+        EXPECT_TRUE(torch::allclose(x.stress, y.stress, 0, 1e-12, /*equal_nan=*/true)) << x.stress << y.stress;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace uma

@@ -81,7 +81,7 @@ TEST(Recompute, EqualsTheStoredPath) {
 // The budget decides: a generous one keeps the stored path, a small one
 // recomputes with the chunk that fits, an impossible one is refused.
 TEST(MemoryPlan, PicksStoredRecomputedOrRefuses) {
-  const auto model = memory_model(parse_model_config(small_config().dump()).backbone, torch::kFloat32, true);
+  const auto model = memory_model(parse_model_config(small_config().dump()).backbone, torch::kFloat32, nn::lean_cpu_edges());
   const int64_t nodes = 1000, edges = 80000;
   const double fixed = model.per_node * nodes + model.per_edge_graph * edges;
   const double stored = fixed + model.per_edge_stored * edges;
@@ -102,7 +102,7 @@ TEST(MemoryPlan, PicksStoredRecomputedOrRefuses) {
   EXPECT_FALSE(plan_memory(model, nodes, edges, 1.0, /*forced_chunk=*/0).recompute);
   EXPECT_EQ(plan_memory(model, nodes, edges, 1e30, /*forced_chunk=*/100).chunk_edges, 100);
   // UMA-S in fp32 keeps tens of kilobytes per edge on the stored path.
-  const auto full = memory_model(BackboneConfig{}, torch::kFloat32, true);
+  const auto full = memory_model(BackboneConfig{}, torch::kFloat32, nn::lean_cpu_edges());
   EXPECT_GT(full.per_edge_stored, 10 * full.per_edge_chunk / 4);
 }
 

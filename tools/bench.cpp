@@ -89,7 +89,7 @@ int bench(const BenchArgs& a) {
   opt.merge_mole = a.merge;
   opt.memory_budget = a.memory_gb * 1e9;
   if (a.chunk > 0) opt.recompute_chunk = a.chunk;
-  opt.lean_edges = a.edge_ops == "lean";
+  opt.edge_ops = a.edge_ops == "lean" ? EngineOptions::EdgeOps::kLean : EngineOptions::EdgeOps::kReference;
   opt.cuda_graph = a.cuda_graph;
   const auto t_load = Clock::now();
   Engine engine(load_model(a.model), opt);
@@ -152,7 +152,7 @@ int bench(const BenchArgs& a) {
       {"device", opt.device.str()},
       {"precision", a.precision},
       {"ms_per_step", 1e3 * median},
-      {"edge_ops", opt.lean_edges && opt.device.is_cpu() ? "lean" : "reference"},
+      {"edge_ops", engine.edge_backend().name()},
       {"cuda_graph", opt.cuda_graph},
       {"graph_captures", engine.graph_captures()},
       {"graph_replays", engine.graph_replays()},

@@ -14,7 +14,7 @@ struct BenchArgs {
   bool merge = true;
   double memory_gb = 0;   // 0: automatic
   int64_t chunk = 0;      // > 0: recompute in chunks of this many edges (overrides the plan)
-  std::string edge_ops = "lean";   // lean or reference (EngineOptions::lean_edges)
+  std::string edge_ops = "lean";   // lean or reference (EngineOptions::edge_ops)
   bool cuda_graph = false;         // replay a CUDA graph of the step (EngineOptions::cuda_graph)
 };
 

@@ -1,7 +1,6 @@
 #include "nn/block.h"
 
 #include "nn/edge_matmul.h"
-#include "nn/lean_edges.h"
 
 namespace uma::nn {
 
@@ -24,15 +23,7 @@ EdgeFrame EdgeFrame::first(int64_t n) const {
 
 torch::Tensor EdgewiseImpl::forward(const torch::Tensor& x, const EdgeFrame& edges,
                                     const MoleContext& ctx) {
-  if (!edges.lean) return torch::zeros_like(x).index_add(0, edges.tgt, messages(x, edges, ctx));
-  const int64_t E = edges.src.size(0);
-  auto msg = rotate_to_edge_frame(edges.D, x, edges.src, edges.tgt, so2_conv_1->radial_weights(edges.x_edge),
-                                  edges.by_source, edges.by_target);
-  auto y = so2_conv_1->convolve(msg[0].view({E, -1}), msg[1].view({E, 2, -1}), msg[2], ctx);
-  auto h = gate_m_pieces(y[0], y[1], y[2]);
-  auto z = so2_conv_2->convolve(h[0].view({E, -1}), h[1].view({E, 2, -1}), h[2], ctx);
-  return rotate_to_nodes_summed(edges.D, edges.envelope, {z[0].view({E, 3, -1}), z[1], z[2]}, edges.tgt,
-                                edges.by_target, x.size(0));
+  return edges.backend->messages_summed(*this, x, edges, ctx);
 }
 
 torch::Tensor EdgewiseImpl::messages(const torch::Tensor& x, const EdgeFrame& edges,

@@ -6,6 +6,7 @@
 
 #include <torch/torch.h>
 
+#include "nn/edge_backend.h"
 #include "nn/edge_segments.h"
 #include "nn/mole.h"
 #include "nn/so2_conv.h"
@@ -13,18 +14,17 @@
 
 namespace uma::nn {
 
-// What every block needs to know about the edges.  Two forms: the LibTorch
-// composition (wigner, wigner_inv_envelope), which has second derivatives,
-// and the lean pipeline (nn/lean_edges.h: D, envelope and the segments),
-// first derivatives on the CPU.
+// What every block needs to know about the edges: the indices and radial
+// inputs, and the rotations in the form its backend (nn/edge_backend.h)
+// prepared and reads.
 struct EdgeFrame {
+  const EdgeBackend* backend = &reference_edges();
   torch::Tensor src, tgt;              // [E] source (neighbour) and target atoms
   torch::Tensor x_edge;                // [E, K + 2 * edge_channels]
-  // LibTorch composition
+  // reference (LibTorch composition)
   torch::Tensor wigner;                // [E, 9(M), 9(L)] rotation into the edge frame
   torch::Tensor wigner_inv_envelope;   // [E, 9(L), 9(M)] back-rotation times envelope
-  // lean pipeline
-  bool lean = false;
+  // lean
   torch::Tensor D;                     // [E, 9(L), 9(L)] block-diagonal Wigner matrices
   torch::Tensor envelope;              // [E]
   EdgeSegments by_source, by_target;   // over the frame's edges (or a longer graph's: see lean_edges.h)
@@ -40,9 +40,11 @@ class EdgewiseImpl : public torch::nn::Module {
   // x: [N, 9, C] -> [N, 9, C], the messages summed into their targets.
   torch::Tensor forward(const torch::Tensor& x, const EdgeFrame& edges, const MoleContext& ctx);
   // The messages before the sum: [E, 9, C], enveloped, in the node frame
-  // (LibTorch composition only).
+  // (the reference backend's frame).
   torch::Tensor messages(const torch::Tensor& x, const EdgeFrame& edges, const MoleContext& ctx);
   std::vector<MoleLinear> mole_layers() const;
+  SO2Conv& first_conv() { return so2_conv_1; }
+  SO2Conv& second_conv() { return so2_conv_2; }
 
  private:
   SO2Conv so2_conv_1{nullptr}, so2_conv_2{nullptr};
