@@ -1,6 +1,7 @@
 #include "backbone.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "edge_rotation.h"
 #include "nn/edge_chunks.h"
@@ -144,63 +145,54 @@ torch::Tensor BackboneImpl::forward(const BatchTensors& in, const EdgeInput& e,
   auto sys_node = system_emb.index_select(0, in.batch);                        // [N, C]
   auto x0 = sphere_embedding->forward(in.numbers) + sys_node;
   auto x = torch::cat({x0.unsqueeze(1), torch::zeros({N, 8, C}, e.vec.options())}, 1);
-  if (e.recompute_chunk > 0) return forward_recomputed(in, e, sys_node, x, ctx);
 
-  auto frame = edge_frame(in, e, e.vec, 0);
-  if (in.share) {   // read by every block: new leaves, differentiated once
-    auto reseat = frame.backend->rotations(frame);
-    reseat.push_back(&frame.x_edge);
-    std::vector<torch::Tensor> read;
-    for (auto* t : reseat) read.push_back(*t);
-    auto shared = in.share(read);
-    for (size_t k = 0; k < reseat.size(); ++k) *reseat[k] = shared[k];
-  }
-  x = exchanged(x + edge_degree(frame, N) / 5.0, in, 0);
-  for (size_t i = 0; i < blocks_.size(); ++i) {
-    if (i < e.layer_edges.size()) {
-      const int64_t n = e.layer_edges[i];
-      nn::MoleContext part_ctx = ctx;
-      part_ctx.row_offsets = {0, n};
-      x = blocks_[i]->forward(x, sys_node, frame.first(n), part_ctx);
-    } else if (in.exchange) {
-      nn::Block block = blocks_[i];
-      x = after_edges(block, x, block->edge_wise->forward(block->before_edges(x, sys_node), frame, ctx), in);
-    } else {
-      x = blocks_[i]->forward(x, sys_node, frame, ctx);
+  // Stored: one frame that every block reads.  Recomputed (e.recompute_chunk
+  // > 0): none; each chunk of edges builds its own and drops it.
+  std::optional<nn::EdgeFrame> stored;
+  if (e.recompute_chunk == 0) {
+    stored = edge_frame(in, e, e.vec, 0);
+    if (in.share) {   // read by every block: new leaves, differentiated once
+      auto reseat = stored->backend->rotations(*stored);
+      reseat.push_back(&stored->x_edge);
+      std::vector<torch::Tensor> read;
+      for (auto* t : reseat) read.push_back(*t);
+      auto shared = in.share(read);
+      for (size_t k = 0; k < reseat.size(); ++k) *reseat[k] = shared[k];
     }
-    x = exchanged(balance_channels(x, in), in, i + 1);
   }
-  return norm->forward(x);
-}
-
-torch::Tensor BackboneImpl::forward_recomputed(const BatchTensors& in, const EdgeInput& e,
-                                               const torch::Tensor& sys_node, torch::Tensor x,
-                                               const nn::MoleContext& ctx) {
-  const int64_t N = x.size(0), C = config_.sphere_channels;
   const int64_t all_edges = e.vec.size(0);
-  // The MoLE context of edges [begin, end): system row offsets clipped to it.
-  auto chunk_ctx = [ctx](int64_t begin, int64_t end) {
-    nn::MoleContext c = ctx;
+  // The summed contribution of edges [0, edges): `work(h, frame, ctx)` on the
+  // stored frame's prefix, or on each chunk's own frame with the MoLE
+  // context's system row offsets clipped to the chunk.  A chunk's work runs
+  // again in the backward pass, after forward() returned: what it needs is
+  // captured by value.
+  using EdgeWork = std::function<torch::Tensor(const torch::Tensor&, const nn::EdgeFrame&, const nn::MoleContext&)>;
+  auto clipped = [](nn::MoleContext c, int64_t begin, int64_t end) {
     for (auto& r : c.row_offsets) r = std::clamp(r, begin, end) - begin;
     return c;
   };
-  // Each chunk builds its own frame from its edge vectors: nothing per edge
-  // outlives a chunk.
-  auto degree = nn::chunked_edge_sum(
-      torch::Tensor(), e.vec, all_edges, e.recompute_chunk, {N, 9, C},
-      [this, in, e, N](const torch::Tensor&, const torch::Tensor& vec, int64_t begin, int64_t) {
-        return edge_degree(edge_frame(in, e, vec, begin), N);
-      });
+  auto over_edges = [&](int64_t edges, const torch::Tensor& h, EdgeWork work) {
+    if (stored) return work(h, edges == all_edges ? *stored : stored->first(edges), clipped(ctx, 0, edges));
+    return nn::chunked_edge_sum(
+        h, e.vec, edges, e.recompute_chunk, {N, 9, C},
+        [this, in, e, ctx, clipped, work](const torch::Tensor& hc, const torch::Tensor& vec, int64_t begin,
+                                          int64_t end) {
+          return work(hc, edge_frame(in, e, vec, begin), clipped(ctx, begin, end));
+        });
+  };
+
+  auto degree = over_edges(all_edges, torch::Tensor(),
+                           [this, N](const torch::Tensor&, const nn::EdgeFrame& f, const nn::MoleContext&) {
+                             return edge_degree(f, N);
+                           });
   x = exchanged(x + degree / 5.0, in, 0);
   for (size_t i = 0; i < blocks_.size(); ++i) {
     const int64_t edges = i < e.layer_edges.size() ? e.layer_edges[i] : all_edges;
     nn::Block block = blocks_[i];
-    auto h = block->before_edges(x, sys_node);
-    auto summed = nn::chunked_edge_sum(
-        h, e.vec, edges, e.recompute_chunk, {N, 9, C},
-        [this, in, e, block, chunk_ctx](const torch::Tensor& h, const torch::Tensor& vec, int64_t begin, int64_t end) mutable {
-          return block->edge_wise->forward(h, edge_frame(in, e, vec, begin), chunk_ctx(begin, end));
-        });
+    auto summed = over_edges(edges, block->before_edges(x, sys_node),
+                             [block](const torch::Tensor& h, const nn::EdgeFrame& f, const nn::MoleContext& c) mutable {
+                               return block->edge_wise->forward(h, f, c);
+                             });
     x = exchanged(balance_channels(after_edges(block, x, summed, in), in), in, i + 1);
   }
   return norm->forward(x);

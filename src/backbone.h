@@ -97,8 +97,6 @@ class BackboneImpl : public torch::nn::Module {
                            int64_t begin);
   // [N, 9, C] edge-degree embedding of the frame's edges, summed into targets.
   torch::Tensor edge_degree(const nn::EdgeFrame& frame, int64_t nodes);
-  torch::Tensor forward_recomputed(const BatchTensors& in, const EdgeInput& e, const torch::Tensor& sys_node,
-                                   torch::Tensor x, const nn::MoleContext& ctx);
 
   BackboneConfig config_;
   nn::GaussianBasis gaussian_;
