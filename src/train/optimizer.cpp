@@ -88,22 +88,21 @@ void AdamW::step(const torch::Tensor& loss) {
   if (ema_.defined()) ema_.lerp_(w, steps_ == 1 ? okf : (1.0 - options_.ema_decay) * okf);
 }
 
-std::vector<torch::Tensor> AdamW::state() const {
-  std::vector<torch::Tensor> s{exp_avg_, exp_avg_sq_, applied_.view({1}), skipped_.view({1})};
-  if (ema_.defined()) s.push_back(ema_);
-  return s;
+AdamW::State AdamW::state() const {
+  return {exp_avg_, exp_avg_sq_, applied_.view({1}), skipped_.view({1}), ema_};
 }
 
-void AdamW::load_state(const std::vector<torch::Tensor>& s, int64_t steps) {
-  const size_t expected = ema_.defined() ? 5 : 4;
-  if (s.size() != expected || s[0].numel() != exp_avg_.numel() || s[1].numel() != exp_avg_sq_.numel())
+void AdamW::load_state(const State& s, int64_t steps) {
+  auto fits = [](const torch::Tensor& t, const torch::Tensor& like) { return t.defined() && t.numel() == like.numel(); };
+  if (!fits(s.exp_avg, exp_avg_) || !fits(s.exp_avg_sq, exp_avg_sq_) || !fits(s.applied, applied_.view({1})) ||
+      !fits(s.skipped, skipped_.view({1})) || s.ema.defined() != ema_.defined() || (ema_.defined() && !fits(s.ema, ema_)))
     throw Error("the optimizer state does not match this model and these settings");
   torch::NoGradGuard no_grad;
-  exp_avg_.copy_(s[0]);   // same device
-  exp_avg_sq_.copy_(s[1]);   // same device
-  applied_.copy_(s[2][0]);   // same device
-  skipped_.copy_(s[3][0]);   // same device
-  if (ema_.defined()) ema_.copy_(s[4]);   // same device
+  exp_avg_.copy_(s.exp_avg);         // same device
+  exp_avg_sq_.copy_(s.exp_avg_sq);   // same device
+  applied_.copy_(s.applied[0]);      // same device
+  skipped_.copy_(s.skipped[0]);      // same device
+  if (ema_.defined()) ema_.copy_(s.ema);   // same device
   steps_ = steps;
 }
 

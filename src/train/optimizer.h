@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include <torch/torch.h>
@@ -62,9 +63,21 @@ class AdamW {
   double last_lr() const;      // of the step just taken (the first step's before any)
   const OptimizerOptions& options() const { return options_; }
 
-  // Optimizer state for checkpoints: exp_avg, exp_avg_sq, ema, applied-update count, skipped count.
-  std::vector<torch::Tensor> state() const;
-  void load_state(const std::vector<torch::Tensor>& state, int64_t steps);
+  // The optimizer's state for checkpoints, by name (the names are the
+  // tensors' names in a state file).
+  struct State {
+    torch::Tensor exp_avg, exp_avg_sq;   // [P] Adam moments
+    torch::Tensor applied, skipped;      // [1] float64 update counts
+    torch::Tensor ema;                   // [P] moving average, undefined without one
+    // Each field with its name, for writers and readers of state files.
+    std::vector<std::pair<const char*, torch::Tensor*>> fields() {
+      return {{"exp_avg", &exp_avg}, {"exp_avg_sq", &exp_avg_sq}, {"applied", &applied},
+              {"skipped", &skipped}, {"ema", &ema}};
+    }
+  };
+  State state() const;
+  // Throws uma::Error when `state` does not fit this model and settings.
+  void load_state(const State& state, int64_t steps);
 
  private:
   FlatParameters& params_;

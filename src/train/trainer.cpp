@@ -392,14 +392,15 @@ void Trainer::save_model(const std::string& path, bool average) {
 void Trainer::save_state(const std::string& path) const {
   TensorFile file;
   auto state = optimizer_->state();
-  const char* names[] = {"exp_avg", "exp_avg_sq", "applied", "skipped", "ema"};
-  for (size_t i = 0; i < state.size(); ++i) file.tensors[names[i]] = to_host(state[i]);
+  for (auto [name, t] : state.fields())
+    if (t->defined()) file.tensors[name] = to_host(*t);
   file.tensors["weights"] = to_host(flat_->values());
   file.metadata["format"] = "lammps-uma-optimizer";
   file.metadata["steps"] = std::to_string(optimizer_->steps_taken());
   if (has_committee()) {
     auto cstate = committee_optimizer_->state();
-    for (size_t i = 0; i < cstate.size(); ++i) file.tensors[std::string("committee.") + names[i]] = to_host(cstate[i]);
+    for (auto [name, t] : cstate.fields())
+      if (t->defined()) file.tensors[std::string("committee.") + name] = to_host(*t);
     file.tensors["committee.weights"] = to_host(committee_flat_->values());
     file.metadata["committee_members"] = std::to_string(committee_->members());
     file.metadata["committee_steps"] = std::to_string(committee_optimizer_->steps_taken());
@@ -411,10 +412,9 @@ void Trainer::load_state(const std::string& path) {
   TensorFile file = read_safetensors(path);
   if (file.metadata["format"] != "lammps-uma-optimizer")
     throw Error(path + " is not a lammps-uma optimizer state file");
-  std::vector<torch::Tensor> state;
-  for (const char* name : {"exp_avg", "exp_avg_sq", "applied", "skipped", "ema"})
-    if (file.tensors.count(name))
-      state.push_back(move_bulk(file.tensors[name], file.tensors[name].options().device(options_.device)));
+  AdamW::State state;
+  for (auto [name, t] : state.fields())
+    if (file.tensors.count(name)) *t = move_bulk(file.tensors[name], file.tensors[name].options().device(options_.device));
   const auto& w = file.tensors["weights"];
   if (!w.defined() || w.numel() != flat_->numel())
     throw Error(path + " holds the optimizer state of a model of another size");
@@ -427,11 +427,12 @@ void Trainer::load_state(const std::string& path) {
   torch::NoGradGuard no_grad;
   flat_->values().copy_(move_bulk(w, flat_->values().options()));   // same device
   if (has_committee()) {
-    std::vector<torch::Tensor> cstate;
-    for (const char* name : {"exp_avg", "exp_avg_sq", "applied", "skipped"}) {
+    AdamW::State cstate;
+    for (auto [name, field] : cstate.fields()) {
       const auto& t = file.tensors[std::string("committee.") + name];
+      if (std::string(name) == "ema") continue;   // the committee keeps no moving average
       if (!t.defined()) throw Error(path + " lacks the committee's optimizer state '" + name + "'");
-      cstate.push_back(move_bulk(t, t.options().device(options_.device)));
+      *field = move_bulk(t, t.options().device(options_.device));
     }
     const auto& cw = file.tensors["committee.weights"];
     if (!cw.defined() || cw.numel() != committee_flat_->numel())
