@@ -43,6 +43,13 @@ enum Stat { LOSS, ENERGY_MAE, FORCES_MAE, STRESS_MAE, GRAD_NORM, LR, STEPS, FRAM
             READS_PER_STEP, UNCERTAINTY, REFERENCE_CALLS, RANK_CORRELATION, NSTATS };
 
 constexpr double kRestartFormat = -2;   // first value of the restart list (older files start with a step count >= 0)
+// The restart list after the marker; files older than the marker hold the first four.
+constexpr double FixUMATrain::Resumed::*kRestartFields[] = {
+    &FixUMATrain::Resumed::steps,  &FixUMATrain::Resumed::epoch,  &FixUMATrain::Resumed::position,
+    &FixUMATrain::Resumed::calls,  &FixUMATrain::Resumed::frames, &FixUMATrain::Resumed::last_label_step,
+    &FixUMATrain::Resumed::planned_samples};
+constexpr int kRestartFieldCount = sizeof(kRestartFields) / sizeof(kRestartFields[0]);
+constexpr int kOldRestartFieldCount = 4;
 
 // The fix's own keywords; the training options (lr, ema, committee, ...) come
 // from uma::train's option table, shared with `uma train`.
@@ -285,11 +292,11 @@ void FixUMATrain::setup(int) {
     } catch (const std::exception &e) {
       error->all(FLERR, "Fix uma/train: cannot restart from the optimizer state: {}", e.what());
     }
-    sampler_->resume(static_cast<int64_t>(restart_values_[1]), static_cast<int64_t>(restart_values_[2]),
-                     restart_values_[6] > 0 ? static_cast<int64_t>(restart_values_[6]) : -1);
-    calls_ = static_cast<long long>(restart_values_[3]);
-    frames_collected_ = static_cast<long long>(restart_values_[4]);
-    last_label_step_ = static_cast<long long>(restart_values_[5]);
+    sampler_->resume(static_cast<int64_t>(resumed_.epoch), static_cast<int64_t>(resumed_.position),
+                     resumed_.planned_samples > 0 ? static_cast<int64_t>(resumed_.planned_samples) : -1);
+    calls_ = static_cast<long long>(resumed_.calls);
+    frames_collected_ = static_cast<long long>(resumed_.frames);
+    last_label_step_ = static_cast<long long>(resumed_.last_label_step);
     stats_[REFERENCE_CALLS] = static_cast<double>(frames_collected_);
     push_weights();
     if (comm->me == 0)
@@ -665,20 +672,29 @@ void FixUMATrain::write_restart(FILE *fp) {
   } catch (const std::exception &e) {
     error->one(FLERR, "Fix uma/train: cannot write the optimizer state for the restart: {}", e.what());
   }
-  double list[8] = {kRestartFormat, static_cast<double>(trainer_->steps()), static_cast<double>(sampler_->epoch()),
-                    static_cast<double>(sampler_->position()), static_cast<double>(calls_),
-                    static_cast<double>(frames_collected_), static_cast<double>(last_label_step_),
-                    static_cast<double>(sampler_->planned_samples())};
+  Resumed now;
+  now.steps = static_cast<double>(trainer_->steps());
+  now.epoch = static_cast<double>(sampler_->epoch());
+  now.position = static_cast<double>(sampler_->position());
+  now.calls = static_cast<double>(calls_);
+  now.frames = static_cast<double>(frames_collected_);
+  now.last_label_step = static_cast<double>(last_label_step_);
+  now.planned_samples = static_cast<double>(sampler_->planned_samples());
+  double list[1 + kRestartFieldCount] = {kRestartFormat};
+  for (int k = 0; k < kRestartFieldCount; ++k) list[1 + k] = now.*kRestartFields[k];
   int size = sizeof(list);
   fwrite(&size, sizeof(int), 1, fp);
   fwrite(list, sizeof(list), 1, fp);
 }
 
 void FixUMATrain::restart(char *buf) {
-  // Format -2: the 7 values after the marker; older files: the first 4 of them.
+  // Format -2: the fields after the marker; older files: the first four of them.
   double first = 0;
   std::memcpy(&first, buf, sizeof(double));
-  if (first == kRestartFormat) std::memcpy(restart_values_, buf + sizeof(double), sizeof(restart_values_));
-  else std::memcpy(restart_values_, buf, 4 * sizeof(double));
+  const bool marked = first == kRestartFormat;
+  const char *values = marked ? buf + sizeof(double) : buf;
+  resumed_ = Resumed();
+  for (int k = 0; k < (marked ? kRestartFieldCount : kOldRestartFieldCount); ++k)
+    std::memcpy(&(resumed_.*kRestartFields[k]), values + k * sizeof(double), sizeof(double));
   restarted_ = true;
 }

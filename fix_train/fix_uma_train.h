@@ -39,6 +39,12 @@ class FixUMATrain : public Fix {
   void write_restart(FILE *) override;
   void restart(char *) override;
 
+  // What a restart file keeps of the fix (the optimizer's state is in its
+  // own file); written in the order of kRestartFields (fix_uma_train.cpp).
+  struct Resumed {
+    double steps = 0, epoch = 0, position = 0, calls = 0, frames = 0, last_label_step = 0, planned_samples = 0;
+  };
+
  private:
   // settings
   int train_every_ = 1, label_every_ = 0, steps_per_call_ = 1, print_every_ = 10;
@@ -71,7 +77,7 @@ class FixUMATrain : public Fix {
   double stats_[15] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
   long long step_reads_ = 0, step_uploads_ = 0, steps_counted_ = 0;   // since the last print
   bool restarted_ = false, calibration_written_ = false;
-  double restart_values_[7] = {0, 0, 0, 0, 0, 0, 0};   // steps, epoch, position, calls, frames, last label, planned samples
+  Resumed resumed_;
 
   std::unique_ptr<uma::train::TrainOptions> options_;   // for the trainer, created at the first init
 
