@@ -24,6 +24,7 @@
 #include "utils.h"
 
 #include "first_failure.h"
+#include "reference_labeller.h"
 #include "uma_model_handle.h"
 
 #include "engine.h"
@@ -94,20 +95,22 @@ FixUMATrain::FixUMATrain(LAMMPS *lmp, int narg, char **arg) : Fix(lmp, narg, arg
     return v;
   };
   bool committee_given = false;
+  std::string reference_style;
+  std::vector<std::string> reference_args, coeff_args;
   int i = 4;
   while (i < narg) {
     const std::string key = arg[i];
     if (key == "reference") {
       // reference STYLE [style args] coeff COEFF ARGS ...  (the rest of the line)
       need(i, 1, "reference");
-      reference_style_ = arg[i + 1];
+      reference_style = arg[i + 1];
       int j = i + 2;
-      while (j < narg && strcmp(arg[j], "coeff") != 0) reference_style_args_.emplace_back(arg[j++]);
+      while (j < narg && strcmp(arg[j], "coeff") != 0) reference_args.emplace_back(arg[j++]);
       if (j >= narg)
         error->all(FLERR, "Fix uma/train: reference needs 'coeff ARGS' after the style, e.g. "
                           "'reference eam/alloy coeff * * Cu_u3.eam Cu'");
-      for (++j; j < narg; ++j) reference_coeff_args_.emplace_back(arg[j]);
-      if (reference_coeff_args_.empty()) error->all(FLERR, "Fix uma/train: reference coeff needs arguments");
+      for (++j; j < narg; ++j) coeff_args.emplace_back(arg[j]);
+      if (coeff_args.empty()) error->all(FLERR, "Fix uma/train: reference coeff needs arguments");
       i = narg;
       continue;
     }
@@ -168,10 +171,10 @@ FixUMATrain::FixUMATrain(LAMMPS *lmp, int narg, char **arg) : Fix(lmp, narg, arg
     i += 2;
   }
   if (use_average_ && o.optimizer.ema_decay == 0) error->all(FLERR, "Fix uma/train: 'use ema' needs an ema decay > 0");
-  if (label_every_ > 0 && reference_style_.empty())
+  if (label_every_ > 0 && reference_style.empty())
     error->all(FLERR, "Fix uma/train: label {} needs a reference pair style ('reference STYLE ... coeff ...')",
                label_every_);
-  if (label_auto_ && reference_style_.empty())
+  if (label_auto_ && reference_style.empty())
     error->all(FLERR, "Fix uma/train: label auto needs a reference pair style ('reference STYLE ... coeff ...')");
   if (label_every_ == 0 && !label_auto_ && data_files_.empty())
     error->all(FLERR, "Fix uma/train: nothing to train on; give 'data FILE' and/or 'label M reference ...'");
@@ -189,6 +192,7 @@ FixUMATrain::FixUMATrain(LAMMPS *lmp, int narg, char **arg) : Fix(lmp, narg, arg
     error->all(FLERR, "Fix uma/train: calibration FILE needs a committee (committee K, or label auto)");
   seed_ = o.seed;
   o.committee_members = committee_;
+  labeller_ = ReferenceLabeller(reference_style, reference_args, coeff_args);
 
   vector_flag = 1;
   size_vector = NSTATS;
@@ -363,25 +367,15 @@ uma::Sample FixUMATrain::gather_frame() {
 }
 
 bool FixUMATrain::check_uncertainty(const uma::Sample &s) {
-  // Rank 0 evaluates; the estimate (or the reason it failed) goes to every
-  // rank, which all take the same decision from it.
-  double u[3] = {0, 0, 1};   // max, mean, ok
-  std::string message;
-  if (comm->me == 0) {
-    try {
-      const auto e = trainer_->uncertainty(s);
-      u[0] = e.max;
-      u[1] = e.mean;
-    } catch (const std::exception &e) {
-      u[2] = 0;
-      message = e.what();
-    }
-  }
-  MPI_Bcast(u, 3, MPI_DOUBLE, 0, world);
-  if (u[2] == 0) {
-    if (comm->me == 0) error->one(FLERR, "Fix uma/train: uncertainty at step {}: {}", update->ntimestep, message);
-    MPI_Barrier(world);
-  }
+  // Rank 0 evaluates; the estimate goes to every rank, which all take the
+  // same decision from it.
+  double u[2] = {0, 0};   // max, mean
+  on_rank_zero(fmt::format("uncertainty at step {}", update->ntimestep), [&] {
+    const auto e = trainer_->uncertainty(s);
+    u[0] = e.max;
+    u[1] = e.mean;
+  });
+  MPI_Bcast(u, 2, MPI_DOUBLE, 0, world);
   uncertainty_[0] = u[0];
   uncertainty_[1] = u[1];
   stats_[UNCERTAINTY] = u[0];
@@ -405,30 +399,15 @@ bool FixUMATrain::check_uncertainty(const uma::Sample &s) {
 
 void FixUMATrain::collect_frame(uma::Sample &s) {
   const int n = static_cast<int>(s.atoms.numbers.size());
-  // Rank 0 labels; the labels (or the reason it failed) go to every rank.
-  std::vector<double> labels(3 * n + 11, 0.0);   // energy, forces, stress, has_stress
-  std::string message;
-  int ok = 1;
-  if (comm->me == 0) {
-    ok = label_frame(s, message) ? 1 : 0;
-    if (ok) {
-      labels[0] = s.labels.energy;
-      std::copy(s.labels.forces.begin(), s.labels.forces.end(), labels.begin() + 1);
-      std::copy(s.labels.stress.begin(), s.labels.stress.end(), labels.begin() + 1 + 3 * n);
-      labels[3 * n + 10] = s.labels.has_stress ? 1 : 0;
-    }
-  }
-  MPI_Bcast(&ok, 1, MPI_INT, 0, world);
-  if (!ok) {
-    if (comm->me == 0) error->one(FLERR, "Fix uma/train: the reference pair style failed: {}", message);
-    MPI_Barrier(world);
-  }
+  // Rank 0 labels; the labels go to every rank.
+  const LabelBox box{domain->xprd, domain->yprd, domain->zprd, domain->xy, domain->xz, domain->yz, atom->ntypes};
+  on_rank_zero("the reference pair style failed", [&] {
+    const std::string failure = labeller_.label(s, box, type_z_);
+    if (!failure.empty()) throw std::runtime_error(failure);
+  });
+  auto labels = ReferenceLabeller::pack(s.labels, n);
   MPI_Bcast(labels.data(), static_cast<int>(labels.size()), MPI_DOUBLE, 0, world);
-  s.labels.has_energy = s.labels.has_forces = true;
-  s.labels.energy = labels[0];
-  s.labels.forces.assign(labels.begin() + 1, labels.begin() + 1 + 3 * n);
-  std::copy(labels.begin() + 1 + 3 * n, labels.begin() + 10 + 3 * n, s.labels.stress.begin());
-  s.labels.has_stress = labels[3 * n + 10] != 0;
+  ReferenceLabeller::unpack(labels, n, s.labels);
   ++frames_collected_;
   last_label_step_ = update->ntimestep;
   stats_[REFERENCE_CALLS] = static_cast<double>(frames_collected_);
@@ -448,67 +427,6 @@ void FixUMATrain::add_sample(const uma::Sample &s, bool held_out) {
     train_ids_.push_back(id);
     train_atoms_.push_back(static_cast<int64_t>(s.atoms.numbers.size()));
   }
-}
-
-bool FixUMATrain::label_frame(uma::Sample &s, std::string &message) {
-  const int n = static_cast<int>(s.atoms.numbers.size());
-  const char *args[] = {"uma-reference", "-log", "none", "-screen", "none", "-nocite"};
-  std::unique_ptr<LAMMPS> ref;
-  try {
-    ref = std::make_unique<LAMMPS>(6, const_cast<char **>(args), MPI_COMM_SELF);
-    auto cmd = [&](const std::string &line) { ref->input->one(line); };
-    cmd("units metal");
-    cmd("atom_style atomic");
-    cmd("atom_modify map array");
-    std::string boundary = "boundary";
-    for (int c = 0; c < 3; ++c) boundary += s.atoms.pbc[c] ? " p" : " s";
-    cmd(boundary);
-    cmd(fmt::format("region uma_box prism {} {} {} {} {} {} {} {} {} units box", 0.0, domain->xprd, 0.0,
-                    domain->yprd, 0.0, domain->zprd, domain->xy, domain->xz, domain->yz));
-    cmd(fmt::format("create_box {} uma_box", atom->ntypes));
-    cmd("mass * 1.0");
-    std::vector<tagint> ids(n);
-    std::iota(ids.begin(), ids.end(), 1);
-    std::vector<int> types;
-    for (int64_t z : s.atoms.numbers)
-      types.push_back(static_cast<int>(std::find(type_z_.begin() + 1, type_z_.end(), z) - type_z_.begin()));
-    const auto *x = s.atoms.positions.data_ptr<double>();   // host data
-    if (lammps_create_atoms(ref.get(), n, ids.data(), types.data(), x, nullptr, nullptr, 0) != n) {
-      message = "not every atom of the frame could be placed in the reference's box";
-      return false;
-    }
-    std::string style = "pair_style " + reference_style_;
-    for (const auto &a : reference_style_args_) style += " " + a;
-    cmd(style);
-    std::string coeff = "pair_coeff";
-    for (const auto &a : reference_coeff_args_) coeff += " " + a;
-    cmd(coeff);
-    cmd("compute uma_virial all pressure NULL virial");
-    cmd("thermo_style custom step pe c_uma_virial[1]");
-    cmd("run 0 post no");
-    s.labels.energy = lammps_get_thermo(ref.get(), "pe");
-    s.labels.forces.assign(3 * n, 0.0);
-    lammps_gather_atoms(ref.get(), "f", 1, 3, s.labels.forces.data());
-    // Stress = +(1/V) dE/d strain = -(virial pressure) / nktv2p.
-    s.labels.has_stress = s.atoms.pbc[0] && s.atoms.pbc[1] && s.atoms.pbc[2];
-    auto *p = static_cast<double *>(lammps_extract_compute(ref.get(), "uma_virial", LMP_STYLE_GLOBAL, LMP_TYPE_VECTOR));
-    const double k = ref->force->nktv2p;
-    const double xx = -p[0] / k, yy = -p[1] / k, zz = -p[2] / k, xy = -p[3] / k, xz = -p[4] / k, yz = -p[5] / k;
-    s.labels.stress = {xx, xy, xz, xy, yy, yz, xz, yz, zz};
-    for (double f : s.labels.forces)
-      if (!std::isfinite(f)) {
-        message = "it gave non-finite forces";
-        return false;
-      }
-  } catch (const LAMMPSException &e) {
-    message = e.what();
-    // A style that failed half-way may not survive its destructor (pair eam
-    // with an unreadable file frees a pointer it never allocated); the run is
-    // ending with an error, so the instance is left alone.
-    (void)ref.release();
-    return false;
-  }
-  return true;
 }
 
 void FixUMATrain::train() {
@@ -643,27 +561,27 @@ void FixUMATrain::write_checkpoint() {
   MPI_Allreduce(&mine, &low, 1, MPI_UNSIGNED_LONG_LONG, MPI_MIN, world);
   MPI_Allreduce(&mine, &high, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, world);
   if (low != high) error->all(FLERR, "Fix uma/train: the ranks hold different weights at step {}", update->ntimestep);
-  int ok = 1;
-  std::string message;
-  if (comm->me == 0) {
-    try {
-      trainer_->save_model(checkpoint_file_, use_average_);
-    } catch (const std::exception &e) {
-      ok = 0;
-      message = e.what();
-    }
-  }
-  MPI_Bcast(&ok, 1, MPI_INT, 0, world);
-  if (!ok) {
-    if (comm->me == 0) error->one(FLERR, "Fix uma/train: cannot write checkpoint: {}", message);
-    MPI_Barrier(world);
-  }
+  on_rank_zero("cannot write checkpoint", [&] { trainer_->save_model(checkpoint_file_, use_average_); });
   if (comm->me == 0)
     utils::logmesg(lmp, "fix uma/train: checkpoint {} at step {} ({} weights, identical on {} rank(s), hash {:016x})\n",
                    checkpoint_file_, update->ntimestep, use_average_ ? "averaged" : "raw", comm->nprocs, mine);
 }
 
 double FixUMATrain::compute_vector(int i) { return stats_[i]; }
+
+void FixUMATrain::on_rank_zero(const std::string &what, const std::function<void()> &work) {
+  std::string mine;
+  if (comm->me == 0) {
+    try {
+      work();
+    } catch (const std::exception &e) {
+      mine = e.what();
+      if (mine.empty()) mine = "failed";
+    }
+  }
+  const std::string failure = first_failure(world, mine);
+  if (!failure.empty()) error->all(FLERR, "Fix uma/train: {}: {}", what, failure);
+}
 
 void FixUMATrain::write_restart(FILE *fp) {
   // Called on rank 0: the optimizer state goes to its own file.

@@ -8,11 +8,13 @@
 // gradients summed over ranks), and hands the new weights to the pair style.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "fix.h"
+#include "reference_labeller.h"
 
 namespace uma {
 struct Sample;
@@ -60,8 +62,7 @@ class FixUMATrain : public Fix {
   unsigned long long seed_ = 12345;
   std::vector<std::string> data_files_, holdout_files_;
   std::string task_, frames_file_, checkpoint_file_, state_file_, calibration_file_;
-  std::string reference_style_;
-  std::vector<std::string> reference_style_args_, reference_coeff_args_;
+  ReferenceLabeller labeller_{"", {}, {}};
 
   UMAModelHandle *pair_ = nullptr;   // the pair style whose model this fix trains
   std::unique_ptr<uma::train::Trainer> trainer_;
@@ -88,7 +89,9 @@ class FixUMATrain : public Fix {
   bool check_uncertainty(const uma::Sample &s);   // whether the gate labels this frame
   double held_out_calibration();
   void add_sample(const uma::Sample &s, bool held_out);
-  bool label_frame(uma::Sample &sample, std::string &message);
+  // Runs `work` on rank 0; when it throws, every rank stops with its message
+  // after `what` (agreed through first_failure: no rank waits alone).
+  void on_rank_zero(const std::string &what, const std::function<void()> &work);
   void train();
   void print_stats();
   void write_checkpoint();
