@@ -230,8 +230,8 @@ def case_workflow_atom_swap(h, r):
 def case_workflow_gcmc(h, r):
     """fix gcmc full_energy (examples/gcmc_ar_cu: Ar inserted and deleted above a Cu slab, fp64): after
     every step the style's energy equals `uma eval` of the configuration (a different atom count from
-    step to step), and the process's memory stays flat over 3 x 15 steps (LAMMPS's `info memory`: the peak
-    resident set and the heap grow by less than 5 MB over the last 15)."""
+    step to step), and the process's memory stays flat over 3 x 10 steps (LAMMPS's `info memory`: the peak
+    resident set and the heap grow by less than 5 MB over the last 10)."""
     text = open(f"{ROOT}{SRC}/examples/gcmc_ar_cu/in.gcmc_ar_cu").read()
     check(text.rstrip().endswith("run             ${steps}"), "the example no longer ends with its run")
     text = text.rstrip()[:-len("run             ${steps}")] + "\n".join(
@@ -240,7 +240,7 @@ def case_workflow_gcmc(h, r):
     with open(os.path.join(h, "in.gcmc"), "w") as f:
         f.write(text)
     p = in_root(f"cd {r} && LAMMPS_PLUGIN_PATH={BUILD} OMP_NUM_THREADS=1 mpirun -np 1 {LAMMPS}/bin/lmp "
-                f"-in in.gcmc -var model {DEMO_MODEL} -var precision fp64 -var steps 15 "
+                f"-in in.gcmc -var model {DEMO_MODEL} -var precision fp64 -var steps 10 "
                 f"-log log.gcmc -screen none")
     log = open(os.path.join(h, "log.gcmc")).read() if os.path.exists(os.path.join(h, "log.gcmc")) else ""
     check(p.returncode == 0, f"the GCMC run failed:\n{log[-3000:]}\n{p.stderr[-1500:]} ({d})")
@@ -262,13 +262,13 @@ def case_workflow_gcmc(h, r):
     pool = [float(m) for m in re.findall(r"Current reserved memory pool size:\s*([\d.eE+-]+) Mbyte", log)]
     rss = [float(m) for m in re.findall(r"Maximum resident set size:\s*([\d.eE+-]+) Mbyte", log)]
     check(len(rss) == 3 and len(pool) == 3, f"{len(rss)} 'info memory' reports, expected 3")
-    check(rss[2] - rss[1] < 5.0, f"the peak resident set grew by {rss[2] - rss[1]:.1f} MB over the last 15 GCMC "
+    check(rss[2] - rss[1] < 5.0, f"the peak resident set grew by {rss[2] - rss[1]:.1f} MB over the last 10 GCMC "
                                  f"steps ({rss} MB)")
-    check(pool[2] - pool[1] < 5.0, f"the heap grew by {pool[2] - pool[1]:.1f} MB over the last 15 GCMC steps ({pool} MB)")
+    check(pool[2] - pool[1] < 5.0, f"the heap grew by {pool[2] - pool[1]:.1f} MB over the last 10 GCMC steps ({pool} MB)")
     attempts = last["f_mc[3]"] + last["f_mc[5]"]
     per_move = modify_seconds(log) / max(1.0, attempts / 3)   # the last run's share
     print(f"  gcmc: atom counts {counts[0]}..{counts[-1]} ({len(counts)} values); energies within {worst:.1e} eV of "
-          f"uma eval at {len(rows)} steps; peak RSS {rss} MB, heap {pool} MB after each 15 steps; {ins:.0f} insertion+deletion attempts, "
+          f"uma eval at {len(rows)} steps; peak RSS {rss} MB, heap {pool} MB after each 10 steps; {ins:.0f} insertion+deletion attempts, "
           f"{dels:.0f} accepted; about {1e3 * per_move:.0f} ms per trial move")
 
 
