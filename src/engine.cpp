@@ -22,8 +22,8 @@ bool any_periodic(const Atoms& a) { return a.pbc[0] || a.pbc[1] || a.pbc[2]; }
 
 // One system's padding slots are the end of its block.  A backend on the CPU
 // (EdgeBackend::skips_padding) runs over the edges found only (the count is
-// host memory there), as layer pruning runs over a prefix.  An overflowed build keeps every slot:
-// its result is discarded.
+// host memory there), as layer pruning runs over a prefix.  An overflowed
+// build keeps every slot: its result is discarded.
 void skip_padding_slots(const RadiusGraph& graph, int64_t blocks, EdgeInput& edges) {
   const int64_t slots = graph.src.size(0);
   const int64_t found = std::max<int64_t>(1, std::min(slots, graph.counts.data_ptr<int64_t>()[0]));   // host data
