@@ -54,14 +54,14 @@ class HaloExchange final : public ReverseRows {
   int pack_reverse(int n, int first, double* buf) override;
   void unpack_reverse(int n, const int* list, const double* buf) override;
 
-  // The two directions (uma::LocalAtoms::GhostExchange), collectives over
+  // The two directions (uma::Piece::GhostExchange), collectives over
   // all ranks: x [N, 9, C] node features (N >= index.size(): extra
   // placeholder rows pass through) -> the same with every ghost row replaced
   // by its owner's row; and a gradient of that shape -> each ghost row added
   // into its owner's row, ghost rows zero.
   torch::Tensor owners_to_ghosts(const torch::Tensor& x);
   torch::Tensor ghosts_to_owners(const torch::Tensor& grad);
-  uma::LocalAtoms::GhostExchange functions() {
+  uma::Piece::GhostExchange functions() {
     return {[this](const torch::Tensor& x) { return owners_to_ghosts(x); },
             [this](const torch::Tensor& g) { return ghosts_to_owners(g); }};
   }

@@ -255,7 +255,6 @@ void PairUMA::create_engine() {
   uma::EngineOptions opts;
   opts.set_precision(uma::parse_precision(precision_));
   opts.device = torch::Device(device_name());
-  opts.stress = true;
   opts.memory_budget = memory_gb_ * 1e9;
   opts.memory_sharers = memory_sharers_;
   if (cuda_graph_ && comm->nprocs > 1)
@@ -278,7 +277,7 @@ void PairUMA::create_engine() {
    path changes (stored <-> recomputed).  Rank 0's plan stands for all. */
 
 void PairUMA::log_memory_plan() {
-  const auto& plan = engine_->memory_plan();
+  const uma::MemoryPlan plan = engine_->stats().memory_plan;
   if (plan_logged_ && plan.recompute == plan_logged_recompute_) return;
   if (comm->me == 0)
     utils::logmesg(lmp, "pair {}: memory plan{} at step {}: {}\n", style_name_, comm->nprocs > 1 ? " of rank 0" : "",
@@ -292,10 +291,11 @@ void PairUMA::log_memory_plan() {
 
 void PairUMA::log_cuda_graph() {
   if (!cuda_graph_ || comm->me != 0) return;
-  if (engine_->graph_captures() == 1 && engine_->graph_replays() == 0)
+  const uma::EngineStats stats = engine_->stats();
+  if (stats.graph_captures == 1 && stats.graph_replays == 0)
     utils::logmesg(lmp, "pair {}: step {} captured as a CUDA graph; later steps of this layout replay it\n",
                    style_name_, update->ntimestep);
-  const std::string& why = engine_->graph_refusal();
+  const std::string& why = stats.graph_refusal;
   if (!why.empty() && why != graph_refusal_logged_) {
     utils::logmesg(lmp, "pair {}: no CUDA graph at step {}, evaluating eagerly: {}\n", style_name_,
                    update->ntimestep, why);
@@ -369,7 +369,6 @@ void PairUMA::set_weights(const std::function<void(uma::UmaModel &)> &copy) {
 void PairUMA::compute(int eflag, int vflag) {
   ev_init(eflag, vflag);
   transfers_.begin_step();
-  engine_->request_atom_virial(vflag_atom != 0);
   try {
     if (comm->nprocs == 1)
       compute_whole(eflag, vflag);
@@ -380,7 +379,7 @@ void PairUMA::compute(int eflag, int vflag) {
   } catch (const std::exception& e) {   // uma::Error: bad input the engine refused
     error->one(FLERR, "Pair style {}: {}", style_name_, describe(e));
   }
-  const long long merges = engine_->merge_count();
+  const long long merges = engine_->stats().merges;
   if (weights_updated_) {
     merges_logged_ = merges;
     weights_updated_ = false;
@@ -424,7 +423,7 @@ void PairUMA::compute_whole(int, int) {
 
   // One packed read: forces, and energy and virials only when LAMMPS asks.
   uma::HostEvaluation r;
-  uma::until_capacity_fits([&] { return engine_->fetch(engine_->evaluate({a}), read_request(), r); });
+  uma::until_capacity_fits([&] { return engine_->read(engine_->evaluate({a}, read_request()), r); });
   const auto F = r.forces.accessor<double, 2>();   // host data
   for (int k = 0; k < n; ++k)
     for (int d = 0; d < 3; ++d) f[index[k]][d] += F[k][d];
@@ -467,8 +466,8 @@ std::string PairUMA::describe(const std::exception& e) const {
                      id(close->first), id(close->second), close->distance, uma::kMinAtomDistance);
 }
 
-uma::ReadRequest PairUMA::read_request() const {
-  uma::ReadRequest what;
+uma::Request PairUMA::read_request() const {
+  uma::Request what;
   what.energy = eflag_global != 0;
   what.forces = true;
   what.atom_energy = eflag_atom != 0;
@@ -495,14 +494,14 @@ std::vector<long long> PairUMA::sum_over_ranks(std::vector<long long> counts) co
   return counts;
 }
 
-void PairUMA::set_piece_inputs(uma::LocalAtoms& piece) const {
-  piece.charge = charge_;
-  piece.spin = spin_;
-  piece.task = task_;
+void PairUMA::set_piece_inputs(uma::Atoms& local) const {
+  local.charge = charge_;
+  local.spin = spin_;
+  local.task = task_;
   const auto& bb = engine_->model()->config().backbone;
   if (bb.charge_channel_end > bb.charge_channel_begin || bb.spin_channel_end > bb.spin_channel_begin) {
     MPI_Comm comm = world;
-    piece.sum_over_processes = [comm](const torch::Tensor& t) { return tensor_sum_over_ranks(t, comm); };
+    local.piece.sum_over_processes = [comm](const torch::Tensor& t) { return tensor_sum_over_ranks(t, comm); };
   }
 }
 
@@ -513,32 +512,32 @@ void PairUMA::compute_local(int, int) {
   const int* type = atom->type;
   const int nlocal = atom->nlocal, nall = atom->nlocal + atom->nghost;
 
-  uma::LocalAtoms piece;
+  uma::Atoms local;
   double lo[3], hi[3];
   std::vector<int>& index = engine_index_;
-  piece.n_owned = collect_owned(*atom, type_z_, index, lo, hi);
+  local.piece.n_owned = collect_owned(*atom, type_z_, index, lo, hi);
   if (deep_shell_) {
-    add_ghosts_deep(*atom, type_z_, layers_, cutoff_, lo, hi, index, piece);
+    add_ghosts_deep(*atom, type_z_, layers_, cutoff_, lo, hi, index, local);
   } else {
-    add_ghosts_halo(*atom, type_z_, index, piece);
-    halo_.set_atoms(&index, static_cast<int>(piece.n_owned), nall);
-    piece.exchange_ghosts = halo_.functions();
+    add_ghosts_halo(*atom, type_z_, index, local);
+    halo_.set_atoms(&index, static_cast<int>(local.piece.n_owned), nall);
+    local.piece.exchange_ghosts = halo_.functions();
   }
-  const int n = static_cast<int>(index.size()), n_owned = static_cast<int>(piece.n_owned);
-  for (int k = 0; k < n; ++k) piece.numbers.push_back(type_z_[type[index[k]]]);
+  const int n = static_cast<int>(index.size()), n_owned = static_cast<int>(local.piece.n_owned);
+  for (int k = 0; k < n; ++k) local.numbers.push_back(type_z_[type[index[k]]]);
   // float32 keeps 7 digits: coordinates relative to this rank's subdomain
   double o[3];
   subdomain_corner(o);
-  piece.positions = torch::empty({n, 3}, torch::kFloat64);
-  double* pos = piece.positions.data_ptr<double>();   // host data
+  local.positions = torch::empty({n, 3}, torch::kFloat64);
+  double* pos = local.positions.data_ptr<double>();   // host data
   for (int k = 0; k < n; ++k)
     for (int d = 0; d < 3; ++d) pos[3 * k + d] = x[index[k]][d] - o[d];
-  const auto counts = global_composition(piece.numbers, n_owned);
-  piece.composition.assign(counts.begin(), counts.end());
-  set_piece_inputs(piece);
+  const auto counts = global_composition(local.numbers, n_owned);
+  local.piece.composition.assign(counts.begin(), counts.end());
+  set_piece_inputs(local);
   halo_.reset_counts();
   uma::HostEvaluation r;
-  evaluate_on_every_rank(*engine_, piece, read_request(), r, world,
+  evaluate_on_every_rank(*engine_, local, read_request(), r, world,
                          [this](const std::exception& e) { return describe(e); });
 
   fold_.clear(nall, atom->nmax, vflag_atom != 0);

@@ -29,8 +29,8 @@ class Engine;
 class UmaModel;
 struct Atoms;
 struct HostEvaluation;
-struct ReadRequest;
-struct LocalAtoms;
+struct Request;
+struct Atoms;
 }
 
 namespace LAMMPS_NS {
@@ -100,7 +100,7 @@ class PairUMA : public Pair, public UMAModelHandle {
   virtual int data_gpu() const { return -1; }
   void log_memory_plan();
   void log_cuda_graph();
-  uma::ReadRequest read_request() const;   // what this step's flags ask the engine for
+  uma::Request read_request() const;   // what this step's flags ask the engine for
   // The evaluation of one step on one rank (the whole periodic system) or on
   // several (owned atoms plus ghosts); the Kokkos style overrides both.
   virtual void compute_whole(int eflag, int vflag);
@@ -110,7 +110,7 @@ class PairUMA : public Pair, public UMAModelHandle {
   void set_whole_system(uma::Atoms &a) const;
   // A piece's charge, spin and task, and the sum over ranks of the charge and
   // spin channels if the model balances them.
-  void set_piece_inputs(uma::LocalAtoms &piece) const;
+  void set_piece_inputs(uma::Atoms &local) const;
   // Adds the energy and virials LAMMPS asked for: per-atom energies of
   // engine rows [0, n_energy), per-atom virials of rows [0, n_virial).
   void tally(const uma::HostEvaluation &r, int n_energy, int n_virial);

@@ -234,13 +234,13 @@ void PairUMAKokkos<DeviceType>::compute_whole(int eflag, int vflag) {
   a.positions = positions(atom->nlocal);
   set_whole_system(a);
 
-  uma::ReadRequest what = read_request();
+  uma::Request what = read_request();
   what.forces = false;   // they stay on the device
   uma::HostEvaluation r;
   uma::Evaluation ev;
   uma::until_capacity_fits([&] {
-    ev = engine_->evaluate({a});
-    return engine_->fetch(ev, what, r);
+    ev = engine_->evaluate({a}, what);
+    return engine_->read(ev, r);
   });
   add_forces(ev.forces);
   tally(r, n, n);
@@ -256,29 +256,29 @@ void PairUMAKokkos<DeviceType>::compute_local(int eflag, int vflag) {
   const int nall = atom->nlocal + atom->nghost;
   refresh_layout(nall);
   const int n = static_cast<int>(numbers_.size(0));
-  uma::LocalAtoms piece;
-  piece.n_owned = n_owned_;
-  piece.n_targets = n_owned_;
+  uma::Atoms local;
+  local.piece.n_owned = n_owned_;
+  local.piece.n_targets = n_owned_;
   if (n > 0) {
-    piece.on_device.numbers = numbers_;
-    piece.on_device.layout_id = layout_id_;
+    local.on_device.numbers = numbers_;
+    local.on_device.layout_id = layout_id_;
     double origin[3];
     subdomain_corner(origin);   // as pair_style uma's: the same float32 inputs
-    piece.on_device.origin = {origin[0], origin[1], origin[2]};
-    piece.positions = positions(nall);
+    local.on_device.origin = {origin[0], origin[1], origin[2]};
+    local.positions = positions(nall);
   } else {
-    piece.positions = torch::zeros({0, 3}, torch::kFloat64);
+    local.positions = torch::zeros({0, 3}, torch::kFloat64);
   }
-  piece.composition = composition_;
-  set_piece_inputs(piece);
+  local.piece.composition = composition_;
+  set_piece_inputs(local);
   halo_.set_atoms(&engine_index_, n_owned_, nall);
-  piece.exchange_ghosts = halo_.functions();
+  local.piece.exchange_ghosts = halo_.functions();
   halo_.reset_counts();
 
-  uma::ReadRequest what = read_request();
+  uma::Request what = read_request();
   what.forces = false;   // they stay on the device
   uma::HostEvaluation r;
-  const uma::Evaluation ev = evaluate_on_every_rank(*engine_, piece, what, r, world,
+  const uma::Evaluation ev = evaluate_on_every_rank(*engine_, local, what, r, world,
                                                      [this](const std::exception& e) { return describe(e); });
   add_forces(ev.forces);
   tally(r, n_owned_, n);

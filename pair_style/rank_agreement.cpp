@@ -25,15 +25,15 @@ void agree(MPI_Comm world, const std::string &mine) {
 
 }  // namespace
 
-uma::Evaluation evaluate_on_every_rank(uma::Engine &engine, const uma::LocalAtoms &piece,
-                                       const uma::ReadRequest &what, uma::HostEvaluation &out, MPI_Comm world,
+uma::Evaluation evaluate_on_every_rank(uma::Engine &engine, const uma::Atoms &local,
+                                       const uma::Request &what, uma::HostEvaluation &out, MPI_Comm world,
                                        const std::function<std::string(const std::exception &)> &describe) {
-  agree(world, failure_of([&] { engine.validate_local(piece); }, describe));
+  agree(world, failure_of([&] { engine.validate({local}); }, describe));
   uma::Evaluation ev;
   uma::until_capacity_fits([&] {
-    ev = engine.evaluate_local(piece);
+    ev = engine.evaluate({local}, what);
     int fits = 0, all_fit = 0;
-    agree(world, failure_of([&] { fits = engine.fetch(ev, what, out) ? 1 : 0; }, describe));
+    agree(world, failure_of([&] { fits = engine.read(ev, out) ? 1 : 0; }, describe));
     MPI_Allreduce(&fits, &all_fit, 1, MPI_INT, MPI_MIN, world);
     return all_fit == 1;
   });

@@ -22,14 +22,14 @@ class AgreedFailure : public std::runtime_error {
 };
 
 // Validates, evaluates and fetches `piece` on every rank of `world`.  Bad
-// input any rank finds, before the model runs (engine.validate_local: NaN
+// input any rank finds, before the model runs (engine.validate: NaN
 // or infinite positions, ...) or in the fetch (atoms too close), is thrown
 // as AgreedFailure on every rank with the lowest failing rank's message, in
 // the words of `describe`.  While any rank's edge capacity overflows, every
 // rank repeats the step (uma::until_capacity_fits), so the model's
 // collectives stay matched.
-uma::Evaluation evaluate_on_every_rank(uma::Engine &engine, const uma::LocalAtoms &piece,
-                                       const uma::ReadRequest &what, uma::HostEvaluation &out, MPI_Comm world,
+uma::Evaluation evaluate_on_every_rank(uma::Engine &engine, const uma::Atoms &local,
+                                       const uma::Request &what, uma::HostEvaluation &out, MPI_Comm world,
                                        const std::function<std::string(const std::exception &)> &describe);
 
 }  // namespace LAMMPS_NS

@@ -41,16 +41,16 @@ int collect_owned(const Atom &atom, const std::vector<int> &type_z, std::vector<
 }
 
 void add_ghosts_halo(const Atom &atom, const std::vector<int> &type_z, std::vector<int> &index,
-                     uma::LocalAtoms &piece) {
-  const int n_owned = static_cast<int>(piece.n_owned), nall = atom.nlocal + atom.nghost;
+                     uma::Atoms &local) {
+  const int n_owned = static_cast<int>(local.piece.n_owned), nall = atom.nlocal + atom.nghost;
   for (int i = atom.nlocal; i < nall && n_owned > 0; ++i)
     if (type_z[atom.type[i]] > 0) index.push_back(i);
-  piece.n_targets = n_owned;
+  local.piece.n_targets = n_owned;
 }
 
 void add_ghosts_deep(const Atom &atom, const std::vector<int> &type_z, int layers, double cutoff,
-                     const double lo[3], const double hi[3], std::vector<int> &index, uma::LocalAtoms &piece) {
-  const int n_owned = static_cast<int>(piece.n_owned), nall = atom.nlocal + atom.nghost;
+                     const double lo[3], const double hi[3], std::vector<int> &index, uma::Atoms &local) {
+  const int n_owned = static_cast<int>(local.piece.n_owned), nall = atom.nlocal + atom.nghost;
   std::vector<std::vector<int>> by_hop(layers + 2);
   for (int i = atom.nlocal; i < nall && n_owned > 0; ++i) {
     if (type_z[atom.type[i]] == 0) continue;
@@ -62,8 +62,8 @@ void add_ghosts_deep(const Atom &atom, const std::vector<int> &type_z, int layer
     index.insert(index.end(), by_hop[h].begin(), by_hop[h].end());
     within[h] = static_cast<int64_t>(index.size());
   }
-  piece.n_targets = within[layers];
-  for (int k = 0; k < layers; ++k) piece.layer_targets.push_back(within[layers - 1 - k]);
+  local.piece.n_targets = within[layers];
+  for (int k = 0; k < layers; ++k) local.piece.layer_targets.push_back(within[layers - 1 - k]);
 }
 
 void GhostFold::clear(int nall, int nmax, bool with_virial) {

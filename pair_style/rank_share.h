@@ -19,11 +19,11 @@ int collect_owned(const Atom &atom, const std::vector<int> &type_z, std::vector<
                   double hi[3]);
 
 // Halo exchange: appends every mapped ghost (LAMMPS's shell of cutoff + skin)
-// to `index`, which holds piece.n_owned owned atoms; only they receive
+// to `index`, which holds local.piece.n_owned owned atoms; only they receive
 // messages.  The set changes only when LAMMPS reneighbors, so between
 // reneighborings the engine's layout (and its device constants) stays.
 void add_ghosts_halo(const Atom &atom, const std::vector<int> &type_z, std::vector<int> &index,
-                     uma::LocalAtoms &piece);
+                     uma::Atoms &local);
 
 // Deep shell (no exchange): appends the ghosts ordered by how many
 // message-passing hops (cutoffs from the owned atoms' bounding box lo..hi)
@@ -31,7 +31,7 @@ void add_ghosts_halo(const Atom &atom, const std::vector<int> &type_z, std::vect
 // h <= layers receives messages (block k only for h <= layers - 1 - k), hop
 // layers + 1 only sends.  Farther ghosts cannot reach an owned atom.
 void add_ghosts_deep(const Atom &atom, const std::vector<int> &type_z, int layers, double cutoff,
-                     const double lo[3], const double hi[3], std::vector<int> &index, uma::LocalAtoms &piece);
+                     const double lo[3], const double hi[3], std::vector<int> &index, uma::Atoms &local);
 
 // Per local atom (owned and ghost): fx fy fz, and with virials the six
 // per-atom virial components, to be summed onto the owners by LAMMPS's

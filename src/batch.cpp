@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-#include "engine.h"
+#include "atoms.h"
 #include "geometry_matmul.h"
 #include "uma_error.h"
 
@@ -57,8 +57,21 @@ BatchTensors upload_layout(const std::vector<Atoms>& systems, const torch::Devic
 
 std::vector<SystemGeometry> geometry_of(const std::vector<Atoms>& systems) {
   std::vector<SystemGeometry> out;
-  for (const auto& a : systems)
-    out.push_back({a.positions, a.cell, a.pbc, -1, a.on_device.defined(), a.on_device.origin});
+  for (const auto& a : systems) {
+    if (!a.piece.defined()) {
+      out.push_back({a.positions, a.cell, a.pbc, -1, a.on_device.defined(), a.on_device.origin});
+      continue;
+    }
+    // A piece: no periodicity; only its targets receive messages.  A piece
+    // without atoms runs on one placeholder atom (step_plan.h).
+    const Piece& p = a.piece;
+    if (atom_count(a) == 0) {
+      out.push_back({torch::zeros({1, 3}, torch::kFloat64), Matrix3{}, {false, false, false}, 1, false, {}});
+      continue;
+    }
+    const int64_t targets = p.exchange_ghosts ? p.n_owned : p.n_targets;
+    out.push_back({a.positions, Matrix3{}, {false, false, false}, targets, a.on_device.defined(), a.on_device.origin});
+  }
   return out;
 }
 

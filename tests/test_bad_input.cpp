@@ -201,15 +201,15 @@ TEST(BadTensorFile, MalformedHeaders) {
 TEST_F(BadStructure, ElementTheModelLacks) {
   Atoms a = copper_cell();
   a.numbers[0] = 100;
-  expect_error([&] { engine.evaluate_checked({a}); }, "atomic number 100");
+  expect_error([&] { evaluate_on_host(engine, {a}); }, "atomic number 100");
   a.numbers[0] = 0;
-  expect_error([&] { engine.evaluate_checked({a}); }, "atomic number 0");
+  expect_error([&] { evaluate_on_host(engine, {a}); }, "atomic number 0");
 }
 
 TEST_F(BadStructure, NaNPositions) {
   Atoms a = copper_cell();
   a.positions[1][2] = std::nan("");
-  expect_error([&] { engine.evaluate_checked({a}); }, "NaN");
+  expect_error([&] { evaluate_on_host(engine, {a}); }, "NaN");
 }
 
 // Atoms closer than kMinAtomDistance (0.01 A) are refused, naming the pair;
@@ -217,41 +217,41 @@ TEST_F(BadStructure, NaNPositions) {
 TEST_F(BadStructure, CloseAtoms) {
   Atoms a = copper_cell();
   a.positions[2] = a.positions[0].clone();
-  expect_error([&] { engine.evaluate_checked({a}); }, "atoms 0 and 2 (0-based, in input order) are 0 A apart");
+  expect_error([&] { evaluate_on_host(engine, {a}); }, "atoms 0 and 2 (0-based, in input order) are 0 A apart");
   a.positions[2] = a.positions[0] + torch::tensor({0.004, 0.0, 0.003}, torch::kFloat64);
-  expect_error([&] { engine.evaluate_checked({a}); }, "atoms 0 and 2 (0-based, in input order) are 0.005 A apart, "
+  expect_error([&] { evaluate_on_host(engine, {a}); }, "atoms 0 and 2 (0-based, in input order) are 0.005 A apart, "
                                                        "closer than the 0.01 A minimum");
   // exactly 0.01 A apart along x (0.0 and 0.01 are exact here: the distance
   // the engine computes is 0.01 to the last bit)
   a.positions[2] = a.positions[0].clone();
   a.positions[0][0] = 0.0;
   a.positions[2][0] = kMinAtomDistance;
-  EXPECT_NO_THROW(engine.evaluate_checked({a}));
+  EXPECT_NO_THROW(evaluate_on_host(engine, {a}));
   a.positions[2][0] = 0.999 * kMinAtomDistance;   // below it by more than float32 rounding
-  expect_error([&] { engine.evaluate_checked({a}); }, "are 0.00999 A apart, closer than the 0.01 A minimum");
+  expect_error([&] { evaluate_on_host(engine, {a}); }, "are 0.00999 A apart, closer than the 0.01 A minimum");
   // Through a periodic image: atom 1 sits 0.002 A from atom 3's image.
   a = copper_cell();
   a.positions[1] = a.positions[3] + torch::tensor({a.cell[0][0] - 0.002, 0.0, 0.0}, torch::kFloat64);
-  expect_error([&] { engine.evaluate_checked({a}); }, "atoms 1 and 3 (0-based, in input order) are 0.002 A apart");
+  expect_error([&] { evaluate_on_host(engine, {a}); }, "atoms 1 and 3 (0-based, in input order) are 0.002 A apart");
   Atoms m = molecule();
   m.positions[3] = m.positions[1].clone();
-  expect_error([&] { engine.evaluate_checked({m}); }, "atoms 1 and 3");
+  expect_error([&] { evaluate_on_host(engine, {m}); }, "atoms 1 and 3");
   // In a batch the indices count over the whole batch.
-  expect_error([&] { engine.evaluate_checked({copper_cell(), m}); }, "atoms 5 and 7");
+  expect_error([&] { evaluate_on_host(engine, {copper_cell(), m}); }, "atoms 5 and 7");
 }
 
 // The multi-rank (local) path refuses the same: non-finite positions and
 // close atoms, owned or ghost.
 TEST_F(BadStructure, LocalPiecesToo) {
-  LocalAtoms piece;
+  Atoms piece;
   piece.numbers = {29, 29, 29};
   piece.positions = torch::tensor({{0.0, 0.0, 0.0}, {2.5, 0.0, 0.0}, {0.0, 2.5, 0.0}}, torch::kFloat64);
-  piece.n_owned = 2;
-  piece.composition.assign(30, 0);
-  piece.composition[29] = 2;
+  piece.piece.n_owned = 2;
+  piece.piece.composition.assign(30, 0);
+  piece.piece.composition[29] = 2;
   piece.task = "omat";
   HostEvaluation r;
-  auto evaluate = [&] { while (!engine.fetch(engine.evaluate_local(piece), ReadRequest::all(), r)) {} };
+  auto evaluate = [&] { while (!engine.read(engine.evaluate({piece}, Request::all()), r)) {} };
   EXPECT_NO_THROW(evaluate());
   piece.positions[2][1] = std::nan("");
   expect_error(evaluate, "NaN");
@@ -264,32 +264,32 @@ TEST_F(BadStructure, LocalPiecesToo) {
 TEST_F(BadStructure, ZeroVolumeCell) {
   Atoms a = copper_cell();
   a.cell[2] = a.cell[1];
-  expect_error([&] { engine.evaluate_checked({a}); }, "zero volume");
+  expect_error([&] { evaluate_on_host(engine, {a}); }, "zero volume");
   a.cell = {};
-  expect_error([&] { engine.evaluate_checked({a}); }, "zero volume");
+  expect_error([&] { evaluate_on_host(engine, {a}); }, "zero volume");
   // Too thin: 0.4 A between the planes along c (a skewed cell of fine volume
   // and edge lengths); 0.5 A is accepted.
   for (double spacing : {0.4, 0.5}) {
     Atoms t = atoms_from({29}, {0.0, 0.0, 0.0}, {{{3.0, 0.0, 0.0}, {0.0, 3.0, 0.0}, {2.0, 1.0, spacing}}},
                          {true, true, true}, "omat");
     if (spacing < 0.5)
-      expect_error([&] { engine.evaluate_checked({t}); }, "periodic direction c are 0.400000 A apart, below the 0.5 A minimum");
+      expect_error([&] { evaluate_on_host(engine, {t}); }, "periodic direction c are 0.400000 A apart, below the 0.5 A minimum");
     else
-      EXPECT_NO_THROW(engine.evaluate_checked({t}));
+      EXPECT_NO_THROW(evaluate_on_host(engine, {t}));
   }
 }
 
 TEST_F(BadStructure, UnknownTaskChargeSpinShape) {
   Atoms a = copper_cell();
   a.task = "omatt";
-  expect_error([&] { engine.evaluate_checked({a}); }, "unknown task 'omatt'");
+  expect_error([&] { evaluate_on_host(engine, {a}); }, "unknown task 'omatt'");
   a = molecule(101, 1);
-  expect_error([&] { engine.evaluate_checked({a}); }, "charge 101");
+  expect_error([&] { evaluate_on_host(engine, {a}); }, "charge 101");
   a = molecule(0, -1);
-  expect_error([&] { engine.evaluate_checked({a}); }, "spin multiplicity -1");
+  expect_error([&] { evaluate_on_host(engine, {a}); }, "spin multiplicity -1");
   a = copper_cell();
   a.positions = torch::zeros({3, 3}, torch::kFloat64);
-  expect_error([&] { engine.evaluate_checked({a}); }, "shape [4, 3]");
+  expect_error([&] { evaluate_on_host(engine, {a}); }, "shape [4, 3]");
 }
 
 TEST(BadStructureFile, ExtxyzErrors) {

@@ -29,13 +29,12 @@ TEST(DeviceAtoms, EqualHostNumbersForCellsAndMolecules) {
   EngineOptions opts;
   opts.device = test_device();
   opts.dtype = torch::kFloat64;
-  opts.atom_virial = true;
   Engine host_engine(random_model_with_references(small_config(4, /*dataset_head=*/true)), opts);
   Engine device_engine(random_model_with_references(small_config(4, /*dataset_head=*/true)), opts);
   int64_t id = 0;
   for (const Atoms& a : {copper_cell(), triclinic_cell(), molecule()}) {
-    const auto ref = host_engine.evaluate_checked({a});
-    const auto got = device_engine.evaluate_checked({on_device(a, opts.device, {-203.7, 58.1, 1021.3}, ++id)});
+    const auto ref = evaluate_on_host(host_engine, {a}, Request::all());
+    const auto got = evaluate_on_host(device_engine, {on_device(a, opts.device, {-203.7, 58.1, 1021.3}, ++id)}, Request::all());
     EXPECT_NEAR(got.energy[0], ref.energy[0], 1e-12 * std::max(1.0, std::abs(ref.energy[0]))) << a.task;
     EXPECT_LT(max_diff(got.forces, ref.forces), 1e-11) << a.task;
     EXPECT_LT(max_diff(got.atom_energy, ref.atom_energy), 1e-12) << a.task;
@@ -53,8 +52,8 @@ TEST(DeviceAtoms, OriginKeepsFloat32Accurate) {
   Engine host_engine(random_model(small_config()), opts);
   Engine device_engine(random_model(small_config()), opts);
   const Atoms a = molecule();
-  const auto ref = host_engine.evaluate_checked({a});
-  const auto got = device_engine.evaluate_checked({on_device(a, opts.device, {3.0e4, -1.0e4, 2.0e4}, 1)});
+  const auto ref = evaluate_on_host(host_engine, {a}, Request::all());
+  const auto got = evaluate_on_host(device_engine, {on_device(a, opts.device, {3.0e4, -1.0e4, 2.0e4}, 1)}, Request::all());
   // (float32 at 3e4 A without the origin: ~2e-3 A steps, relative force errors ~1e-3)
   EXPECT_LT(max_diff(got.forces, ref.forces) / ref.forces.abs().max().item<double>(), 1e-5);
   EXPECT_NEAR(got.energy[0], ref.energy[0], 1e-5 * std::max(1.0, std::abs(ref.energy[0])));
@@ -70,8 +69,8 @@ TEST(DeviceAtoms, SteadyStateMovesNoPerAtomData) {
   const Atoms cu = copper_cell();
   const int64_t header_bytes = 25 * sizeof(double);
   HostEvaluation r;
-  while (!engine.fetch(engine.evaluate({on_device(cu, opts.device, {1.0, 2.0, 3.0}, 7)}), ReadRequest(), r)) {}
-  const auto merges = engine.merge_count();
+  while (!engine.read(engine.evaluate({on_device(cu, opts.device, {1.0, 2.0, 3.0}, 7)}, Request()), r)) {}
+  const auto merges = engine.stats().merges;
   for (int step = 0; step < 3; ++step) {
     Atoms moved = on_device(cu, opts.device, {1.0, 2.0, 3.0 + 0.01 * step}, 7);
     reset_transfer_counts();
@@ -83,13 +82,13 @@ TEST(DeviceAtoms, SteadyStateMovesNoPerAtomData) {
     EXPECT_EQ(upload_count(), 1);
     EXPECT_EQ(upload_bytes(), header_bytes);
   }
-  EXPECT_EQ(engine.merge_count(), merges);
+  EXPECT_EQ(engine.stats().merges, merges);
 
   reset_transfer_counts();
   engine.evaluate({on_device(cu, opts.device, {1.0, 2.0, 3.0}, 8)});
   EXPECT_EQ(host_read_count(), 1);
   EXPECT_EQ(upload_count(), 3);
-  EXPECT_EQ(engine.merge_count(), merges);   // same composition: no new merge
+  EXPECT_EQ(engine.stats().merges, merges);   // same composition: no new merge
 
   // Same id, other numbers: the caller broke its promise, and the engine
   // keeps the layout it has (the id is the whole key).  A new id picks the
@@ -100,7 +99,7 @@ TEST(DeviceAtoms, SteadyStateMovesNoPerAtomData) {
   engine.evaluate({on_device(nickel, opts.device, {0, 0, 0}, 8)});
   EXPECT_EQ(host_read_count(), 0);
   engine.evaluate({on_device(nickel, opts.device, {0, 0, 0}, 9)});
-  EXPECT_EQ(engine.merge_count(), merges + 1);
+  EXPECT_EQ(engine.stats().merges, merges + 1);
 }
 
 TEST(DeviceAtoms, BadInputIsRefused) {

@@ -14,7 +14,7 @@ namespace uma::test {
 namespace {
 
 // The steady-state budget: evaluate() makes no host read and one upload
-// (positions and cells, packed); fetch() is one read, whatever it returns.
+// (positions and cells, packed); read() is one read, whatever it returns.
 TEST(Transfers, SteadyStateEvaluationReadsNothingAndUploadsOnce) {
   EngineOptions opts;
   opts.device = test_device();
@@ -23,7 +23,7 @@ TEST(Transfers, SteadyStateEvaluationReadsNothingAndUploadsOnce) {
   const std::vector<Atoms> batch{copper_cell(), molecule(), triclinic_cell()};
   for (const auto* systems : {&one, &batch}) {
     HostEvaluation first;
-    while (!engine.fetch(engine.evaluate(*systems), ReadRequest::all(), first)) {}  // sizes the graph
+    while (!engine.read(engine.evaluate(*systems, Request::all()), first)) {}  // sizes the graph
     for (int i = 0; i < 3; ++i) {
       std::vector<Atoms> step = *systems;
       step[0].positions = step[0].positions + 0.01 * (i + 1);   // moves, and
@@ -32,12 +32,12 @@ TEST(Transfers, SteadyStateEvaluationReadsNothingAndUploadsOnce) {
       Evaluation ev;
       {
         NoSyncGuard no_sync;
-        ev = engine.evaluate(step);
+        ev = engine.evaluate(step, Request());
       }
       EXPECT_EQ(host_read_count(), 0) << "systems: " << systems->size();
       EXPECT_EQ(upload_count(), 1) << "systems: " << systems->size();
       HostEvaluation r;
-      ASSERT_TRUE(engine.fetch(ev, ReadRequest(), r));
+      ASSERT_TRUE(engine.read(ev, r));
       EXPECT_EQ(host_read_count(), 1);
       EXPECT_EQ(r.forces.size(0), ev.forces.size(0));
       EXPECT_EQ(r.energy.size(), systems->size());
@@ -61,21 +61,20 @@ TEST(Transfers, SteadyStateEvaluationReadsNothingAndUploadsOnce) {
   EXPECT_EQ(host_read_count(), 0);
 }
 
-// fetch() returns exactly what evaluate() left on the device, for each request.
-TEST(Transfers, FetchReturnsWhatWasAsked) {
+// read() returns exactly what evaluate() left on the device, for each request.
+TEST(Transfers, ReadReturnsWhatWasAsked) {
   EngineOptions opts;
   opts.dtype = torch::kFloat64;
-  opts.atom_virial = true;
   Engine engine(random_model(small_config()), opts);
   const std::vector<Atoms> systems{copper_cell(), molecule()};
   HostEvaluation all;
-  while (!engine.fetch(engine.evaluate(systems), ReadRequest::all(), all)) {}
-  auto ev = engine.evaluate(systems);
-  ReadRequest some;
+  while (!engine.read(engine.evaluate(systems, Request::all()), all)) {}
+  Request some;
   some.energy = false;
   some.atom_virial = true;
+  auto ev = engine.evaluate(systems, some);
   HostEvaluation r;
-  ASSERT_TRUE(engine.fetch(ev, some, r));
+  ASSERT_TRUE(engine.read(ev, r));
   EXPECT_TRUE(r.energy.empty());
   EXPECT_FALSE(r.stress.defined());
   EXPECT_TRUE(torch::equal(r.forces, all.forces));
@@ -175,10 +174,10 @@ TEST(RadiusGraph, CapacityGrowsWhenTheGraphOverflows) {
   for (auto& row : loose.cell)
     for (double& v : row) v *= 1.3;
   loose.positions = loose.positions * 1.3;
-  engine.evaluate_checked({loose});
-  auto dense = engine.evaluate_checked({copper_cell()});  // same layout, many more edges
+  evaluate_on_host(engine, {loose});
+  auto dense = evaluate_on_host(engine, {copper_cell()});  // same layout, many more edges
   Engine fresh(random_model(small_config()));
-  auto reference = fresh.evaluate_checked({copper_cell()});
+  auto reference = evaluate_on_host(fresh, {copper_cell()});
   EXPECT_EQ(dense.edges, reference.edges);
   EXPECT_NEAR(dense.energy[0], reference.energy[0], 1e-5 * std::abs(reference.energy[0]));
   EXPECT_TRUE(torch::allclose(dense.forces, reference.forces, 1e-4, 1e-5));
@@ -197,12 +196,12 @@ TEST(MergedMole, RemergesWhenCompositionChargeOrTaskChanges) {
   c.task = "oc20";
   Atoms m1 = molecule(1, 2), m2 = molecule(0, 1);
   for (const Atoms* s : {&a, &a, &b, &c, &c, &m1, &m2, &a}) {
-    auto rm = merged.evaluate_checked({*s});
-    auto rp = plain.evaluate_checked({*s});
+    auto rm = evaluate_on_host(merged, {*s});
+    auto rp = evaluate_on_host(plain, {*s});
     EXPECT_NEAR(rm.energy[0], rp.energy[0], 1e-10 * std::max(1.0, std::abs(rp.energy[0])));
     EXPECT_TRUE(torch::allclose(rm.forces, rp.forces, 1e-9, 1e-10));
   }
-  EXPECT_EQ(merged.merge_count(), 6);  // a, b, c, m1, m2, a again; not the repeats
+  EXPECT_EQ(merged.stats().merges, 6);  // a, b, c, m1, m2, a again; not the repeats
 }
 
 TEST(ModelFile, SaveLoadRoundTripIsExact) {
@@ -214,7 +213,7 @@ TEST(ModelFile, SaveLoadRoundTripIsExact) {
   ASSERT_EQ(p1.size(), p2.size());
   for (const auto& p : p1) EXPECT_TRUE(p.value().equal(p2[p.key()])) << p.key();
   Engine e1(model), e2(loaded);
-  EXPECT_EQ(e1.evaluate_checked({triclinic_cell()}).energy, e2.evaluate_checked({triclinic_cell()}).energy);
+  EXPECT_EQ(evaluate_on_host(e1, {triclinic_cell()}).energy, evaluate_on_host(e2, {triclinic_cell()}).energy);
   std::filesystem::remove(path);
 }
 

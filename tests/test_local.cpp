@@ -48,7 +48,7 @@ double distance(const std::array<double, 3>& a, const std::array<double, 3>& b) 
 
 // Owned = atoms of `piece`; ghosts = the others, ordered by hops (cutoffs)
 // from the nearest owned atom when `prune` (as pair_style uma orders them).
-LocalAtoms make_piece(const Cluster& c, const std::vector<int>& owned, double cutoff, int layers,
+Atoms make_piece(const Cluster& c, const std::vector<int>& owned, double cutoff, int layers,
                       bool prune, std::vector<int>* order) {
   std::vector<std::pair<int, int>> ghosts;   // (hops, atom)
   for (int i = 0; i < static_cast<int>(c.x.size()); ++i) {
@@ -60,25 +60,25 @@ LocalAtoms make_piece(const Cluster& c, const std::vector<int>& owned, double cu
   std::stable_sort(ghosts.begin(), ghosts.end());
   *order = owned;
   for (const auto& g : ghosts) order->push_back(g.second);
-  LocalAtoms p;
+  Atoms p;
   std::vector<double> pos;
   for (int i : *order) {
     p.numbers.push_back(c.z[i]);
     pos.insert(pos.end(), c.x[i].begin(), c.x[i].end());
   }
   p.positions = torch::tensor(pos, torch::kFloat64).view({-1, 3});
-  p.n_owned = static_cast<int64_t>(owned.size());
-  p.composition.assign(100, 0);
-  for (int64_t zz : c.z) ++p.composition[zz];
+  p.piece.n_owned = static_cast<int64_t>(owned.size());
+  p.piece.composition.assign(100, 0);
+  for (int64_t zz : c.z) ++p.piece.composition[zz];
   p.task = "omat";
   if (prune) {
     auto within = [&](int hops) {
-      int64_t n = p.n_owned;
+      int64_t n = p.piece.n_owned;
       for (const auto& g : ghosts) n += g.first <= hops;
       return n;
     };
-    p.n_targets = within(layers);
-    for (int k = 0; k < layers; ++k) p.layer_targets.push_back(within(layers - 1 - k));
+    p.piece.n_targets = within(layers);
+    for (int k = 0; k < layers; ++k) p.piece.layer_targets.push_back(within(layers - 1 - k));
   }
   return p;
 }
@@ -93,7 +93,6 @@ TEST_P(LocalEvaluation, TwoPiecesAddUpToTheWhole) {
   auto cfg = small_config(4, false);
   EngineOptions opts;
   opts.dtype = torch::kFloat64;
-  opts.atom_virial = true;
   Engine whole_engine(random_model(cfg), opts);
   if (GetParam() == Mode::kPrunedRecomputed) opts.recompute_chunk = 37;
   Engine local_engine(random_model(cfg), opts);
@@ -108,7 +107,7 @@ TEST_P(LocalEvaluation, TwoPiecesAddUpToTheWhole) {
   for (const auto& p : c.x) flat.insert(flat.end(), p.begin(), p.end());
   a.positions = torch::tensor(flat, torch::kFloat64).view({-1, 3});
   a.task = "omat";
-  const auto ref = whole_engine.evaluate_checked({a});
+  const auto ref = evaluate_on_host(whole_engine, {a}, Request::all());
 
   std::vector<int> left, right;
   for (int i = 0; i < n; ++i) (c.x[i][0] < 4.5 ? left : right).push_back(i);
@@ -124,7 +123,7 @@ TEST_P(LocalEvaluation, TwoPiecesAddUpToTheWhole) {
     std::vector<int> order;
     const auto piece = make_piece(c, *owned, cutoff, layers, prune, &order);
     HostEvaluation r;
-    while (!local_engine.fetch(local_engine.evaluate_local(piece), ReadRequest::all(), r)) {}
+    while (!local_engine.read(local_engine.evaluate({piece}, Request::all()), r)) {}
     energy += r.energy[0];
     virial += r.virial[0];
     auto index = torch::tensor(std::vector<int64_t>(order.begin(), order.end()), torch::kLong);
@@ -152,7 +151,6 @@ TEST(LocalEvaluation, DeviceAtomsEqualHostNumbers) {
   EngineOptions opts;
   opts.device = test::test_device();
   opts.dtype = torch::kFloat64;
-  opts.atom_virial = true;
   Engine host_engine(test::random_model_with_references(small_config(4, false)), opts);
   Engine device_engine(test::random_model_with_references(small_config(4, false)), opts);
   const double cutoff = host_engine.model()->config().backbone.cutoff;
@@ -164,17 +162,17 @@ TEST(LocalEvaluation, DeviceAtomsEqualHostNumbers) {
   const std::array<double, 3> shift{511.0, -72.5, 3.25};
   for (bool prune : {false, true}) {
     std::vector<int> order;
-    LocalAtoms host = make_piece(c, left, cutoff, layers, prune, &order);
+    Atoms host = make_piece(c, left, cutoff, layers, prune, &order);
     host.positions = host.positions.to(opts.device);
-    LocalAtoms dev = host;
+    Atoms dev = host;
     dev.numbers.clear();
     dev.on_device.numbers = torch::tensor(host.numbers, torch::kLong).to(opts.device);
     dev.on_device.layout_id = prune ? 2 : 1;
     dev.on_device.origin = shift;
     dev.positions = host.positions + torch::tensor({shift[0], shift[1], shift[2]}, host.positions.options());
     HostEvaluation ref, got;
-    while (!host_engine.fetch(host_engine.evaluate_local(host), ReadRequest::all(), ref)) {}
-    while (!device_engine.fetch(device_engine.evaluate_local(dev), ReadRequest::all(), got)) {}
+    while (!host_engine.read(host_engine.evaluate({host}, Request::all()), ref)) {}
+    while (!device_engine.read(device_engine.evaluate({dev}, Request::all()), got)) {}
     EXPECT_NEAR(got.energy[0], ref.energy[0], 1e-12 * std::max(1.0, std::abs(ref.energy[0]))) << prune;
     EXPECT_LT((got.forces - ref.forces).abs().max().item<double>(), 1e-11) << prune;
     EXPECT_LT((got.atom_energy - ref.atom_energy).abs().max().item<double>(), 1e-12) << prune;
@@ -187,14 +185,15 @@ TEST(LocalEvaluation, ProcessWithoutAtomsRunsAPlaceholder) {
   EngineOptions opts;
   opts.dtype = torch::kFloat64;
   Engine engine(random_model(small_config()), opts);
-  LocalAtoms empty;
+  Atoms empty;
+  empty.piece.n_owned = 0;
   empty.positions = torch::zeros({0, 3}, torch::kFloat64);
-  empty.composition.assign(30, 0);
-  empty.composition[29] = 4;
+  empty.piece.composition.assign(30, 0);
+  empty.piece.composition[29] = 4;
   empty.task = "omat";
-  empty.layer_targets = {0, 0};
+  empty.piece.layer_targets = {0, 0};
   HostEvaluation r;
-  while (!engine.fetch(engine.evaluate_local(empty), ReadRequest::all(), r)) {}
+  while (!engine.read(engine.evaluate({empty}, Request::all()), r)) {}
   EXPECT_EQ(r.energy[0], 0.0);
   EXPECT_EQ(r.forces.size(0), 0);
 }
@@ -215,7 +214,6 @@ TEST_P(HaloExchange, PeriodicImagesEqualThePeriodicCell) {
   EngineOptions opts;
   opts.device = test::test_device();
   opts.dtype = torch::kFloat64;
-  opts.atom_virial = true;
   Engine whole_engine(random_model(cfg), opts);
   if (GetParam().recompute) opts.recompute_chunk = 37;
   Engine local_engine(random_model(cfg), opts);
@@ -245,7 +243,7 @@ TEST_P(HaloExchange, PeriodicImagesEqualThePeriodicCell) {
              {cell[2][0], cell[2][1], cell[2][2]}}};
   a.pbc = {true, true, true};
   a.task = "omat";
-  const auto ref = whole_engine.evaluate_checked({a});
+  const auto ref = evaluate_on_host(whole_engine, {a}, Request::all());
 
   // Images within one cutoff of some atom of the cell, and their owners.
   std::vector<int64_t> owner;
@@ -265,13 +263,13 @@ TEST_P(HaloExchange, PeriodicImagesEqualThePeriodicCell) {
       }
   const int64_t ghosts = static_cast<int64_t>(owner.size());
   ASSERT_GT(ghosts, 2 * n);
-  LocalAtoms piece;
+  Atoms piece;
   piece.numbers = c.z;
   for (int64_t o : owner) piece.numbers.push_back(c.z[o]);
   piece.positions = torch::tensor(flat, torch::kFloat64).view({-1, 3});
-  piece.n_owned = n;
-  piece.composition.assign(100, 0);
-  for (int64_t zz : c.z) ++piece.composition[zz];
+  piece.piece.n_owned = n;
+  piece.piece.composition.assign(100, 0);
+  for (int64_t zz : c.z) ++piece.piece.composition[zz];
   piece.task = "omat";
   const auto owners = torch::tensor(owner, torch::kLong).to(opts.device);
   // The collectives, as one process holding every owner sees them; each
@@ -279,26 +277,26 @@ TEST_P(HaloExchange, PeriodicImagesEqualThePeriodicCell) {
   // GPU runs on LibTorch's worker thread, where MPI may not be called).
   int forwards = 0, backwards = 0, sums = 0, inside_autograd = 0;
   auto outside_autograd = [&] { inside_autograd += torch::autograd::get_current_graph_task_id() != -1; };
-  piece.exchange_ghosts.owners_to_ghosts = [&](const torch::Tensor& x) {
+  piece.piece.exchange_ghosts.owners_to_ghosts = [&](const torch::Tensor& x) {
     ++forwards;
     outside_autograd();
     return torch::cat({x.narrow(0, 0, n), x.index_select(0, owners)});
   };
-  piece.exchange_ghosts.ghosts_to_owners = [&](const torch::Tensor& g) {
+  piece.piece.exchange_ghosts.ghosts_to_owners = [&](const torch::Tensor& g) {
     ++backwards;
     outside_autograd();
     auto ghost_rows = g.narrow(0, n, ghosts);
     return torch::cat({g.narrow(0, 0, n).index_add(0, owners, ghost_rows), torch::zeros_like(ghost_rows)});
   };
   if (GetParam().balanced)   // the whole-system sums (this process holds every owned atom)
-    piece.sum_over_processes = [&](const torch::Tensor& x) {
+    piece.piece.sum_over_processes = [&](const torch::Tensor& x) {
       ++sums;
       outside_autograd();
       return x.clone();
     };
 
   HostEvaluation r;
-  while (!local_engine.fetch(local_engine.evaluate_local(piece), ReadRequest::all(), r))
+  while (!local_engine.read(local_engine.evaluate({piece}, Request::all()), r))
     forwards = backwards = sums = inside_autograd = 0;
   EXPECT_EQ(forwards, 2);   // after the edge-degree embedding and the first of two blocks
   EXPECT_EQ(backwards, 2);
@@ -318,8 +316,8 @@ TEST_P(HaloExchange, PeriodicImagesEqualThePeriodicCell) {
   // The exchange matters: ghosts that keep their own (edge-less) features
   // give another energy.
   auto identity = [](const torch::Tensor& x) { return x; };
-  piece.exchange_ghosts = {identity, identity};
-  while (!local_engine.fetch(local_engine.evaluate_local(piece), ReadRequest::all(), r)) {}
+  piece.piece.exchange_ghosts = {identity, identity};
+  while (!local_engine.read(local_engine.evaluate({piece}, Request::all()), r)) {}
   EXPECT_GT(std::abs(r.energy[0] - ref.energy[0]), 1e-6 * scale);
 }
 
@@ -332,25 +330,25 @@ INSTANTIATE_TEST_SUITE_P(Paths, HaloExchange,
 
 TEST(HaloExchange, OnlyOwnedAtomsReceiveMessages) {
   Engine engine(random_model(small_config()), EngineOptions{});
-  LocalAtoms piece;
+  Atoms piece;
   piece.numbers = {29, 29};
   piece.positions = torch::tensor({0.0, 0.0, 0.0, 2.0, 0.0, 0.0}, torch::kFloat64).view({2, 3});
-  piece.n_owned = 1;
-  piece.n_targets = 2;
-  piece.composition.assign(30, 0);
-  piece.composition[29] = 1;
+  piece.piece.n_owned = 1;
+  piece.piece.n_targets = 2;
+  piece.piece.composition.assign(30, 0);
+  piece.piece.composition[29] = 1;
   piece.task = "omat";
   auto identity = [](const torch::Tensor& x) { return x; };
-  piece.exchange_ghosts = {identity, identity};
+  piece.piece.exchange_ghosts = {identity, identity};
   const std::string only_owned = "with the halo exchange only owned atoms receive messages";
-  expect_error([&] { engine.evaluate_local(piece); }, only_owned);   // a ghost as a target
-  piece.n_targets = 0;
-  expect_error([&] { engine.evaluate_local(piece); }, "n_targets must include every owned atom");
-  piece.n_targets = -1;
-  piece.layer_targets = {1, 1};
-  expect_error([&] { engine.evaluate_local(piece); }, only_owned);   // per-block targets
-  piece.layer_targets.clear();
-  EXPECT_NO_THROW(engine.evaluate_local(piece));   // the same piece, asked rightly
+  expect_error([&] { engine.evaluate({piece}); }, only_owned);   // a ghost as a target
+  piece.piece.n_targets = 0;
+  expect_error([&] { engine.evaluate({piece}); }, "n_targets must include every owned atom");
+  piece.piece.n_targets = -1;
+  piece.piece.layer_targets = {1, 1};
+  expect_error([&] { engine.evaluate({piece}); }, only_owned);   // per-block targets
+  piece.piece.layer_targets.clear();
+  EXPECT_NO_THROW(engine.evaluate({piece}));   // the same piece, asked rightly
 }
 
 }  // namespace

@@ -37,7 +37,6 @@ Engine fp64_engine_with(int64_t chunk, bool merge, const nlohmann::json& config)
   EngineOptions opts;
   opts.device = test_device();
   opts.dtype = torch::kFloat64;
-  opts.atom_virial = true;
   opts.merge_mole = merge;
   opts.recompute_chunk = chunk;
   return Engine(random_model(config), opts);
@@ -61,10 +60,10 @@ TEST(Recompute, EqualsTheStoredPath) {
         if (systems.size() > 1 && merge) continue;   // a mixed batch is never merged
         const std::string where = "chunk " + std::to_string(chunk) + ", systems " + std::to_string(systems.size()) +
                                   ", merged " + std::to_string(merge);
-        auto s = stored.evaluate_checked(systems);
-        auto r = recomputed.evaluate_checked(systems);
-        ASSERT_TRUE(recomputed.memory_plan().recompute) << where;
-        ASSERT_FALSE(stored.memory_plan().recompute) << where;
+        auto s = evaluate_on_host(stored, systems, Request::all());
+        auto r = evaluate_on_host(recomputed, systems, Request::all());
+        ASSERT_TRUE(recomputed.stats().memory_plan.recompute) << where;
+        ASSERT_FALSE(stored.stats().memory_plan.recompute) << where;
         for (size_t b = 0; b < systems.size(); ++b)
           EXPECT_NEAR(r.energy[b], s.energy[b], 1e-12 * std::abs(s.energy[b])) << where;
         EXPECT_LT(rel_diff(r.forces, s.forces), 1e-11) << where;
@@ -113,19 +112,19 @@ TEST(MemoryPlan, EngineFollowsItsBudget) {
   opts.device = test_device();
   opts.memory_budget = 1e12;
   Engine roomy(random_model(small_config()), opts);
-  auto a = roomy.evaluate_checked({copper_cell()});
-  EXPECT_FALSE(roomy.memory_plan().recompute);
-  opts.memory_budget = 0.9 * roomy.memory_plan().predicted_bytes;   // the stored path no longer fits
+  auto a = evaluate_on_host(roomy, {copper_cell()}, Request::all());
+  EXPECT_FALSE(roomy.stats().memory_plan.recompute);
+  opts.memory_budget = 0.9 * roomy.stats().memory_plan.predicted_bytes;   // the stored path no longer fits
   Engine tight(random_model(small_config()), opts);
-  auto b = tight.evaluate_checked({copper_cell()});
-  EXPECT_TRUE(tight.memory_plan().recompute);
+  auto b = evaluate_on_host(tight, {copper_cell()}, Request::all());
+  EXPECT_TRUE(tight.stats().memory_plan.recompute);
   EXPECT_LT(rel_diff(b.forces, a.forces), 1e-5);   // fp32
-  const auto plans = tight.plan_count();
-  tight.evaluate_checked({copper_cell(0.05, 9)});   // same atoms and capacity: no new plan
-  EXPECT_EQ(tight.plan_count(), plans);
+  const auto plans = tight.stats().memory_plans;
+  evaluate_on_host(tight, {copper_cell(0.05, 9)}, Request::all());   // same atoms and capacity: no new plan
+  EXPECT_EQ(tight.stats().memory_plans, plans);
   opts.memory_budget = 1e3;
   Engine hopeless(random_model(small_config()), opts);
-  expect_error([&] { hopeless.evaluate_checked({copper_cell()}); }, "memory budget");
+  expect_error([&] { evaluate_on_host(hopeless, {copper_cell()}, Request::all()); }, "memory budget");
 }
 
 // Measured, not predicted: on the CPU, the tensor storage an evaluation
@@ -148,24 +147,24 @@ TEST(MemoryPlan, MeasuredPeaksFollowTheBudget) {
     for (int call = 0; call < 2; ++call) {
       meter.reset();
       const int64_t before = meter.live();
-      engine.evaluate_checked(system);
+      evaluate_on_host(engine, system, Request::all());
       peak = std::max(peak, static_cast<double>(meter.peak() - before));
     }
     return peak;
   };
   Engine stored(random_model(config), opts);
   const double stored_peak = measured_peak(stored);
-  ASSERT_FALSE(stored.memory_plan().recompute);
-  const double stored_predicted = stored.memory_plan().predicted_bytes;
+  ASSERT_FALSE(stored.stats().memory_plan.recompute);
+  const double stored_predicted = stored.stats().memory_plan.predicted_bytes;
 
   opts.memory_budget = stored_predicted / 10;
   Engine tight(random_model(config), opts);
   const double tight_peak = measured_peak(tight);
-  ASSERT_TRUE(tight.memory_plan().recompute);
-  const double tight_predicted = tight.memory_plan().predicted_bytes;
+  ASSERT_TRUE(tight.stats().memory_plan.recompute);
+  const double tight_predicted = tight.stats().memory_plan.predicted_bytes;
   std::printf("stored: measured %.1f MB, predicted %.1f MB; recomputed (chunks of %lld): measured %.1f MB, "
               "predicted %.1f MB, budget %.1f MB\n",
-              stored_peak * 1e-6, stored_predicted * 1e-6, static_cast<long long>(tight.memory_plan().chunk_edges),
+              stored_peak * 1e-6, stored_predicted * 1e-6, static_cast<long long>(tight.stats().memory_plan.chunk_edges),
               tight_peak * 1e-6, tight_predicted * 1e-6, opts.memory_budget * 1e-6);
   EXPECT_LE(tight_peak, opts.memory_budget);
   EXPECT_LT(tight_peak, stored_peak / 4);

@@ -16,7 +16,7 @@ Engine fp64_engine(bool merge = true, const nlohmann::json& cfg = small_config()
   return Engine(random_model(cfg), o);
 }
 
-double energy(Engine& e, const Atoms& a) { return e.evaluate_checked({a}).energy[0]; }
+double energy(Engine& e, const Atoms& a) { return evaluate_on_host(e, {a}).energy[0]; }
 
 Atoms displaced(const Atoms& a, int atom, int dim, double h) {
   Atoms b = a;
@@ -43,7 +43,7 @@ Atoms strained(const Atoms& a, const torch::Tensor& eps) {
 }
 
 void expect_fd_forces(Engine& e, const Atoms& a) {
-  auto r = e.evaluate_checked({a});
+  auto r = evaluate_on_host(e, {a});
   const double h = 1e-5;
   for (int i = 0; i < a.positions.size(0); ++i)
     for (int d = 0; d < 3; ++d) {
@@ -66,7 +66,7 @@ TEST(Physics, ForcesAreMinusEnergyGradientMolecule) {
 TEST(Physics, StressIsStrainDerivative) {
   auto e = fp64_engine();
   for (const Atoms& a : {copper_cell(), triclinic_cell()}) {
-    auto r = e.evaluate_checked({a});
+    auto r = evaluate_on_host(e, {a});
     const double V = std::abs(torch::det(cell_tensor(a)).item<double>());
     const double h = 1e-5;
     for (int i = 0; i < 3; ++i)
@@ -102,7 +102,7 @@ TEST(Physics, RotationInvariance) {
       auto row = torch::tensor({a.cell[i][0], a.cell[i][1], a.cell[i][2]}, torch::kFloat64).matmul(q.t());
       for (int j = 0; j < 3; ++j) b.cell[i][j] = row[j].item<double>();
     }
-    auto ra = e.evaluate_checked({a}), rb = e.evaluate_checked({b});
+    auto ra = evaluate_on_host(e, {a}), rb = evaluate_on_host(e, {b});
     EXPECT_NEAR(ra.energy[0], rb.energy[0], 1e-9 * std::max(1.0, std::abs(ra.energy[0])));
     EXPECT_TRUE(torch::allclose(ra.forces.matmul(q.t()), rb.forces, 1e-8, 1e-9));
     if (a.pbc[0]) EXPECT_TRUE(torch::allclose(q.matmul(ra.stress[0]).matmul(q.t()), rb.stress[0], 1e-8, 1e-10));
@@ -112,18 +112,18 @@ TEST(Physics, RotationInvariance) {
 TEST(Physics, TranslationPermutationAndImageInvariance) {
   auto e = fp64_engine();
   Atoms a = triclinic_cell();
-  auto ref = e.evaluate_checked({a});
+  auto ref = evaluate_on_host(e, {a});
 
   Atoms moved = a;
   moved.positions = a.positions + torch::tensor({0.37, -1.2, 2.9}, torch::kFloat64);
-  auto rm = e.evaluate_checked({moved});
+  auto rm = evaluate_on_host(e, {moved});
   EXPECT_NEAR(ref.energy[0], rm.energy[0], 1e-9);
   EXPECT_TRUE(torch::allclose(ref.forces, rm.forces, 1e-8, 1e-9));
 
   Atoms image = a;
   image.positions = a.positions.clone();
   for (int k = 0; k < 3; ++k) image.positions[1][k] += a.cell[0][k] - 2 * a.cell[2][k];
-  auto ri = e.evaluate_checked({image});
+  auto ri = evaluate_on_host(e, {image});
   EXPECT_NEAR(ref.energy[0], ri.energy[0], 1e-9);
   EXPECT_TRUE(torch::allclose(ref.forces, ri.forces, 1e-8, 1e-9));
   EXPECT_TRUE(torch::allclose(ref.stress, ri.stress, 1e-8, 1e-10));
@@ -132,7 +132,7 @@ TEST(Physics, TranslationPermutationAndImageInvariance) {
   const std::vector<int64_t> order{2, 0, 1};
   perm.numbers = {a.numbers[2], a.numbers[0], a.numbers[1]};
   perm.positions = a.positions.index_select(0, torch::tensor(order));
-  auto rp = e.evaluate_checked({perm});
+  auto rp = evaluate_on_host(e, {perm});
   EXPECT_NEAR(ref.energy[0], rp.energy[0], 1e-9);
   EXPECT_TRUE(torch::allclose(ref.forces.index_select(0, torch::tensor(order)), rp.forces, 1e-8, 1e-9));
 }
@@ -158,7 +158,7 @@ TEST(Physics, SupercellIsExtensive) {
   for (auto& row : big.cell)
     for (double& v : row) v *= 2;
   // Composition (reduced) is unchanged, so the expert mixture is the same.
-  auto r1 = e.evaluate_checked({a}), r8 = e.evaluate_checked({big});
+  auto r1 = evaluate_on_host(e, {a}), r8 = evaluate_on_host(e, {big});
   EXPECT_NEAR(r8.energy[0], 8 * r1.energy[0], 1e-8 * std::abs(r8.energy[0]) + 1e-9);
   EXPECT_TRUE(torch::allclose(r8.forces.narrow(0, 0, 4), r1.forces, 1e-7, 1e-9));
   EXPECT_TRUE(torch::allclose(r8.stress, r1.stress, 1e-7, 1e-10));
@@ -169,11 +169,11 @@ TEST(Physics, MergedUnmergedAndBatchedAgree) {
   auto plain = fp64_engine(false, small_config(4, true, true));
   std::vector<Atoms> systems{copper_cell(), molecule(), triclinic_cell()};
   systems[2].task = "oc20";
-  auto batch = plain.evaluate_checked(systems);
+  auto batch = evaluate_on_host(plain, systems);
   int64_t offset = 0;
   for (size_t b = 0; b < systems.size(); ++b) {
-    auto m = merged.evaluate_checked({systems[b]});
-    auto u = plain.evaluate_checked({systems[b]});
+    auto m = evaluate_on_host(merged, {systems[b]});
+    auto u = evaluate_on_host(plain, {systems[b]});
     const int64_t n = static_cast<int64_t>(systems[b].numbers.size());
     EXPECT_NEAR(m.energy[0], u.energy[0], 1e-10 * std::max(1.0, std::abs(u.energy[0])));
     EXPECT_NEAR(batch.energy[b], u.energy[0], 1e-10 * std::max(1.0, std::abs(u.energy[0])));
@@ -185,7 +185,7 @@ TEST(Physics, MergedUnmergedAndBatchedAgree) {
 
 TEST(Physics, AtomEnergiesSumToEnergy) {
   auto e = fp64_engine();
-  auto r = e.evaluate_checked({copper_cell(), molecule()});
+  auto r = evaluate_on_host(e, {copper_cell(), molecule()});
   EXPECT_NEAR(r.atom_energy.narrow(0, 0, 4).sum().item<double>(), r.energy[0], 1e-10);
   EXPECT_NEAR(r.atom_energy.narrow(0, 4, 5).sum().item<double>(), r.energy[1], 1e-10);
 }

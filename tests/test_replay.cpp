@@ -182,23 +182,23 @@ TEST(Replay, ReplayedStepsEqualEagerOnesOrAreRefused) {
     a.positions = a.positions + 0.003 * torch::sin(torch::arange(12, torch::kFloat64).view({4, 3}) + step);
     if (step == 5) a.cell[0][0] += 0.02;
     const bool per_atom = step == 6 || step == 7 || step == 9;
-    eager.request_atom_virial(per_atom);
-    replayed.request_atom_virial(per_atom);
-    const int64_t replays_before = replayed.graph_replays();
-    const HostEvaluation want = eager.evaluate_checked({a});
-    const HostEvaluation got = replayed.evaluate_checked({a});
+    Request what = Request::all();
+    what.atom_virial = per_atom;
+    const int64_t replays_before = replayed.stats().graph_replays;
+    const HostEvaluation want = evaluate_on_host(eager, {a}, what);
+    const HostEvaluation got = evaluate_on_host(replayed, {a}, what);
     EXPECT_NEAR(got.energy[0], want.energy[0], 1e-12 * std::abs(want.energy[0])) << "step " << step;
     EXPECT_TRUE(torch::allclose(got.forces, want.forces, 1e-11, 1e-12)) << "step " << step;
     EXPECT_TRUE(torch::allclose(got.stress, want.stress, 1e-11, 1e-12)) << "step " << step;
     ASSERT_EQ(got.atom_virial.defined(), per_atom) << "step " << step;
     if (per_atom) EXPECT_TRUE(torch::allclose(got.atom_virial, want.atom_virial, 1e-11, 1e-12)) << "step " << step;
-    if (step >= 8) EXPECT_EQ(replayed.graph_replays(), replays_before + 1) << "step " << step << " replays its key";
+    if (step >= 8) EXPECT_EQ(replayed.stats().graph_replays, replays_before + 1) << "step " << step << " replays its key";
   }
-  EXPECT_EQ(replayed.graph_refusal(), "");
-  EXPECT_EQ(replayed.graph_captures(), 2);
-  EXPECT_EQ(replayed.graph_held(), 2);
-  EXPECT_GT(replayed.graph_held_bytes(), 0);
-  EXPECT_GE(replayed.graph_replays(), 8);
+  EXPECT_EQ(replayed.stats().graph_refusal, "");
+  EXPECT_EQ(replayed.stats().graph_captures, 2);
+  EXPECT_EQ(replayed.stats().graph_held, 2);
+  EXPECT_GT(replayed.stats().graph_held_bytes, 0);
+  EXPECT_GE(replayed.stats().graph_replays, 8);
 }
 
 }  // namespace

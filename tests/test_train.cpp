@@ -288,7 +288,7 @@ TEST(Training, DeterministicOnlyInsideSteps) {
   trainer.step(ids);
   EXPECT_TRUE(trainer.step_was_deterministic());
   EXPECT_FALSE(at::globalContext().deterministicAlgorithms()) << "left on after the step";
-  engine.evaluate_checked({copper_cell()});
+  evaluate_on_host(engine, {copper_cell()});
   EXPECT_FALSE(at::globalContext().deterministicAlgorithms());
   auto opts = options();
   opts.deterministic = false;

@@ -106,19 +106,19 @@ int bench(const BenchArgs& a) {
   atoms.spin = default_spin(a.task);
 
   const auto t_first = Clock::now();
-  auto first = engine.evaluate_checked({atoms});
+  auto first = evaluate_on_host(engine, {atoms});
   const double first_s = seconds_since(t_first);
   // Bytes of CPU storage allocated by one evaluation, in all and in blocks of
   // at least 32 float32 values per edge slot (the edge-sized tensors).
-  const int64_t slots = engine.edge_capacities().at(0);
+  const int64_t slots = engine.stats().edge_capacities.at(0);
   double alloc_mb = -1, edge_alloc_mb = -1;
   if (opt.device.is_cpu()) {
     CpuStorageMeter meter(32 * 4 * slots);
-    engine.evaluate_checked({atoms});
+    evaluate_on_host(engine, {atoms});
     alloc_mb = meter.allocated() / (1024.0 * 1024.0);
     edge_alloc_mb = meter.allocated_large() / (1024.0 * 1024.0);
   }
-  const auto times = time_repeats(a.repeats, [&] { engine.evaluate_checked({atoms}); });
+  const auto times = time_repeats(a.repeats, [&] { evaluate_on_host(engine, {atoms}); });
 
   const auto& cfg = engine.model()->config().backbone;
   const int64_t edges = first.edges[0];
@@ -143,6 +143,7 @@ int bench(const BenchArgs& a) {
   const double gemm_flops = 2.0 * A.size(0) * 512.0 * 512.0;
   const double gemm_best = *std::min_element(gemm_t.begin(), gemm_t.end());
 
+  const EngineStats es = engine.stats();
   nlohmann::json out = {
       {"engine", "lammps-uma"},
       {"atoms", natoms},
@@ -152,12 +153,12 @@ int bench(const BenchArgs& a) {
       {"device", opt.device.str()},
       {"precision", a.precision},
       {"ms_per_step", 1e3 * median},
-      {"edge_ops", engine.edge_backend().name()},
+      {"edge_ops", es.edge_backend->name()},
       {"cuda_graph", opt.cuda_graph},
-      {"graph_captures", engine.graph_captures()},
-      {"graph_replays", engine.graph_replays()},
-      {"graph_refusal", engine.graph_refusal()},
-      {"graph_pool_mb", engine.graph_held_bytes() / 1e6},   // device memory the held captures keep
+      {"graph_captures", es.graph_captures},
+      {"graph_replays", es.graph_replays},
+      {"graph_refusal", es.graph_refusal},
+      {"graph_pool_mb", es.graph_held_bytes / 1e6},   // device memory the held captures keep
       {"alloc_mb_per_eval", alloc_mb},
       {"edge_alloc_mb_per_eval", edge_alloc_mb},
       {"steps_per_s", 1.0 / median},
@@ -170,10 +171,10 @@ int bench(const BenchArgs& a) {
       {"gemm_gflops_per_s", gemm_flops / gemm_best / 1e9},
       {"peak_rss_mb", usage.ru_maxrss / 1024.0},
       {"baseline_rss_mb", loaded.ru_maxrss / 1024.0},
-      {"memory_plan", engine.memory_plan().describe()},
-      {"recomputed", engine.memory_plan().recompute},
-      {"chunk_edges", engine.memory_plan().chunk_edges},
-      {"predicted_peak_mb", engine.memory_plan().predicted_bytes / (1024.0 * 1024.0)},
+      {"memory_plan", es.memory_plan.describe()},
+      {"recomputed", es.memory_plan.recompute},
+      {"chunk_edges", es.memory_plan.chunk_edges},
+      {"predicted_peak_mb", es.memory_plan.predicted_bytes / (1024.0 * 1024.0)},
       {"energy", first.energy[0]},
   };
   std::cout << out.dump() << std::endl;

@@ -69,7 +69,6 @@ int cmd_eval(const EvalArgs& a) {
   opt.device = uma::resolve_device(a.device);
   opt.set_precision(uma::parse_precision(a.precision));
   opt.merge_mole = !a.no_merge;
-  opt.atom_virial = a.json;
   opt.memory_budget = a.memory_gb * 1e9;
   opt.cuda_graph = a.cuda_graph;
   uma::Engine engine(uma::load_model(a.model), opt);
@@ -95,10 +94,13 @@ int cmd_eval(const EvalArgs& a) {
     atoms.spin = a.spin ? *a.spin
                         : (f.info.count("spin") ? uma::parse_integer(f.info.at("spin"), where + "'spin'")
                                                 : uma::default_spin(atoms.task));
-    auto r = engine.evaluate_checked({atoms});
-    if (engine.plan_count() != plans_shown) {   // once per new plan, on stderr (JSON stays clean)
-      std::fprintf(stderr, "uma: memory plan: %s\n", engine.memory_plan().describe().c_str());
-      plans_shown = engine.plan_count();
+    uma::Request what = uma::Request::all();
+    what.atom_virial = a.json;
+    auto r = uma::evaluate_on_host(engine, {atoms}, what);
+    const auto stats = engine.stats();
+    if (stats.memory_plans != plans_shown) {   // once per new plan, on stderr (JSON stays clean)
+      std::fprintf(stderr, "uma: memory plan: %s\n", stats.memory_plan.describe().c_str());
+      plans_shown = stats.memory_plans;
     }
     const int64_t n = static_cast<int64_t>(f.numbers.size());
     if (a.json) {
@@ -136,11 +138,12 @@ int cmd_eval(const EvalArgs& a) {
   }
   if (a.json) std::cout << out.dump(1) << "\n";
   if (a.cuda_graph) {   // on stderr: the JSON stays clean
+    const auto stats = engine.stats();
     std::fprintf(stderr, "uma: CUDA graphs: %lld captured, %lld frames replayed of %zu\n",
-                 static_cast<long long>(engine.graph_captures()), static_cast<long long>(engine.graph_replays()),
+                 static_cast<long long>(stats.graph_captures), static_cast<long long>(stats.graph_replays),
                  frames.size());
-    if (!engine.graph_refusal().empty())
-      std::fprintf(stderr, "uma: a capture failed, those frames ran eagerly: %s\n", engine.graph_refusal().c_str());
+    if (!stats.graph_refusal.empty())
+      std::fprintf(stderr, "uma: a capture failed, those frames ran eagerly: %s\n", stats.graph_refusal.c_str());
   }
   return 0;
 }

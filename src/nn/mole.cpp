@@ -21,10 +21,31 @@ torch::Tensor MoleLinearImpl::mixed_weights(const torch::Tensor& coefficients) c
   return coefficients.matmul(weights_.view({num_experts_, -1})).view({-1, out_, in_});
 }
 
-void MoleLinearImpl::set_merged(const torch::Tensor& coefficients_row) {
+MergedExperts::MergedExperts(const std::vector<MoleLinear>& layers, const torch::Tensor& coefficients_row) {
   torch::NoGradGuard no_grad;
-  merged_ = mixed_weights(coefficients_row.view({1, -1}))[0].contiguous();
-  merged_transformed_ = torch::Tensor();
+  for (const auto& layer : layers)
+    layers_[layer.get()].weight = layer->mixed_weights(coefficients_row.view({1, -1}))[0].contiguous();
+}
+
+MergedExperts::Merged& MergedExperts::at(const MoleLinearImpl* layer) {
+  auto it = layers_.find(layer);
+  if (it == layers_.end()) throw Error("internal: a MoLE layer without merged experts");
+  return it->second;
+}
+
+const torch::Tensor& MergedExperts::weight(const MoleLinearImpl* layer) const {
+  return const_cast<MergedExperts*>(this)->at(layer).weight;
+}
+
+const torch::Tensor& MergedExperts::transformed(const MoleLinearImpl* layer,
+                                                MoleLinearImpl::WeightTransform transform) {
+  Merged& m = at(layer);
+  if (!m.transformed.defined() || m.transformed_by != transform) {
+    torch::NoGradGuard no_grad;
+    m.transformed = transform(m.weight).contiguous();
+    m.transformed_by = transform;
+  }
+  return m.transformed;
 }
 
 torch::Tensor MoleLinearImpl::forward_transformed(const torch::Tensor& x, const MoleContext& ctx,
@@ -33,14 +54,8 @@ torch::Tensor MoleLinearImpl::forward_transformed(const torch::Tensor& x, const 
   torch::Tensor w;
   if (num_experts_ == 0) {
     w = transform(weights_);
-  } else if (ctx.use_merged) {
-    if (!merged_.defined()) throw Error("internal: MoLE layer used merged before merging");
-    if (!merged_transformed_.defined() || transformed_by_ != transform) {
-      torch::NoGradGuard no_grad;
-      merged_transformed_ = transform(merged_).contiguous();
-      transformed_by_ = transform;
-    }
-    w = merged_transformed_;
+  } else if (ctx.merged) {
+    w = ctx.merged->transformed(this, transform);
   } else {
     return per_system_linear(x, transform(mixed_weights(ctx.coefficients)), torch::Tensor(), ctx.row_offsets);
   }
@@ -80,10 +95,7 @@ torch::Tensor folded_linear(const torch::Tensor& x, const torch::Tensor& weight,
 
 torch::Tensor MoleLinearImpl::forward(const torch::Tensor& x, const MoleContext& ctx) {
   if (num_experts_ == 0) return folded_linear(x, weights_, bias_);
-  if (ctx.use_merged) {
-    if (!merged_.defined()) throw Error("internal: MoLE layer used merged before merging");
-    return folded_linear(x, merged_, bias_);
-  }
+  if (ctx.merged) return folded_linear(x, ctx.merged->weight(this), bias_);
   return per_system_linear(x, mixed_weights(ctx.coefficients), bias_, ctx.row_offsets);
 }
 

@@ -2,17 +2,21 @@
 // mixture of expert weights, W_b = sum_e coeff[b, e] * W_e.
 #pragma once
 
+#include <map>
 #include <vector>
 
 #include <torch/torch.h>
 
 namespace uma::nn {
 
+class MoleLinearImpl;
+class MergedExperts;
+
 // How the rows of a MoLE input map to systems.
 struct MoleContext {
   torch::Tensor coefficients;         // [B, X]
   std::vector<int64_t> row_offsets;   // B + 1 host offsets of each system's rows
-  bool use_merged = false;            // use each layer's merged weight
+  MergedExperts* merged = nullptr;    // set: every system has these merged weights
 };
 
 // y = x W^T + b as one 2-D GEMM over all leading dimensions of x.
@@ -38,7 +42,6 @@ class MoleLinearImpl : public torch::nn::Module {
 
   // Mixed weights for every system: [B, out, in].
   torch::Tensor mixed_weights(const torch::Tensor& coefficients) const;
-  void set_merged(const torch::Tensor& coefficients_row);  // [X]
 
   int64_t num_experts() const { return num_experts_; }
 
@@ -46,10 +49,28 @@ class MoleLinearImpl : public torch::nn::Module {
   int64_t num_experts_, in_, out_;
   torch::Tensor weights_;  // [X, out, in] or [out, in] when X == 0
   torch::Tensor bias_;     // [out] or undefined
-  torch::Tensor merged_;   // [out, in], no grad
-  torch::Tensor merged_transformed_;
-  WeightTransform transformed_by_ = nullptr;
 };
 TORCH_MODULE(MoleLinear);
+
+// The experts of every MoLE layer merged for one composition, charge, spin
+// and task (W = sum_e coeff[e] W_e, no autograd), owned by whoever keys them
+// (the engine's step plan), never by the layers.
+class MergedExperts {
+ public:
+  // coefficients_row: [X], the routing of the one system.
+  MergedExperts(const std::vector<MoleLinear>& layers, const torch::Tensor& coefficients_row);
+  // [out, in]
+  const torch::Tensor& weight(const MoleLinearImpl* layer) const;
+  // transform(weight), made at the first call and kept.
+  const torch::Tensor& transformed(const MoleLinearImpl* layer, MoleLinearImpl::WeightTransform transform);
+
+ private:
+  struct Merged {
+    torch::Tensor weight, transformed;
+    MoleLinearImpl::WeightTransform transformed_by = nullptr;
+  };
+  Merged& at(const MoleLinearImpl* layer);
+  std::map<const MoleLinearImpl*, Merged> layers_;
+};
 
 }  // namespace uma::nn
