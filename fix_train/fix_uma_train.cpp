@@ -405,9 +405,7 @@ void FixUMATrain::collect_frame(uma::Sample &s) {
     const std::string failure = labeller_.label(s, box, type_z_);
     if (!failure.empty()) throw std::runtime_error(failure);
   });
-  auto labels = ReferenceLabeller::pack(s.labels, n);
-  MPI_Bcast(labels.data(), static_cast<int>(labels.size()), MPI_DOUBLE, 0, world);
-  ReferenceLabeller::unpack(labels, n, s.labels);
+  ReferenceLabeller::broadcast(s.labels, n, world);
   ++frames_collected_;
   last_label_step_ = update->ntimestep;
   stats_[REFERENCE_CALLS] = static_cast<double>(frames_collected_);

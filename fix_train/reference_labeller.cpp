@@ -1,5 +1,7 @@
 #include "reference_labeller.h"
 
+#include "packed_read.h"
+
 #include <algorithm>
 #include <cmath>
 #include <memory>
@@ -73,21 +75,34 @@ std::string ReferenceLabeller::label(uma::Sample &s, const LabelBox &box, const 
   return {};
 }
 
-std::vector<double> ReferenceLabeller::pack(const uma::Labels &labels, int natoms) {
-  std::vector<double> v(1 + 3 * static_cast<size_t>(natoms) + 9 + 1, 0.0);
-  v[0] = labels.energy;
-  std::copy(labels.forces.begin(), labels.forces.end(), v.begin() + 1);
-  std::copy(labels.stress.begin(), labels.stress.end(), v.begin() + 1 + 3 * natoms);
-  v.back() = labels.has_stress ? 1 : 0;
-  return v;
-}
-
-void ReferenceLabeller::unpack(const std::vector<double> &v, int natoms, uma::Labels &labels) {
+void ReferenceLabeller::broadcast(uma::Labels &labels, int natoms, MPI_Comm world) {
+  int me = 0;
+  MPI_Comm_rank(world, &me);
+  const auto f64 = torch::kFloat64;
+  uma::PackedRead packed;   // the labels by name: energy, forces [n, 3], stress [3, 3], has_stress
+  std::vector<double> buffer;
+  if (me == 0) {
+    packed.add("energy", torch::tensor(labels.energy, f64));
+    packed.add("forces", torch::tensor(labels.forces, f64).view({natoms, 3}));
+    packed.add("stress", torch::tensor(std::vector<double>(labels.stress.begin(), labels.stress.end()), f64));
+    packed.add("has_stress", torch::tensor(labels.has_stress ? 1.0 : 0.0, f64));
+    const auto flat = packed.flat();
+    buffer.assign(flat.data_ptr<double>(), flat.data_ptr<double>() + flat.numel());   // host data
+  } else {
+    packed.declare("energy", {});
+    packed.declare("forces", {natoms, 3});
+    packed.declare("stress", {9});
+    packed.declare("has_stress", {});
+    buffer.resize(static_cast<size_t>(packed.size()));
+  }
+  MPI_Bcast(buffer.data(), static_cast<int>(buffer.size()), MPI_DOUBLE, 0, world);
+  packed.unpack(std::move(buffer));
   labels.has_energy = labels.has_forces = true;
-  labels.energy = v[0];
-  labels.forces.assign(v.begin() + 1, v.begin() + 1 + 3 * natoms);
-  std::copy(v.begin() + 1 + 3 * natoms, v.begin() + 10 + 3 * natoms, labels.stress.begin());
-  labels.has_stress = v.back() != 0;
+  labels.energy = packed.scalar("energy");
+  labels.forces = packed.vector("forces");
+  const auto stress = packed.vector("stress");
+  std::copy(stress.begin(), stress.end(), labels.stress.begin());
+  labels.has_stress = packed.scalar("has_stress") != 0;
 }
 
 }    // namespace LAMMPS_NS

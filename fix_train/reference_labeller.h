@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include <mpi.h>
+
 #include "training_data.h"
 
 namespace LAMMPS_NS {
@@ -32,10 +34,9 @@ class ReferenceLabeller {
   // an empty string on success; never throws.
   std::string label(uma::Sample &sample, const LabelBox &box, const std::vector<int> &type_z) const;
 
-  // The labels as numbers for a broadcast, and back: [energy, forces 3n,
-  // stress 9, has_stress].
-  static std::vector<double> pack(const uma::Labels &labels, int natoms);
-  static void unpack(const std::vector<double> &packed, int natoms, uma::Labels &labels);
+  // Rank 0's labels of a frame of `natoms` atoms to every rank of `world`
+  // (a collective): one broadcast of a packed buffer.
+  static void broadcast(uma::Labels &labels, int natoms, MPI_Comm world);
 
  private:
   std::string style_;

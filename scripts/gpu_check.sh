@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The whole GPU path in one script, for a machine with an NVIDIA GPU, CMake,
 # a C++ compiler and a CUDA-enabled torch in python3, but no network, no
-# package manager and no MPI (the H200 machine of DESIGN.md section 7).
+# package manager and no MPI (the H200 machines this project is lent).
 #
 #   scripts/gpu_check.sh --prepare DIR   here, with the network: put into DIR what that machine
 #                                        lacks (Debian .debs, stripped LAMMPS source, Open MPI wheel,

@@ -48,6 +48,26 @@ void PackedRead::unpack(std::vector<double> values) {
   host_ = std::move(values);
 }
 
+void PackedRead::update(const std::vector<std::string>& names,
+                        const std::function<void(std::vector<double>&)>& f) {
+  std::vector<double> values;
+  for (const auto& name : names)
+    if (has(name)) {
+      const Field& fd = field(name);
+      values.insert(values.end(), host_.begin() + fd.offset, host_.begin() + fd.offset + fd.numel);
+    }
+  const size_t size = values.size();
+  f(values);
+  if (values.size() != size) throw Error("internal: a packed update changed the number of values");
+  size_t at = 0;
+  for (const auto& name : names)
+    if (has(name)) {
+      const Field& fd = field(name);
+      std::copy(values.begin() + at, values.begin() + at + fd.numel, host_.begin() + fd.offset);
+      at += fd.numel;
+    }
+}
+
 bool PackedRead::has(const std::string& name) const {
   for (const auto& f : fields_)
     if (f.name == name) return true;

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -34,6 +35,11 @@ class PackedRead {
   // The host buffer (after read() or unpack()).
   const std::vector<double>& values() const { return host_; }
   int64_t size() const { return size_; }
+
+  // Hands the values of the named fields (those registered), in that order,
+  // to `f` as one vector (e.g. a sum over processes) and stores what it
+  // leaves there back into them.
+  void update(const std::vector<std::string>& names, const std::function<void(std::vector<double>&)>& f);
 
   bool has(const std::string& name) const;
   // A field as a CPU float64 tensor of its registered shape (a copy).

@@ -8,6 +8,7 @@
 #include "batch.h"
 #include "device.h"
 #include "engine.h"
+#include "packed_read.h"
 #include "uma_error.h"
 #include "transfers.h"
 #include "safetensors.h"
@@ -294,30 +295,29 @@ void Trainer::with_weights(bool average, const std::function<void()>& fn) {
 }
 
 TrainStats Trainer::read_stats() {
-  const int64_t T = static_cast<int64_t>(tasks_.size());
-  std::vector<torch::Tensor> parts = {loss_sum_.view({1}), task_loss_sums_, error_sums_};
-  if (has_committee()) parts.push_back(committee_loss_sum_.view({1}));
-  parts.push_back(optimizer_->skipped().view({1}).to(torch::kFloat64));
-  parts.push_back(optimizer_->grad_norm().view({1}).to(torch::kFloat64));
-  auto packed = to_host(torch::cat(parts));
-  std::vector<double> local(packed.data_ptr<double>(), packed.data_ptr<double>() + packed.numel());  // host data
+  PackedRead packed;
+  packed.add("loss", loss_sum_);
+  packed.add("task_losses", task_loss_sums_);
+  packed.add("errors", error_sums_);
+  if (has_committee()) packed.add("committee_loss", committee_loss_sum_);
+  packed.add("skipped", optimizer_->skipped());
+  packed.add("grad_norm", optimizer_->grad_norm());
+  packed.read();
   // Losses are already global (each process holds its share of the global
   // mean), error sums are local: both add up over processes.
-  const int64_t summed_size = 1 + 2 * T + (has_committee() ? 1 : 0);
-  std::vector<double> summed(local.begin(), local.begin() + summed_size);
-  if (options_.sum_host) options_.sum_host(summed);
+  if (options_.sum_host) packed.update({"loss", "task_losses", "errors", "committee_loss"}, options_.sum_host);
   TrainStats s;
   s.steps = stat_steps_;
   const double steps = std::max<int64_t>(stat_steps_, 1);
-  s.loss = summed[0] / steps;
-  for (int64_t t = 0; t < T; ++t) s.task_losses.push_back(summed[1 + t] / steps);
-  const auto maes = property_maes(tasks_, summed.data() + 1 + T, error_counts_.data());
+  s.loss = packed.scalar("loss") / steps;
+  for (double l : packed.vector("task_losses")) s.task_losses.push_back(l / steps);
+  const auto maes = property_maes(tasks_, packed.vector("errors").data(), error_counts_.data());
   s.energy_mae = maes.energy;
   s.forces_mae = maes.forces;
   s.stress_mae = maes.stress;
-  s.committee_loss = has_committee() ? summed[1 + 2 * T] / steps : std::nan("");
-  s.skipped = static_cast<int64_t>(local[summed_size]);
-  s.grad_norm = local[summed_size + 1];
+  s.committee_loss = has_committee() ? packed.scalar("committee_loss") / steps : std::nan("");
+  s.skipped = static_cast<int64_t>(packed.scalar("skipped"));
+  s.grad_norm = packed.scalar("grad_norm");
   s.lr = optimizer_->last_lr();
   loss_sum_.zero_();
   task_loss_sums_.zero_();
