@@ -1,5 +1,7 @@
 #include "first_failure.h"
 
+#include <exception>
+
 namespace LAMMPS_NS {
 
 std::string first_failure(MPI_Comm comm, const std::string& mine) {
@@ -15,6 +17,21 @@ std::string first_failure(MPI_Comm comm, const std::string& mine) {
   message.resize(length);
   MPI_Bcast(message.data(), length, MPI_CHAR, reporter, comm);
   return message;
+}
+
+std::string on_rank_zero(MPI_Comm comm, const std::function<void()>& work) {
+  int me = 0;
+  MPI_Comm_rank(comm, &me);
+  std::string mine;
+  if (me == 0) {
+    try {
+      work();
+    } catch (const std::exception& e) {
+      mine = e.what();
+      if (mine.empty()) mine = "failed";
+    }
+  }
+  return first_failure(comm, mine);
 }
 
 }  // namespace LAMMPS_NS

@@ -4,6 +4,7 @@
 
 #include <mpi.h>
 
+#include <functional>
 #include <string>
 
 namespace LAMMPS_NS {
@@ -13,5 +14,10 @@ namespace LAMMPS_NS {
 // failed, or an empty string when none did: one reduction, plus one
 // broadcast of the message when some rank failed.
 std::string first_failure(MPI_Comm comm, const std::string& mine);
+
+// Runs `work` on rank 0 of `comm` (a collective): returns on every rank the
+// message of what `work` threw there ("failed" for an empty one), or an
+// empty string when it did not throw.
+std::string on_rank_zero(MPI_Comm comm, const std::function<void()>& work);
 
 }  // namespace LAMMPS_NS
