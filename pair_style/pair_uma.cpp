@@ -108,7 +108,7 @@ void PairUMA::allocate() {
                   [memory GB] [cuda_graph yes|no] */
 
 void PairUMA::settings(int narg, char** arg) {
-  task_.clear();
+  task_given_.clear();
   charge_ = 0;
   spin_ = -1;
   charge_set_ = spin_set_ = false;
@@ -122,7 +122,7 @@ void PairUMA::settings(int narg, char** arg) {
     if (iarg + 1 >= narg) error->all(FLERR, "Pair style {}: keyword '{}' needs a value", style_name_, key);
     const std::string value = arg[iarg + 1];
     if (key == "task") {
-      task_ = value;
+      task_given_ = value;
     } else if (key == "charge") {
       charge_ = utils::inumeric(FLERR, value, false, lmp);
       charge_set_ = true;
@@ -229,6 +229,7 @@ void PairUMA::create_engine() {
   }
   const auto& cfg = model->config();
   const auto tasks = cfg.dataset_names();
+  task_ = task_given_;   // resolved again for every model: pair_coeff may load another
   if (task_.empty()) {
     if (tasks.size() != 1)
       error->all(FLERR, "Pair style {}: this model has several tasks ({}); choose one with "
@@ -240,7 +241,7 @@ void PairUMA::create_engine() {
   if ((charge_set_ || spin_set_) && !uma::takes_charge_spin(task_))
     error->all(FLERR, "Pair style {}: task '{}' takes no charge or spin input (only omol does); "
                       "remove the charge/spin keywords", style_name_, task_);
-  if (spin_ < 0) spin_ = static_cast<int>(uma::default_spin(task_));
+  if (!spin_set_) spin_ = static_cast<int>(uma::default_spin(task_));
   try {
     uma::validate_charge_spin(charge_, spin_);
   } catch (const std::exception& e) {

@@ -60,8 +60,9 @@ class PairUMA : public Pair, public UMAModelHandle {
   std::string style_name_ = "uma";   // in log lines (uma/kk for the KOKKOS variant)
 
   // settings
-  std::string task_;
-  int charge_ = 0, spin_ = -1;        // spin -1: the task's default
+  std::string task_given_;            // the task keyword's (empty: the model's only task)
+  std::string task_;                  // the task of the loaded model, resolved from task_given_
+  int charge_ = 0, spin_ = -1;        // spin -1: the task's default (resolved with the task)
   bool charge_set_ = false, spin_set_ = false;
   std::string precision_ = "fp32";
   std::string device_ = "auto";

@@ -107,7 +107,7 @@ UmaModel load_model(const std::string& path) {
 void save_model(const UmaModel& model, const std::string& path) {
   TensorFile file;
   for (const auto& p : model->named_parameters(true))
-    file.tensors[p.key()] = to_host(p.value()).to(torch::kFloat32);
+    file.tensors[p.key()] = to_host(p.value());   // in the model's precision: float32, or float64 (accepted)
   for (const auto& t : model->config().tasks)
     if (!t.element_references.empty())
       for (const auto& ds : t.datasets)

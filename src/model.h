@@ -53,7 +53,8 @@ TORCH_MODULE(UmaModel);
 // truncated or foreign file, an unknown format version or mismatched tensors.
 UmaModel load_model(const std::string& path);
 
-// Writes the model (its current weights) in the model-file format.
+// Writes the model (its current weights) in the model-file format, in the
+// precision the weights are held in (float32, or float64 after fp64 training).
 void save_model(const UmaModel& model, const std::string& path);
 
 }  // namespace uma

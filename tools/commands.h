@@ -20,6 +20,7 @@ struct BenchArgs {
 
 struct TrainArgs {
   std::string model, data, out, validate, task, device = "cpu";
+  std::string raw_out;   // also the raw weights (--out holds the averaged ones when ema > 0)
   int64_t steps = 100, max_atoms = 200, print_every = 10;
   bool shuffle = true;
   // (name, value) of the training options given, in order: uma::train's

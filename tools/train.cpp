@@ -77,8 +77,14 @@ int train(const TrainArgs& a) {
     }
   }
   if (!held.empty()) print_errors("held-out", trainer.errors(held, averaged));
+  // Both in the training precision (the model's parameters as trained).
+  const std::string precision = train::train_option_value(o, "precision");
   trainer.save_model(a.out, averaged);
-  std::printf("wrote %s (%s weights)\n", a.out.c_str(), averaged ? "averaged" : "raw");
+  std::printf("wrote %s (%s weights, %s)\n", a.out.c_str(), averaged ? "averaged" : "raw", precision.c_str());
+  if (!a.raw_out.empty()) {
+    trainer.save_model(a.raw_out, false);
+    std::printf("wrote %s (raw weights, %s)\n", a.raw_out.c_str(), precision.c_str());
+  }
   return 0;
 }
 

@@ -218,7 +218,8 @@ Command add_train(CLI::App& app) {
   auto* cmd = app.add_subcommand("train", "train a model file on labelled extxyz (energy, forces, stress)");
   cmd->add_option("MODEL", tr->model, "model file to start from (.safetensors)")->required();
   cmd->add_option("DATA", tr->data, "training frames (extended XYZ with energy/forces/stress)")->required();
-  cmd->add_option("--out", tr->out, "model file to write")->required();
+  cmd->add_option("--out", tr->out, "model file to write (the averaged weights when --ema > 0)")->required();
+  cmd->add_option("--raw-out", tr->raw_out, "also write the raw (not averaged) weights to this model file");
   cmd->add_option("--validate", tr->validate, "held-out frames: MAEs before and after");
   cmd->add_option("--task", tr->task, "dataset for frames without a task= label");
   cmd->add_option("--steps", tr->steps, "optimizer steps")->check(CLI::PositiveNumber);

@@ -2,13 +2,14 @@
 
 CASES: name -> case(host_dir, root_dir), run by run_case.py (each a ctest, lammps.pair_uma.NAME).
 """
+import json
 import os
 import re
 
 import numpy as np
 
-from harness import (BUILD, CU_BOX, MODEL, OUTPUT, PLUGIN, PRE, check, close, compare_to_reference, dump_structure,
-                     lammps, reference, thermo)
+from harness import (BUILD, CU_BOX, MODEL, OUTPUT, PLUGIN, PRE, UMA, check, close, compare_to_reference,
+                     dump_structure, in_root, lammps, reference, thermo)
 
 
 def case_memory(h, r):
@@ -227,8 +228,44 @@ def case_errors(h, r):
     print(f"  nonfinite on 2 ranks (found on rank 1 only): refused on every rank with \"{msg}\"")
 
 
+def single_task_config(dataset):
+    """The tiny model's configuration with one dataset head (`dataset`) and its tasks only."""
+    path = os.path.join(os.path.dirname(__file__), "..", "..", "potentials", "uma-s-tiny-random.safetensors")
+    with open(path, "rb") as f:
+        config = json.loads(json.loads(f.read(int.from_bytes(f.read(8), "little")))["__metadata__"]["config"])
+    config["backbone"]["dataset_mapping"] = {dataset: dataset}
+    config["head"]["datasets"] = [dataset]
+    config["tasks"] = [t for t in config["tasks"] if t["datasets"] == [dataset]]
+    return config
+
+
+def case_model_change(h, r):
+    """pair_coeff loading another model resolves the task and the default spin again: without a task
+    keyword, a one-task model's task (omat, spin 0) then another one-task model's (omol, spin 1), where
+    the first task used to stick and the second model was refused for not having it."""
+    for dataset in ("omat", "omol"):
+        with open(os.path.join(h, f"{dataset}.json"), "w") as f:
+            json.dump(single_task_config(dataset), f)
+        p = in_root(f"cd {r} && {UMA} init {dataset}.json {dataset}.safetensors --seed 3")
+        check(p.returncode == 0, f"uma init {dataset}: {p.stdout[-500:]} {p.stderr[-500:]}")
+    text = PRE.format(plugin=PLUGIN) + CU_BOX.format(ntypes=1) + """pair_style uma precision fp64
+pair_coeff * * omat.safetensors Cu
+run 0
+pair_coeff * * omol.safetensors Cu
+run 0
+"""
+    out = lammps(h, r, "in.model_change", text)
+    for dataset, spin in (("omat", 0), ("omol", 1)):
+        want = f"pair uma: model {dataset}.safetensors "
+        line = next((l for l in out.splitlines() if l.startswith(want)), "")
+        check(f"task {dataset}, charge 0, spin {spin}," in line,
+              f"{dataset}: expected its task and spin {spin} in the model line; got {line!r}")
+        print("  " + line[line.index("task "):].strip())
+
+
 CASES = {
     "memory": case_memory,
+    "model_change": case_model_change,
     "restart_data": case_restart_data,
     "plugin_path": case_plugin_path,
     "errors": case_errors,

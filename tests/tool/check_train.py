@@ -16,7 +16,7 @@ train: two short runs on DATA (lr 1e-3, forces coefficient 20, energy 1,
          its energy MAE at most 0.9 x the start model's (measured on the demo
          model for seeds 0..4: 0.38..0.39 x and 0.15..0.77 x; seed 0, used
          here: 0.39 x and 0.33 x);
-       - averaged weights (the default --ema 0.999, 3 steps): "(averaged weights)" is
+       - averaged weights (the default --ema 0.999, 3 steps): "(averaged weights, fp32)" is
          written, `uma test` on the file prints the run's "held-out" line, that
          line differs from the raw run's, and the energy MAE is at most 0.9 x
          the start's (measured 0.77..0.81 x for seeds 0..4, with 3 or 10
@@ -29,7 +29,11 @@ train: two short runs on DATA (lr 1e-3, forces coefficient 20, energy 1,
          other losses than fp32's (within 1e-4 relative); the lr printed for
          the first step is that step's (--warmup 4: warmup_factor x lr); a
          committee trains and prints its loss; values outside an option's
-         range fail with the table's message.
+         range fail with the table's message;
+       - --raw-out with --ema 0.5: --out holds the averaged and --raw-out the
+         raw weights, both in the training precision (every weight F64 with
+         --precision fp64, F32 without; the element references are float64
+         in every model file), and they differ.
 
 usage: check_train.py test|train UMA MODEL DATA.extxyz
 """
@@ -136,7 +140,7 @@ def check_train(uma, model, data):
         raw_path, avg_path = os.path.join(folder, "raw.safetensors"), os.path.join(folder, "avg.safetensors")
 
         p, printed_start, held = train_run(uma, model, data, raw_path, "--steps", "10", "--ema", "0")
-        check(f"wrote {raw_path} (raw weights)" in p.stdout, "raw run: no 'wrote ... (raw weights)' line")
+        check(f"wrote {raw_path} (raw weights, fp32)" in p.stdout, "raw run: no 'wrote ... (raw weights, fp32)' line")
         check(printed_start == start, f"train's start line {printed_start} is not uma test's {start}")
         written = run(uma, "info", raw_path)
         same = lambda text: [line for line in text.splitlines() if not line.startswith("model file")]
@@ -151,7 +155,7 @@ def check_train(uma, model, data):
             check(ratio[1] <= 0.7, f"forces MAE {raw[1]} is not below 0.7 x the start's {start[1]}")
 
         p, _, held_avg = train_run(uma, model, data, avg_path, "--steps", "3")
-        check(f"wrote {avg_path} (averaged weights)" in p.stdout, "default run: no 'wrote ... (averaged weights)' line")
+        check(f"wrote {avg_path} (averaged weights, fp32)" in p.stdout, "default run: no 'wrote ... (averaged weights, fp32)' line")
         avg = check_test(uma, avg_path, data, against_eval=False)
         check(avg == held_avg, f"uma test on the averaged model prints {avg}, the run's held-out line {held_avg}")
         check(avg is None or avg != raw, f"the averaged and raw runs wrote models with the same MAEs {avg}")
@@ -161,6 +165,7 @@ def check_train(uma, model, data):
 
         check_bad_out(uma, model, data, folder)
         check_options(uma, model, data, folder)
+        check_raw_out(uma, model, data, folder)
 
 
 def losses(text):
@@ -173,6 +178,38 @@ def losses(text):
         elif words[:1] == ["losses:"] and step is not None:
             out[step] = dict(zip(words[1::2], words[2::2]))
     return out
+
+
+def safetensors_floats(path):
+    """{name: (dtype, raw bytes)} of a safetensors file's floating-point tensors."""
+    with open(path, "rb") as f:
+        size = int.from_bytes(f.read(8), "little")
+        header = json.loads(f.read(size))
+        body = f.read()
+    return {k: (v["dtype"], body[v["data_offsets"][0]:v["data_offsets"][1]])
+            for k, v in header.items() if k != "__metadata__" and v["dtype"].startswith(("F", "BF"))}
+
+
+def weights(path):
+    """The network's floating-point tensors (the element references are float64 in every model file)."""
+    return {k: v for k, v in safetensors_floats(path).items() if not k.endswith(".element_references")}
+
+
+def check_raw_out(uma, model, data, folder):
+    for precision, dtype in (("fp64", "F64"), ("fp32", "F32")):
+        avg, raw = (os.path.join(folder, f"{w}_{precision}.safetensors") for w in ("avg", "raw"))
+        p = run(uma, "train", model, data, *TRAIN[:-4], "--steps", "3", "--ema", "0.5", "--precision", precision,
+                "--out", avg, "--raw-out", raw)
+        check(p.returncode == 0 and f"wrote {avg} (averaged weights, {precision})" in p.stdout
+              and f"wrote {raw} (raw weights, {precision})" in p.stdout,
+              f"--raw-out {precision}: rc {p.returncode}, {p.stdout[-300:]!r}")
+        if p.returncode != 0:
+            continue
+        a, r = weights(avg), weights(raw)
+        dtypes = {d for d, _ in a.values()} | {d for d, _ in r.values()}
+        check(dtypes == {dtype}, f"--precision {precision}: weights written as {dtypes}, expected {dtype}")
+        check(a.keys() == r.keys() and any(a[k][1] != r[k][1] for k in a),
+              f"--raw-out {precision}: the raw and averaged files hold the same weights")
 
 
 def check_options(uma, model, data, folder):
