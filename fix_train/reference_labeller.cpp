@@ -78,14 +78,17 @@ std::string ReferenceLabeller::label(uma::Sample &s, const LabelBox &box, const 
 void ReferenceLabeller::broadcast(uma::Labels &labels, int natoms, MPI_Comm world) {
   int me = 0;
   MPI_Comm_rank(world, &me);
-  const auto f64 = torch::kFloat64;
+  // the labels' values as host tensors of their shapes (never on a device)
+  auto host = [](std::vector<double> v, std::vector<int64_t> shape) {
+    return torch::tensor(v, torch::kFloat64).view(shape);   // host data
+  };
   uma::PackedRead packed;   // the labels by name: energy, forces [n, 3], stress [3, 3], has_stress
   std::vector<double> buffer;
   if (me == 0) {
-    packed.add("energy", torch::tensor(labels.energy, f64));
-    packed.add("forces", torch::tensor(labels.forces, f64).view({natoms, 3}));
-    packed.add("stress", torch::tensor(std::vector<double>(labels.stress.begin(), labels.stress.end()), f64));
-    packed.add("has_stress", torch::tensor(labels.has_stress ? 1.0 : 0.0, f64));
+    packed.add("energy", host({labels.energy}, {}));
+    packed.add("forces", host(labels.forces, {natoms, 3}));
+    packed.add("stress", host({labels.stress.begin(), labels.stress.end()}, {9}));
+    packed.add("has_stress", host({labels.has_stress ? 1.0 : 0.0}, {}));
     const auto flat = packed.flat();
     buffer.assign(flat.data_ptr<double>(), flat.data_ptr<double>() + flat.numel());   // host data
   } else {

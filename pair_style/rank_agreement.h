@@ -21,9 +21,9 @@ class AgreedFailure : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// Validates, evaluates and fetches `piece` on every rank of `world`.  Bad
+// Validates, evaluates and reads `local` (a piece) on every rank of `world`.  Bad
 // input any rank finds, before the model runs (engine.validate: NaN
-// or infinite positions, ...) or in the fetch (atoms too close), is thrown
+// or infinite positions, ...) or in the read (atoms too close), is thrown
 // as AgreedFailure on every rank with the lowest failing rank's message, in
 // the words of `describe`.  While any rank's edge capacity overflows, every
 // rank repeats the step (uma::until_capacity_fits), so the model's

@@ -83,7 +83,8 @@ const PackedRead::Field& PackedRead::field(const std::string& name) const {
 
 torch::Tensor PackedRead::tensor(const std::string& name) const {
   const Field& f = field(name);
-  return torch::from_blob(const_cast<double*>(host_.data() + f.offset), f.shape, torch::kFloat64).clone();
+  return torch::from_blob(const_cast<double*>(host_.data() + f.offset), f.shape, torch::kFloat64)  // host data
+      .clone();
 }
 
 std::vector<double> PackedRead::vector(const std::string& name) const {

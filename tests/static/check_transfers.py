@@ -10,7 +10,7 @@ host wait for the GPU.
 
 A line may say why a flagged form is not a transfer, with one of four markers:
   // host data        the tensor lives on the host by construction (a LAMMPS
-                      array wrapped for upload, a result fetch() returned)
+                      array wrapped for upload, a result read() returned)
   // bulk transfer    a one-off move of a whole model or state outside the
                       time step (loading, checkpoints)
   // same device      a copy_ between tensors on one device
@@ -35,7 +35,7 @@ DTYPE_ONLY = re.compile(
     r"\(\s*(torch::k(?!CPU\b|CUDA\b)\w+|[\w:.>()-]*?(scalar_type\(\)|dtype\(\)\.toScalarType\(\)|dtype\(\)|\.dtype|\bdtype))\s*\)")
 
 RULES = [
-    ("item", re.compile(r"\.item\s*[<(]"), "reads a device scalar: use to_host() or fetch()"),
+    ("item", re.compile(r"\.item\s*[<(]"), "reads a device scalar: use to_host() or Engine::read()"),
     ("cpu", re.compile(r"\.cpu\s*\("), "moves to the host: use to_host()"),
     ("to", re.compile(r"(\.|->)to\s*\("), "moves between devices: use upload()/to_host() (a dtype-only .to() is fine)"),
     ("data_ptr", re.compile(r"\bdata_ptr\b|\.accessor\s*<"), "raw pointer into a tensor that may live on the device"),
