@@ -19,17 +19,18 @@ void LAMMPS_NS::connect_ranks(uma::train::TrainOptions &o, MPI_Comm world) {
   // (one counted read and one upload per step, nothing allocated per step;
   // no CUDA-aware MPI or NCCL yet); on the CPU it is reduced in place.
   // One mirror per gradient size: the model's and the committee's.
-  o.sum_gradients = [world, mirrors = std::make_shared<std::map<int64_t, uma::HostMirror>>()](torch::Tensor &g) {
-    const bool on_host = g.device().is_cpu();
-    uma::HostMirror *mirror = on_host ? nullptr : &(*mirrors)[g.numel()];
-    torch::Tensor host = on_host ? g : mirror->read(g);
-    int me = 0;
-    MPI_Comm_rank(world, &me);
-    const int n = static_cast<int>(host.numel());
-    void *data = host.data_ptr();   // host data
-    const MPI_Datatype type = host.scalar_type() == torch::kFloat64 ? MPI_DOUBLE : MPI_FLOAT;
-    MPI_Reduce(me == 0 ? MPI_IN_PLACE : data, data, n, type, MPI_SUM, 0, world);
-    MPI_Bcast(data, n, type, 0, world);
-    if (!on_host) mirror->write(g);
-  };
+  o.sum_gradients =
+      [world, mirrors = std::make_shared<std::map<int64_t, uma::HostMirror>>()](torch::Tensor &g) {
+        const bool on_host = g.device().is_cpu();
+        uma::HostMirror *mirror = on_host ? nullptr : &(*mirrors)[g.numel()];
+        torch::Tensor host = on_host ? g : mirror->read(g);
+        int me = 0;
+        MPI_Comm_rank(world, &me);
+        const int n = static_cast<int>(host.numel());
+        void *data = host.data_ptr();  // host data
+        const MPI_Datatype type = host.scalar_type() == torch::kFloat64 ? MPI_DOUBLE : MPI_FLOAT;
+        MPI_Reduce(me == 0 ? MPI_IN_PLACE : data, data, n, type, MPI_SUM, 0, world);
+        MPI_Bcast(data, n, type, 0, world);
+        if (!on_host) mirror->write(g);
+      };
 }

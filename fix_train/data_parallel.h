@@ -16,6 +16,6 @@ namespace LAMMPS_NS {
 // their failure agreement, for the ranks of `world` (one rank: nothing).
 void connect_ranks(uma::train::TrainOptions &options, MPI_Comm world);
 
-}    // namespace LAMMPS_NS
+}  // namespace LAMMPS_NS
 
 #endif

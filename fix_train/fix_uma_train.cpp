@@ -36,12 +36,17 @@ FixUMATrain::FixUMATrain(LAMMPS *lmp, int narg, char **arg) : Fix(lmp, narg, arg
   // Under -partition each replica (NEB, PIMD, tempering) would train its own
   // copy of the model: the replicas would no longer share one potential.
   if (universe->nworlds > 1)
-    error->all(FLERR, "Fix uma/train cannot run under -partition ({} partitions): each replica would train its own "
-                      "copy of the model and the replicas would no longer share one potential; train without "
-                      "partitions, then run the replicas with the trained model file", universe->nworlds);
+    error->all(
+        FLERR,
+        "Fix uma/train cannot run under -partition ({} partitions): each replica would train its "
+        "own "
+        "copy of the model and the replicas would no longer share one potential; train without "
+        "partitions, then run the replicas with the trained model file",
+        universe->nworlds);
   set_ = parse_fix_train(lmp, id, narg, arg);
   frames_ = std::make_unique<FrameSource>(
-      lmp, ReferenceLabeller(set_.reference_style, set_.reference_args, set_.coeff_args), set_.frames_file);
+      lmp, ReferenceLabeller(set_.reference_style, set_.reference_args, set_.coeff_args),
+      set_.frames_file);
   gate_ = std::make_unique<LabelGate>(set_);
   report_ = std::make_unique<TrainReport>(lmp);
 
@@ -68,9 +73,11 @@ void FixUMATrain::init() {
   pair_ = nullptr;
   for (const char *name : {"uma", "uma/kk", "uma/kk/device", "uma/kk/host"})
     if (!pair_) pair_ = dynamic_cast<UMAModelHandle *>(force->pair_match(name, 1));
-  if (!pair_) error->all(FLERR, "Fix uma/train requires pair_style uma or uma/kk (alone or in a hybrid)");
+  if (!pair_)
+    error->all(FLERR, "Fix uma/train requires pair_style uma or uma/kk (alone or in a hybrid)");
   if (!atom->tag_enable) error->all(FLERR, "Fix uma/train requires atom IDs");
-  if (atom->natoms > std::numeric_limits<int>::max() / 3) error->all(FLERR, "Fix uma/train: too many atoms");
+  if (atom->natoms > std::numeric_limits<int>::max() / 3)
+    error->all(FLERR, "Fix uma/train: too many atoms");
   if (!trainer_) create_trainer();
 }
 
@@ -90,13 +97,15 @@ void FixUMATrain::create_trainer() {
         auto samples = frames_->read(file);
         for (const auto &s : samples) add_sample(s, held);
         if (comm->me == 0)
-          utils::logmesg(lmp, "fix uma/train: {} {}frames from {}\n", samples.size(), held ? "held-out " : "", file);
+          utils::logmesg(lmp, "fix uma/train: {} {}frames from {}\n", samples.size(),
+                         held ? "held-out " : "", file);
       }
   } catch (const std::exception &e) {
     error->all(FLERR, "Fix uma/train: {}", e.what());
   }
   if (set_.max_atoms == 0) set_.max_atoms = std::max<long long>(atom->natoms, 1);
-  sampler_ = std::make_unique<uma::train::MaxAtomsSampler>(set_.max_atoms, o.seed, comm->nprocs, comm->me, set_.shuffle);
+  sampler_ = std::make_unique<uma::train::MaxAtomsSampler>(set_.max_atoms, o.seed, comm->nprocs,
+                                                           comm->me, set_.shuffle);
   report_->log_setup(set_, setup.model_path, task);
 }
 
@@ -108,16 +117,17 @@ void FixUMATrain::setup(int) {
     } catch (const std::exception &e) {
       error->all(FLERR, "Fix uma/train: cannot restart from the optimizer state: {}", e.what());
     }
-    sampler_->resume(static_cast<int64_t>(resumed_.epoch), static_cast<int64_t>(resumed_.position),
-                     resumed_.planned_samples > 0 ? static_cast<int64_t>(resumed_.planned_samples) : -1);
+    sampler_->resume(
+        static_cast<int64_t>(resumed_.epoch), static_cast<int64_t>(resumed_.position),
+        resumed_.planned_samples > 0 ? static_cast<int64_t>(resumed_.planned_samples) : -1);
     calls_ = static_cast<long long>(resumed_.calls);
     frames_collected_ = static_cast<long long>(resumed_.frames);
     gate_->labelled(static_cast<long long>(resumed_.last_label_step));
     report_->set(TrainReport::REFERENCE_CALLS, static_cast<double>(frames_collected_));
     push_weights();
     if (comm->me == 0)
-      utils::logmesg(lmp, "fix uma/train: restarted after {} optimizer steps from {}\n", trainer_->steps(),
-                     set_.state_file);
+      utils::logmesg(lmp, "fix uma/train: restarted after {} optimizer steps from {}\n",
+                     trainer_->steps(), set_.state_file);
   }
   // The first frame checks the reference style before any MD happens.
   if ((set_.label_every > 0 || set_.label_auto) && frames_collected_ == 0) {
@@ -141,7 +151,7 @@ void FixUMATrain::end_of_step() {
 
 bool FixUMATrain::gate_labels(const uma::Sample &s) {
   // Rank 0 estimates; every rank takes the same decision from its estimate.
-  double u[2] = {0, 0};   // max, mean
+  double u[2] = {0, 0};  // max, mean
   on_rank_zero(fmt::format("uncertainty at step {}", update->ntimestep), [&] {
     const auto e = trainer_->uncertainty(s);
     u[0] = e.max;
@@ -167,7 +177,8 @@ void FixUMATrain::collect_frame(uma::Sample &s) {
     failure = e.what();
   }
   if (failure.empty()) failure = frames_->record(s, frames_collected_);
-  if (!failure.empty()) error->all(FLERR, "Fix uma/train: frame at step {}: {}", update->ntimestep, failure);
+  if (!failure.empty())
+    error->all(FLERR, "Fix uma/train: frame at step {}: {}", update->ntimestep, failure);
 }
 
 void FixUMATrain::add_sample(const uma::Sample &s, bool held_out) {
@@ -186,7 +197,8 @@ void FixUMATrain::train() {
   for (int k = 0; k < set_.steps_per_call && failure.empty(); ++k) {
     auto picks = sampler_->next(train_atoms_);
     if (picks.empty()) {
-      failure = fmt::format("no frame has at most max_atoms {} atoms; raise max_atoms", set_.max_atoms);
+      failure =
+          fmt::format("no frame has at most max_atoms {} atoms; raise max_atoms", set_.max_atoms);
       break;
     }
     std::vector<int64_t> batch;
@@ -211,7 +223,8 @@ void FixUMATrain::push_weights() {
 
 void FixUMATrain::print_stats() {
   const auto s = trainer_->read_stats();
-  double held[3] = {std::nan(""), std::nan(""), std::nan("")};   // energy MAE, forces MAE, rank correlation
+  double held[3] = {std::nan(""), std::nan(""),
+                    std::nan("")};  // energy MAE, forces MAE, rank correlation
   if (!held_ids_.empty()) {
     on_rank_zero("errors on the held-out frames", [&] {
       const auto e = trainer_->errors(held_ids_, set_.use_average);
@@ -224,8 +237,8 @@ void FixUMATrain::print_stats() {
   report_->set(TrainReport::HELD_ENERGY_MAE, held[0]);
   report_->set(TrainReport::HELD_FORCES_MAE, held[1]);
   report_->set(TrainReport::RANK_CORRELATION, held[2]);
-  report_->print(s, {trainer_->steps(), trainer_->num_samples(), frames_collected_, held_ids_.size(),
-                     set_.committee > 0, set_.label_auto, gate_->take_counts()});
+  report_->print(s, {trainer_->steps(), trainer_->num_samples(), frames_collected_,
+                     held_ids_.size(), set_.committee > 0, set_.label_auto, gate_->take_counts()});
 }
 
 double FixUMATrain::held_out_calibration() {
@@ -240,7 +253,8 @@ double FixUMATrain::held_out_calibration() {
       frames.push_back({u.max, u.mean, e.forces, e.energy,
                         static_cast<int64_t>(trainer_->sample(id).atoms.numbers.size())});
     }
-    rho = calibration::report(frames, update->ntimestep, set_.calibration_file, calibration_written_);
+    rho =
+        calibration::report(frames, update->ntimestep, set_.calibration_file, calibration_written_);
   });
   calibration_written_ = !set_.calibration_file.empty();
   MPI_Bcast(&rho, 1, MPI_DOUBLE, 0, world);
@@ -252,11 +266,17 @@ void FixUMATrain::write_checkpoint() {
   unsigned long long low = 0, high = 0;
   MPI_Allreduce(&mine, &low, 1, MPI_UNSIGNED_LONG_LONG, MPI_MIN, world);
   MPI_Allreduce(&mine, &high, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, world);
-  if (low != high) error->all(FLERR, "Fix uma/train: the ranks hold different weights at step {}", update->ntimestep);
-  on_rank_zero("cannot write checkpoint", [&] { trainer_->save_model(set_.checkpoint_file, set_.use_average); });
+  if (low != high)
+    error->all(FLERR, "Fix uma/train: the ranks hold different weights at step {}",
+               update->ntimestep);
+  on_rank_zero("cannot write checkpoint",
+               [&] { trainer_->save_model(set_.checkpoint_file, set_.use_average); });
   if (comm->me == 0)
-    utils::logmesg(lmp, "fix uma/train: checkpoint {} at step {} ({} weights, identical on {} rank(s), hash {:016x})\n",
-                   set_.checkpoint_file, update->ntimestep, set_.use_average ? "averaged" : "raw", comm->nprocs, mine);
+    utils::logmesg(lmp,
+                   "fix uma/train: checkpoint {} at step {} ({} weights, identical on {} rank(s), "
+                   "hash {:016x})\n",
+                   set_.checkpoint_file, update->ntimestep, set_.use_average ? "averaged" : "raw",
+                   comm->nprocs, mine);
 }
 
 double FixUMATrain::compute_vector(int i) { return report_->value(i); }
@@ -271,7 +291,8 @@ void FixUMATrain::write_restart(FILE *fp) {
   try {
     trainer_->save_state(set_.state_file);
   } catch (const std::exception &e) {
-    error->one(FLERR, "Fix uma/train: cannot write the optimizer state for the restart: {}", e.what());
+    error->one(FLERR, "Fix uma/train: cannot write the optimizer state for the restart: {}",
+               e.what());
   }
   TrainRestart now;
   now.steps = static_cast<double>(trainer_->steps());

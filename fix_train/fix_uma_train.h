@@ -55,11 +55,12 @@ class FixUMATrain : public Fix {
   FixTrainSettings set_;
   std::unique_ptr<FrameSource> frames_;
   std::unique_ptr<LabelGate> gate_;
-  UMAModelHandle *pair_ = nullptr;   // the pair style whose model this fix trains
+  UMAModelHandle *pair_ = nullptr;  // the pair style whose model this fix trains
   std::unique_ptr<uma::train::Trainer> trainer_;
   std::unique_ptr<uma::train::MaxAtomsSampler> sampler_;
-  std::vector<int64_t> train_ids_, train_atoms_;   // trainer samples the sampler draws from, their sizes
-  std::vector<int64_t> held_ids_;                  // held-out frames: never trained on
+  std::vector<int64_t> train_ids_,
+      train_atoms_;                // trainer samples the sampler draws from, their sizes
+  std::vector<int64_t> held_ids_;  // held-out frames: never trained on
   long long calls_ = 0, frames_collected_ = 0;
   std::unique_ptr<TrainReport> report_;
   bool restarted_ = false, calibration_written_ = false;
@@ -67,7 +68,8 @@ class FixUMATrain : public Fix {
 
   void create_trainer();
   void push_weights();
-  bool gate_labels(const uma::Sample &s);   // estimates the uncertainty; whether the gate labels this frame
+  bool gate_labels(
+      const uma::Sample &s);  // estimates the uncertainty; whether the gate labels this frame
   void collect_frame(uma::Sample &s);
   double held_out_calibration();
   void add_sample(const uma::Sample &s, bool held_out);

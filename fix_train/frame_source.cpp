@@ -27,14 +27,16 @@ uma::Sample FrameSource::running_frame() {
   for (int i = 0; i < nlocal; ++i) {
     double x[3] = {atom->x[i][0], atom->x[i][1], atom->x[i][2]};
     domain->remap(x);
-    mine.insert(mine.end(), {static_cast<double>(atom->tag[i]), static_cast<double>(atom->type[i]), x[0], x[1], x[2]});
+    mine.insert(mine.end(), {static_cast<double>(atom->tag[i]), static_cast<double>(atom->type[i]),
+                             x[0], x[1], x[2]});
   }
   int count = static_cast<int>(mine.size());
   std::vector<int> counts(comm->nprocs), displs(comm->nprocs);
   MPI_Allgather(&count, 1, MPI_INT, counts.data(), 1, MPI_INT, world);
   std::partial_sum(counts.begin(), counts.end() - 1, displs.begin() + 1);
   std::vector<double> all(displs.back() + counts.back());
-  MPI_Allgatherv(mine.data(), count, MPI_DOUBLE, all.data(), counts.data(), displs.data(), MPI_DOUBLE, world);
+  MPI_Allgatherv(mine.data(), count, MPI_DOUBLE, all.data(), counts.data(), displs.data(),
+                 MPI_DOUBLE, world);
   const int n = static_cast<int>(all.size() / 5);
   std::vector<int> order(n);
   std::iota(order.begin(), order.end(), 0);
@@ -45,13 +47,17 @@ uma::Sample FrameSource::running_frame() {
   for (int k : order) {
     const int type = static_cast<int>(all[5 * k + 1]);
     if (type_z_[type] == 0)
-      error->all(FLERR, "Fix uma/train: atom type {} is not mapped to an element by pair_coeff (NULL); "
-                        "frames for training must be whole UMA systems", type);
+      error->all(FLERR,
+                 "Fix uma/train: atom type {} is not mapped to an element by pair_coeff (NULL); "
+                 "frames for training must be whole UMA systems",
+                 type);
     s.atoms.numbers.push_back(type_z_[type]);
     for (int c = 0; c < 3; ++c) pos.push_back(all[5 * k + 2 + c] - domain->boxlo[c]);
   }
-  s.atoms.positions = torch::from_blob(pos.data(), {n, 3}, torch::kFloat64).clone();   // host data
-  s.atoms.cell = {{{domain->xprd, 0.0, 0.0}, {domain->xy, domain->yprd, 0.0}, {domain->xz, domain->yz, domain->zprd}}};
+  s.atoms.positions = torch::from_blob(pos.data(), {n, 3}, torch::kFloat64).clone();  // host data
+  s.atoms.cell = {{{domain->xprd, 0.0, 0.0},
+                   {domain->xy, domain->yprd, 0.0},
+                   {domain->xz, domain->yz, domain->zprd}}};
   s.atoms.pbc = {domain->xperiodic != 0, domain->yperiodic != 0, domain->zperiodic != 0};
   s.atoms.task = task_;
   s.atoms.charge = charge_;
@@ -60,7 +66,8 @@ uma::Sample FrameSource::running_frame() {
 }
 
 std::string FrameSource::label(uma::Sample &s) {
-  const LabelBox box{domain->xprd, domain->yprd, domain->zprd, domain->xy, domain->xz, domain->yz, atom->ntypes};
+  const LabelBox box{domain->xprd, domain->yprd, domain->zprd, domain->xy,
+                     domain->xz,   domain->yz,   atom->ntypes};
   const std::string failure = on_rank_zero(world, [&] {
     const std::string why = labeller_.label(s, box, type_z_);
     if (!why.empty()) throw std::runtime_error("the reference pair style failed: " + why);

@@ -48,6 +48,6 @@ class FrameSource : protected Pointers {
   int charge_ = 0, spin_ = 0;
 };
 
-}    // namespace LAMMPS_NS
+}  // namespace LAMMPS_NS
 
 #endif

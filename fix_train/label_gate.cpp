@@ -20,7 +20,8 @@ std::string LabelGate::decide(long long step, double max, double mean) {
   if (!forced && !unsure) return {};
   ++counts_.gated;
   if (unsure) return fmt::format("uncertainty {:.4g} eV > {} eV", max, threshold_);
-  return fmt::format("{} steps since the last label (max_interval; uncertainty {:.4g} eV)", since, max);
+  return fmt::format("{} steps since the last label (max_interval; uncertainty {:.4g} eV)", since,
+                     max);
 }
 
 LabelGate::Counts LabelGate::take_counts() {
@@ -29,7 +30,8 @@ LabelGate::Counts LabelGate::take_counts() {
   return c;
 }
 
-double calibration::report(const std::vector<Frame> &frames, long long step, const std::string &file, bool append) {
+double calibration::report(const std::vector<Frame> &frames, long long step,
+                           const std::string &file, bool append) {
   std::vector<double> u_max, force_mae;
   for (const auto &f : frames) {
     u_max.push_back(f.uncertainty_max);
@@ -38,12 +40,17 @@ double calibration::report(const std::vector<Frame> &frames, long long step, con
   const double rho = uma::train::rank_correlation(u_max, force_mae);
   if (file.empty()) return rho;
   FILE *fp = fopen(file.c_str(), append ? "a" : "w");
-  if (!fp) throw std::runtime_error(fmt::format("cannot write calibration file {}: {}", file, utils::getsyserror()));
+  if (!fp)
+    throw std::runtime_error(
+        fmt::format("cannot write calibration file {}: {}", file, utils::getsyserror()));
   if (!append)
-    utils::print(fp, "# step frame atoms uncertainty_max_eV uncertainty_mean_eV force_mae_eV_A energy_mae_eV_atom\n");
+    utils::print(fp,
+                 "# step frame atoms uncertainty_max_eV uncertainty_mean_eV force_mae_eV_A "
+                 "energy_mae_eV_atom\n");
   for (size_t k = 0; k < frames.size(); ++k)
-    utils::print(fp, "{} {} {} {:.10g} {:.10g} {:.10g} {:.10g}\n", step, k, frames[k].atoms, frames[k].uncertainty_max,
-               frames[k].uncertainty_mean, frames[k].force_mae, frames[k].energy_mae);
+    utils::print(fp, "{} {} {} {:.10g} {:.10g} {:.10g} {:.10g}\n", step, k, frames[k].atoms,
+                 frames[k].uncertainty_max, frames[k].uncertainty_mean, frames[k].force_mae,
+                 frames[k].energy_mae);
   fclose(fp);
   return rho;
 }

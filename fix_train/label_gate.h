@@ -19,8 +19,12 @@ namespace LAMMPS_NS {
 class LabelGate {
  public:
   explicit LabelGate(const FixTrainSettings &s)
-      : auto_(s.label_auto), threshold_(s.threshold), committee_(s.committee), check_every_(s.check_every),
-        min_interval_(s.min_interval), max_interval_(s.max_interval) {}
+      : auto_(s.label_auto),
+        threshold_(s.threshold),
+        committee_(s.committee),
+        check_every_(s.check_every),
+        min_interval_(s.min_interval),
+        max_interval_(s.max_interval) {}
 
   // Whether the uncertainty is estimated at this step (there is a committee).
   bool checks(long long step) const { return committee_ > 0 && step % check_every_ == 0; }
@@ -56,9 +60,10 @@ struct Frame {
 // Spearman's rank correlation of the frames' max uncertainty and force MAE;
 // with a file name, the frames appended to it (a header first when !append).
 // Throws std::runtime_error when the file cannot be written.
-double report(const std::vector<Frame> &frames, long long step, const std::string &file, bool append);
-}    // namespace calibration
+double report(const std::vector<Frame> &frames, long long step, const std::string &file,
+              bool append);
+}  // namespace calibration
 
-}    // namespace LAMMPS_NS
+}  // namespace LAMMPS_NS
 
 #endif

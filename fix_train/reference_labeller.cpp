@@ -17,9 +17,12 @@ namespace LAMMPS_NS {
 
 ReferenceLabeller::ReferenceLabeller(std::string style, std::vector<std::string> style_args,
                                      std::vector<std::string> coeff_args)
-    : style_(std::move(style)), style_args_(std::move(style_args)), coeff_args_(std::move(coeff_args)) {}
+    : style_(std::move(style)),
+      style_args_(std::move(style_args)),
+      coeff_args_(std::move(coeff_args)) {}
 
-std::string ReferenceLabeller::label(uma::Sample &s, const LabelBox &box, const std::vector<int> &type_z) const {
+std::string ReferenceLabeller::label(uma::Sample &s, const LabelBox &box,
+                                     const std::vector<int> &type_z) const {
   const int n = static_cast<int>(s.atoms.numbers.size());
   const char *args[] = {"uma-reference", "-log", "none", "-screen", "none", "-nocite"};
   std::unique_ptr<LAMMPS> ref;
@@ -32,16 +35,17 @@ std::string ReferenceLabeller::label(uma::Sample &s, const LabelBox &box, const 
     std::string boundary = "boundary";
     for (int c = 0; c < 3; ++c) boundary += s.atoms.pbc[c] ? " p" : " s";
     cmd(boundary);
-    cmd(fmt::format("region uma_box prism {} {} {} {} {} {} {} {} {} units box", 0.0, box.xprd, 0.0, box.yprd, 0.0,
-                    box.zprd, box.xy, box.xz, box.yz));
+    cmd(fmt::format("region uma_box prism {} {} {} {} {} {} {} {} {} units box", 0.0, box.xprd, 0.0,
+                    box.yprd, 0.0, box.zprd, box.xy, box.xz, box.yz));
     cmd(fmt::format("create_box {} uma_box", box.ntypes));
     cmd("mass * 1.0");
     std::vector<tagint> ids(n);
     std::iota(ids.begin(), ids.end(), 1);
     std::vector<int> types;
     for (int64_t z : s.atoms.numbers)
-      types.push_back(static_cast<int>(std::find(type_z.begin() + 1, type_z.end(), z) - type_z.begin()));
-    const auto *x = s.atoms.positions.data_ptr<double>();   // host data
+      types.push_back(
+          static_cast<int>(std::find(type_z.begin() + 1, type_z.end(), z) - type_z.begin()));
+    const auto *x = s.atoms.positions.data_ptr<double>();  // host data
     if (lammps_create_atoms(ref.get(), n, ids.data(), types.data(), x, nullptr, nullptr, 0) != n)
       return "not every atom of the frame could be placed in the reference's box";
     std::string style = "pair_style " + style_;
@@ -59,9 +63,11 @@ std::string ReferenceLabeller::label(uma::Sample &s, const LabelBox &box, const 
     lammps_gather_atoms(ref.get(), "f", 1, 3, s.labels.forces.data());
     // Stress = +(1/V) dE/d strain = -(virial pressure) / nktv2p.
     s.labels.has_stress = s.atoms.pbc[0] && s.atoms.pbc[1] && s.atoms.pbc[2];
-    auto *p = static_cast<double *>(lammps_extract_compute(ref.get(), "uma_virial", LMP_STYLE_GLOBAL, LMP_TYPE_VECTOR));
+    auto *p = static_cast<double *>(
+        lammps_extract_compute(ref.get(), "uma_virial", LMP_STYLE_GLOBAL, LMP_TYPE_VECTOR));
     const double k = ref->force->nktv2p;
-    const double xx = -p[0] / k, yy = -p[1] / k, zz = -p[2] / k, xy = -p[3] / k, xz = -p[4] / k, yz = -p[5] / k;
+    const double xx = -p[0] / k, yy = -p[1] / k, zz = -p[2] / k, xy = -p[3] / k, xz = -p[4] / k,
+                 yz = -p[5] / k;
     s.labels.stress = {xx, xy, xz, xy, yy, yz, xz, yz, zz};
     for (double f : s.labels.forces)
       if (!std::isfinite(f)) return "it gave non-finite forces";
@@ -80,9 +86,9 @@ void ReferenceLabeller::broadcast(uma::Labels &labels, int natoms, MPI_Comm worl
   MPI_Comm_rank(world, &me);
   // the labels' values as host tensors of their shapes (never on a device)
   auto host = [](std::vector<double> v, std::vector<int64_t> shape) {
-    return torch::tensor(v, torch::kFloat64).view(shape);   // host data
+    return torch::tensor(v, torch::kFloat64).view(shape);  // host data
   };
-  uma::PackedRead packed;   // the labels by name: energy, forces [n, 3], stress [3, 3], has_stress
+  uma::PackedRead packed;  // the labels by name: energy, forces [n, 3], stress [3, 3], has_stress
   std::vector<double> buffer;
   if (me == 0) {
     packed.add("energy", host({labels.energy}, {}));
@@ -90,7 +96,7 @@ void ReferenceLabeller::broadcast(uma::Labels &labels, int natoms, MPI_Comm worl
     packed.add("stress", host({labels.stress.begin(), labels.stress.end()}, {9}));
     packed.add("has_stress", host({labels.has_stress ? 1.0 : 0.0}, {}));
     const auto flat = packed.flat();
-    buffer.assign(flat.data_ptr<double>(), flat.data_ptr<double>() + flat.numel());   // host data
+    buffer.assign(flat.data_ptr<double>(), flat.data_ptr<double>() + flat.numel());  // host data
   } else {
     packed.declare("energy", {});
     packed.declare("forces", {natoms, 3});
@@ -108,4 +114,4 @@ void ReferenceLabeller::broadcast(uma::Labels &labels, int natoms, MPI_Comm worl
   labels.has_stress = packed.scalar("has_stress") != 0;
 }
 
-}    // namespace LAMMPS_NS
+}  // namespace LAMMPS_NS

@@ -24,7 +24,8 @@ struct LabelBox {
 class ReferenceLabeller {
  public:
   // pair_style STYLE STYLE_ARGS... and pair_coeff COEFF_ARGS...
-  ReferenceLabeller(std::string style, std::vector<std::string> style_args, std::vector<std::string> coeff_args);
+  ReferenceLabeller(std::string style, std::vector<std::string> style_args,
+                    std::vector<std::string> coeff_args);
   bool empty() const { return style_.empty(); }
 
   // Sets sample's labels (energy, forces; stress when the frame is periodic
@@ -43,6 +44,6 @@ class ReferenceLabeller {
   std::vector<std::string> style_args_, coeff_args_;
 };
 
-}    // namespace LAMMPS_NS
+}  // namespace LAMMPS_NS
 
 #endif

@@ -22,8 +22,24 @@ namespace LAMMPS_NS {
 class TrainReport : protected Pointers {
  public:
   // The global vector's entries (doc/fix_uma_train.rst), 1-based there.
-  enum Stat { LOSS, ENERGY_MAE, FORCES_MAE, STRESS_MAE, GRAD_NORM, LR, STEPS, FRAMES, SKIPPED, HELD_ENERGY_MAE,
-              HELD_FORCES_MAE, READS_PER_STEP, UNCERTAINTY, REFERENCE_CALLS, RANK_CORRELATION, NSTATS };
+  enum Stat {
+    LOSS,
+    ENERGY_MAE,
+    FORCES_MAE,
+    STRESS_MAE,
+    GRAD_NORM,
+    LR,
+    STEPS,
+    FRAMES,
+    SKIPPED,
+    HELD_ENERGY_MAE,
+    HELD_FORCES_MAE,
+    READS_PER_STEP,
+    UNCERTAINTY,
+    REFERENCE_CALLS,
+    RANK_CORRELATION,
+    NSTATS
+  };
 
   explicit TrainReport(LAMMPS *lmp) : Pointers(lmp) {}
   double value(int i) const { return stats_[i]; }
@@ -34,7 +50,8 @@ class TrainReport : protected Pointers {
   // What the print covers besides the trainer's statistics.
   struct Context {
     long long optimizer_steps = 0, frames = 0, reference_calls = 0;
-    size_t held_frames = 0;   // 0: no held-out errors (HELD_* and RANK_CORRELATION set by the caller)
+    size_t held_frames =
+        0;  // 0: no held-out errors (HELD_* and RANK_CORRELATION set by the caller)
     bool committee = false, label_auto = false;
     LabelGate::Counts gate;
   };
@@ -45,9 +62,9 @@ class TrainReport : protected Pointers {
 
  private:
   double stats_[NSTATS] = {};
-  long long step_reads_ = 0, step_uploads_ = 0, steps_counted_ = 0;   // since the last print
+  long long step_reads_ = 0, step_uploads_ = 0, steps_counted_ = 0;  // since the last print
 };
 
-}    // namespace LAMMPS_NS
+}  // namespace LAMMPS_NS
 
 #endif

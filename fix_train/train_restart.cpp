@@ -6,13 +6,14 @@ using namespace LAMMPS_NS;
 
 namespace {
 
-constexpr double kFormat = -2;   // first value of the list (older files start with a step count >= 0)
-constexpr double TrainRestart::*kFields[] = {&TrainRestart::steps,          &TrainRestart::epoch,
-                                             &TrainRestart::position,       &TrainRestart::calls,
-                                             &TrainRestart::frames,         &TrainRestart::last_label_step,
-                                             &TrainRestart::planned_samples};
+constexpr double kFormat =
+    -2;  // first value of the list (older files start with a step count >= 0)
+constexpr double TrainRestart::*kFields[] = {
+    &TrainRestart::steps,          &TrainRestart::epoch,  &TrainRestart::position,
+    &TrainRestart::calls,          &TrainRestart::frames, &TrainRestart::last_label_step,
+    &TrainRestart::planned_samples};
 constexpr int kFieldCount = sizeof(kFields) / sizeof(kFields[0]);
-constexpr int kOldFieldCount = 4;   // files without the marker: steps, epoch, position, calls
+constexpr int kOldFieldCount = 4;  // files without the marker: steps, epoch, position, calls
 
 }  // namespace
 

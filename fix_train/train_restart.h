@@ -11,7 +11,8 @@
 namespace LAMMPS_NS {
 
 struct TrainRestart {
-  double steps = 0, epoch = 0, position = 0, calls = 0, frames = 0, last_label_step = 0, planned_samples = 0;
+  double steps = 0, epoch = 0, position = 0, calls = 0, frames = 0, last_label_step = 0,
+         planned_samples = 0;
 
   // [format marker, the fields in order]
   std::vector<double> pack() const;
@@ -20,6 +21,6 @@ struct TrainRestart {
   static TrainRestart unpack(const char *buf);
 };
 
-}    // namespace LAMMPS_NS
+}  // namespace LAMMPS_NS
 
 #endif

@@ -16,10 +16,12 @@ namespace {
 // The fix's own keywords; the training options (lr, ema, committee, ...) come
 // from uma::train's option table, shared with `uma train`.
 bool is_fix_keyword(const std::string &w) {
-  static const char *words[] = {"data", "label", "reference", "task", "max_atoms", "steps", "use", "shuffle",
-                                "write_frames", "checkpoint", "print", "state", "holdout", "check", "min_interval",
-                                "max_interval", "holdout_data", "calibration"};
-  return std::find_if(std::begin(words), std::end(words), [&](const char *k) { return w == k; }) != std::end(words);
+  static const char *words[] = {
+      "data",    "label",   "reference",    "task",         "max_atoms",    "steps",
+      "use",     "shuffle", "write_frames", "checkpoint",   "print",        "state",
+      "holdout", "check",   "min_interval", "max_interval", "holdout_data", "calibration"};
+  return std::find_if(std::begin(words), std::end(words), [&](const char *k) { return w == k; }) !=
+         std::end(words);
 }
 
 bool is_table_option(const std::string &w) {
@@ -29,14 +31,18 @@ bool is_table_option(const std::string &w) {
 
 }  // namespace
 
-FixTrainSettings LAMMPS_NS::parse_fix_train(LAMMPS *lmp, const std::string &fix_id, int narg, char **arg) {
+FixTrainSettings LAMMPS_NS::parse_fix_train(LAMMPS *lmp, const std::string &fix_id, int narg,
+                                            char **arg) {
   FixTrainSettings s;
   s.train_every = utils::inumeric(FLERR, arg[3], false, lmp);
-  if (s.train_every < 1) lmp->error->all(FLERR, "Fix uma/train: N (train every N steps) must be >= 1, got {}", s.train_every);
+  if (s.train_every < 1)
+    lmp->error->all(FLERR, "Fix uma/train: N (train every N steps) must be >= 1, got {}",
+                    s.train_every);
   auto &o = s.options;
   s.state_file = fix_id + ".uma-train.state";
   auto need = [&](int i, int n, const char *what) {
-    if (i + n >= narg) utils::missing_cmd_args(FLERR, std::string("fix uma/train ") + what, lmp->error);
+    if (i + n >= narg)
+      utils::missing_cmd_args(FLERR, std::string("fix uma/train ") + what, lmp->error);
   };
   auto number = [&](int i) { return utils::numeric(FLERR, arg[i], false, lmp); };
   auto positive = [&](int i, const char *key) {
@@ -62,10 +68,12 @@ FixTrainSettings LAMMPS_NS::parse_fix_train(LAMMPS *lmp, const std::string &fix_
       int j = i + 2;
       while (j < narg && strcmp(arg[j], "coeff") != 0) reference_args.emplace_back(arg[j++]);
       if (j >= narg)
-        lmp->error->all(FLERR, "Fix uma/train: reference needs 'coeff ARGS' after the style, e.g. "
-                          "'reference eam/alloy coeff * * Cu_u3.eam Cu'");
+        lmp->error->all(FLERR,
+                        "Fix uma/train: reference needs 'coeff ARGS' after the style, e.g. "
+                        "'reference eam/alloy coeff * * Cu_u3.eam Cu'");
       for (++j; j < narg; ++j) coeff_args.emplace_back(arg[j]);
-      if (coeff_args.empty()) lmp->error->all(FLERR, "Fix uma/train: reference coeff needs arguments");
+      if (coeff_args.empty())
+        lmp->error->all(FLERR, "Fix uma/train: reference coeff needs arguments");
       i = narg;
       continue;
     }
@@ -75,20 +83,24 @@ FixTrainSettings LAMMPS_NS::parse_fix_train(LAMMPS *lmp, const std::string &fix_
       need(i, 2, "checkpoint");
       s.checkpoint_file = arg[i + 1];
       s.checkpoint_every = utils::inumeric(FLERR, arg[i + 2], false, lmp);
-      if (s.checkpoint_every < 1) lmp->error->all(FLERR, "Fix uma/train: checkpoint interval must be >= 1");
+      if (s.checkpoint_every < 1)
+        lmp->error->all(FLERR, "Fix uma/train: checkpoint interval must be >= 1");
       i += 3;
       continue;
     }
     need(i, 1, key.c_str());
     const std::string value = arg[i + 1];
-    if (key == "data") s.data_files.push_back(value);
+    if (key == "data")
+      s.data_files.push_back(value);
     else if (key == "label" && value == "auto") {
       // label auto THRESHOLD: the uncertainty gate
       need(i, 2, "label auto");
       s.label_auto = true;
       s.label_every = 0;
       s.threshold = utils::numeric(FLERR, arg[i + 2], false, lmp);
-      if (!(s.threshold > 0)) lmp->error->all(FLERR, "Fix uma/train: label auto THRESHOLD must be > 0 eV, got {}", arg[i + 2]);
+      if (!(s.threshold > 0))
+        lmp->error->all(FLERR, "Fix uma/train: label auto THRESHOLD must be > 0 eV, got {}",
+                        arg[i + 2]);
       i += 3;
       continue;
     } else if (key == "label") {
@@ -102,49 +114,79 @@ FixTrainSettings LAMMPS_NS::parse_fix_train(LAMMPS *lmp, const std::string &fix_
         lmp->error->all(FLERR, "Fix uma/train: {}", e.what());
       }
       if (key == "committee") committee_given = true;
-    } else if (key == "check") s.check_every = static_cast<int>(positive(i + 1, "check"));
-    else if (key == "min_interval") s.min_interval = static_cast<int>(non_negative(i + 1, "min_interval"));
-    else if (key == "max_interval") s.max_interval = static_cast<int>(non_negative(i + 1, "max_interval"));
-    else if (key == "holdout_data") s.holdout_files.push_back(value);
-    else if (key == "calibration") s.calibration_file = value;
-    else if (key == "task") s.task = value;
-    else if (key == "max_atoms") s.max_atoms = static_cast<long long>(positive(i + 1, "max_atoms"));
-    else if (key == "steps") s.steps_per_call = static_cast<int>(positive(i + 1, "steps"));
+    } else if (key == "check")
+      s.check_every = static_cast<int>(positive(i + 1, "check"));
+    else if (key == "min_interval")
+      s.min_interval = static_cast<int>(non_negative(i + 1, "min_interval"));
+    else if (key == "max_interval")
+      s.max_interval = static_cast<int>(non_negative(i + 1, "max_interval"));
+    else if (key == "holdout_data")
+      s.holdout_files.push_back(value);
+    else if (key == "calibration")
+      s.calibration_file = value;
+    else if (key == "task")
+      s.task = value;
+    else if (key == "max_atoms")
+      s.max_atoms = static_cast<long long>(positive(i + 1, "max_atoms"));
+    else if (key == "steps")
+      s.steps_per_call = static_cast<int>(positive(i + 1, "steps"));
     else if (key == "use") {
-      if (value != "ema" && value != "raw") lmp->error->all(FLERR, "Fix uma/train: use must be 'ema' or 'raw', got '{}'", value);
+      if (value != "ema" && value != "raw")
+        lmp->error->all(FLERR, "Fix uma/train: use must be 'ema' or 'raw', got '{}'", value);
       s.use_average = value == "ema";
-    }
-    else if (key == "shuffle") s.shuffle = utils::logical(FLERR, value, false, lmp) == 1;
-    else if (key == "write_frames") s.frames_file = value;
-    else if (key == "print") s.print_every = static_cast<int>(positive(i + 1, "print"));
-    else if (key == "state") s.state_file = value;
+    } else if (key == "shuffle")
+      s.shuffle = utils::logical(FLERR, value, false, lmp) == 1;
+    else if (key == "write_frames")
+      s.frames_file = value;
+    else if (key == "print")
+      s.print_every = static_cast<int>(positive(i + 1, "print"));
+    else if (key == "state")
+      s.state_file = value;
     else if (key == "holdout") {
       s.holdout_every = utils::inumeric(FLERR, value, false, lmp);
       if (s.holdout_every < 0 || s.holdout_every == 1)
-        lmp->error->all(FLERR, "Fix uma/train: holdout K keeps every K-th labelled frame out of training; K must be 0 or >= 2");
+        lmp->error->all(FLERR,
+                        "Fix uma/train: holdout K keeps every K-th labelled frame out of training; "
+                        "K must be 0 or >= 2");
     }
     i += 2;
   }
-  if (s.use_average && o.optimizer.ema_decay == 0) lmp->error->all(FLERR, "Fix uma/train: 'use ema' needs an ema decay > 0");
+  if (s.use_average && o.optimizer.ema_decay == 0)
+    lmp->error->all(FLERR, "Fix uma/train: 'use ema' needs an ema decay > 0");
   if (s.label_every > 0 && reference_style.empty())
-    lmp->error->all(FLERR, "Fix uma/train: label {} needs a reference pair style ('reference STYLE ... coeff ...')",
-               s.label_every);
+    lmp->error->all(
+        FLERR,
+        "Fix uma/train: label {} needs a reference pair style ('reference STYLE ... coeff ...')",
+        s.label_every);
   if (s.label_auto && reference_style.empty())
-    lmp->error->all(FLERR, "Fix uma/train: label auto needs a reference pair style ('reference STYLE ... coeff ...')");
+    lmp->error->all(
+        FLERR,
+        "Fix uma/train: label auto needs a reference pair style ('reference STYLE ... coeff ...')");
   if (s.label_every == 0 && !s.label_auto && s.data_files.empty())
-    lmp->error->all(FLERR, "Fix uma/train: nothing to train on; give 'data FILE' and/or 'label M reference ...'");
-  s.committee = committee_given ? static_cast<int>(o.committee_members) : s.label_auto ? 4 : 0;   // the gate's default
+    lmp->error->all(
+        FLERR,
+        "Fix uma/train: nothing to train on; give 'data FILE' and/or 'label M reference ...'");
+  s.committee = committee_given ? static_cast<int>(o.committee_members)
+                : s.label_auto  ? 4
+                                : 0;  // the gate's default
   if (s.label_auto && s.committee == 0)
-    lmp->error->all(FLERR, "Fix uma/train: label auto needs a committee (committee K with K >= 2; default 4)");
+    lmp->error->all(
+        FLERR, "Fix uma/train: label auto needs a committee (committee K with K >= 2; default 4)");
   if (!s.label_auto && (s.min_interval > 0 || s.max_interval > 0))
-    lmp->error->all(FLERR, "Fix uma/train: min_interval and max_interval apply to 'label auto THRESHOLD' only");
+    lmp->error->all(
+        FLERR, "Fix uma/train: min_interval and max_interval apply to 'label auto THRESHOLD' only");
   if (s.max_interval > 0 && s.max_interval % s.check_every != 0)
-    lmp->error->all(FLERR, "Fix uma/train: max_interval {} must be a multiple of check {} (labels are decided on check "
-                      "steps)", s.max_interval, s.check_every);
+    lmp->error->all(FLERR,
+                    "Fix uma/train: max_interval {} must be a multiple of check {} (labels are "
+                    "decided on check "
+                    "steps)",
+                    s.max_interval, s.check_every);
   if (s.max_interval > 0 && s.max_interval < s.min_interval)
-    lmp->error->all(FLERR, "Fix uma/train: max_interval {} is below min_interval {}", s.max_interval, s.min_interval);
+    lmp->error->all(FLERR, "Fix uma/train: max_interval {} is below min_interval {}",
+                    s.max_interval, s.min_interval);
   if (!s.calibration_file.empty() && s.committee == 0)
-    lmp->error->all(FLERR, "Fix uma/train: calibration FILE needs a committee (committee K, or label auto)");
+    lmp->error->all(
+        FLERR, "Fix uma/train: calibration FILE needs a committee (committee K, or label auto)");
   o.committee_members = s.committee;
   return s;
 }

@@ -36,27 +36,32 @@ void HaloExchange::resize(const torch::Tensor& x) {
 // Rows [first, first + count) of the engine's rows k -> LAMMPS rows index[k]:
 // host tensor -> buffer, and back.
 void HaloExchange::to_buffer(const torch::Tensor& host, int first) {
-  const char* src = static_cast<const char*>(host.data_ptr());   // host data
+  const char* src = static_cast<const char*>(host.data_ptr());  // host data
   const size_t bytes = static_cast<size_t>(width_) * value_bytes_;
-  for (int64_t k = 0; k < host.size(0); ++k) std::memcpy(row((*index_)[first + k]), src + k * bytes, bytes);
+  for (int64_t k = 0; k < host.size(0); ++k)
+    std::memcpy(row((*index_)[first + k]), src + k * bytes, bytes);
 }
 
-torch::Tensor HaloExchange::from_buffer(int first, int64_t count, const torch::TensorOptions& options) {
+torch::Tensor HaloExchange::from_buffer(int first, int64_t count,
+                                        const torch::TensorOptions& options) {
   auto host = torch::empty({count, width_}, options.device(torch::kCPU));
-  char* dst = static_cast<char*>(host.data_ptr());   // host data
+  char* dst = static_cast<char*>(host.data_ptr());  // host data
   const size_t bytes = static_cast<size_t>(width_) * value_bytes_;
-  for (int64_t k = 0; k < count; ++k) std::memcpy(dst + k * bytes, row((*index_)[first + k]), bytes);
+  for (int64_t k = 0; k < count; ++k)
+    std::memcpy(dst + k * bytes, row((*index_)[first + k]), bytes);
   return host;
 }
 
 torch::Tensor HaloExchange::owners_to_ghosts(const torch::Tensor& x) {
   const int64_t N = x.size(0), n = static_cast<int64_t>(index_->size()), ghosts = n - n_owned_;
   resize(x);
-  if (n_owned_ > 0) to_buffer(uma::to_host(x.narrow(0, 0, n_owned_).reshape({n_owned_, width_})), 0);   // one read
+  if (n_owned_ > 0)
+    to_buffer(uma::to_host(x.narrow(0, 0, n_owned_).reshape({n_owned_, width_})), 0);  // one read
   forward_comm(slots_);
   torch::Tensor ghost_rows = x.narrow(0, n_owned_, 0);
-  if (ghosts > 0)   // one upload
-    ghost_rows = uma::upload(from_buffer(n_owned_, ghosts, x.options()), x.options()).view(rows_like(x, ghosts));
+  if (ghosts > 0)  // one upload
+    ghost_rows = uma::upload(from_buffer(n_owned_, ghosts, x.options()), x.options())
+                     .view(rows_like(x, ghosts));
   return torch::cat({x.narrow(0, 0, n_owned_), ghost_rows, x.narrow(0, n, N - n)});
 }
 
@@ -64,18 +69,21 @@ torch::Tensor HaloExchange::ghosts_to_owners(const torch::Tensor& grad) {
   const int64_t N = grad.size(0), n = static_cast<int64_t>(index_->size()), ghosts = n - n_owned_;
   resize(grad);
   std::fill(rows_.begin(), rows_.begin() + static_cast<size_t>(nall_) * slots_, 0.0);
-  if (ghosts > 0)   // one read
+  if (ghosts > 0)  // one read
     to_buffer(uma::to_host(grad.narrow(0, n_owned_, ghosts).reshape({ghosts, width_})), n_owned_);
   reverse_comm(slots_);
   torch::Tensor owned = grad.narrow(0, 0, n_owned_);
-  if (n_owned_ > 0)   // one upload of what the owners received
-    owned = owned + uma::upload(from_buffer(0, n_owned_, grad.options()), grad.options()).view(rows_like(grad, n_owned_));
-  return torch::cat({owned, torch::zeros(rows_like(grad, ghosts), grad.options()), grad.narrow(0, n, N - n)});
+  if (n_owned_ > 0)  // one upload of what the owners received
+    owned = owned + uma::upload(from_buffer(0, n_owned_, grad.options()), grad.options())
+                        .view(rows_like(grad, n_owned_));
+  return torch::cat(
+      {owned, torch::zeros(rows_like(grad, ghosts), grad.options()), grad.narrow(0, n, N - n)});
 }
 
 int HaloExchange::pack_forward(int n, const int* list, double* buf) {
   const size_t bytes = static_cast<size_t>(width_) * value_bytes_;
-  for (int i = 0; i < n; ++i) std::memcpy(buf + static_cast<size_t>(i) * slots_, row(list[i]), bytes);
+  for (int i = 0; i < n; ++i)
+    std::memcpy(buf + static_cast<size_t>(i) * slots_, row(list[i]), bytes);
   rows_packed_ += n;
   return n * slots_;
 }

@@ -70,17 +70,17 @@ class HaloExchange final : public ReverseRows {
 
  private:
   void* row(int i) { return rows_.data() + static_cast<size_t>(i) * slots_; }
-  void resize(const torch::Tensor& like);   // row layout of `like` [N, ...], buffer for nall rows
+  void resize(const torch::Tensor& like);  // row layout of `like` [N, ...], buffer for nall rows
   void to_buffer(const torch::Tensor& host, int first);
   torch::Tensor from_buffer(int first, int64_t count, const torch::TensorOptions& options);
 
   const std::vector<int>* index_ = nullptr;
   int n_owned_ = 0, nall_ = 0;
-  int width_ = 0;          // values per row
-  bool fp64_ = false;      // values are doubles (else floats)
+  int width_ = 0;      // values per row
+  bool fp64_ = false;  // values are doubles (else floats)
   size_t value_bytes_ = sizeof(double);
-  int slots_ = 0;          // doubles a row occupies in the buffer and in LAMMPS's messages
-  std::vector<double> rows_;   // [nall, slots] feature (or gradient) rows, in the model's precision
+  int slots_ = 0;             // doubles a row occupies in the buffer and in LAMMPS's messages
+  std::vector<double> rows_;  // [nall, slots] feature (or gradient) rows, in the model's precision
   int64_t rows_packed_ = 0;
 };
 

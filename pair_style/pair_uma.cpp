@@ -37,15 +37,20 @@ namespace {
 torch::Tensor tensor_sum_over_ranks(const torch::Tensor& x, MPI_Comm comm) {
   auto host = uma::to_host(x);
   const MPI_Datatype type = host.scalar_type() == torch::kFloat64 ? MPI_DOUBLE : MPI_FLOAT;
-  MPI_Allreduce(MPI_IN_PLACE, host.data_ptr(), static_cast<int>(host.numel()), type, MPI_SUM, comm);  // host data
+  void* data = host.data_ptr();  // host data
+  MPI_Allreduce(MPI_IN_PLACE, data, static_cast<int>(host.numel()), type, MPI_SUM, comm);
   return uma::upload(host, x.options());
 }
 
 // Adds a 3x3 virial in LAMMPS's component order xx yy zz xy xz yz.
 template <typename Matrix>
 void add_virial(double* out, const Matrix& w) {
-  out[0] += w[0][0]; out[1] += w[1][1]; out[2] += w[2][2];
-  out[3] += w[0][1]; out[4] += w[0][2]; out[5] += w[1][2];
+  out[0] += w[0][0];
+  out[1] += w[1][1];
+  out[2] += w[2][2];
+  out[3] += w[0][1];
+  out[4] += w[0][2];
+  out[5] += w[1][2];
 }
 
 }  // namespace
@@ -58,8 +63,8 @@ PairUMA::PairUMA(LAMMPS* lmp) : Pair(lmp) {
   no_virial_fdotr_compute = 1;
   centroidstressflag = CENTROID_NOTAVAIL;
   comm_reverse = 9;
-  comm_reverse_off = 9;   // ghost rows are sent home with newton off too
-  nextra = kPairValues;   // compute pair ... uma (transfer_stats.h)
+  comm_reverse_off = 9;  // ghost rows are sent home with newton off too
+  nextra = kPairValues;  // compute pair ... uma (transfer_stats.h)
   pvector = new double[nextra]();
   halo_.forward_comm = [this](int width) { forward_comm_host(width); };
   halo_.reverse_comm = [this](int width) { reverse_comm_host(halo_, width); };
@@ -119,7 +124,8 @@ void PairUMA::settings(int narg, char** arg) {
   int iarg = 0;
   while (iarg < narg) {
     const std::string key = arg[iarg];
-    if (iarg + 1 >= narg) error->all(FLERR, "Pair style {}: keyword '{}' needs a value", style_name_, key);
+    if (iarg + 1 >= narg)
+      error->all(FLERR, "Pair style {}: keyword '{}' needs a value", style_name_, key);
     const std::string value = arg[iarg + 1];
     if (key == "task") {
       task_given_ = value;
@@ -128,7 +134,9 @@ void PairUMA::settings(int narg, char** arg) {
       charge_set_ = true;
     } else if (key == "spin") {
       spin_ = utils::inumeric(FLERR, value, false, lmp);
-      if (spin_ < 0) error->all(FLERR, "Pair style {}: spin is a multiplicity (2S+1 >= 1), got {}", style_name_, spin_);
+      if (spin_ < 0)
+        error->all(FLERR, "Pair style {}: spin is a multiplicity (2S+1 >= 1), got {}", style_name_,
+                   spin_);
       spin_set_ = true;
     } else if (key == "precision") {
       try {
@@ -139,23 +147,28 @@ void PairUMA::settings(int narg, char** arg) {
       precision_ = value;
     } else if (key == "device") {
       if (value != "auto" && value != "cpu" && value != "cuda" && value.rfind("cuda:", 0) != 0)
-        error->all(FLERR, "Pair style {}: device must be auto, cpu, cuda or cuda:N, got '{}'", style_name_, value);
-      device_ = value;   // cuda:N is checked against the GPUs when the engine is made
+        error->all(FLERR, "Pair style {}: device must be auto, cpu, cuda or cuda:N, got '{}'",
+                   style_name_, value);
+      device_ = value;  // cuda:N is checked against the GPUs when the engine is made
     } else if (key == "memory") {
       memory_gb_ = utils::numeric(FLERR, value, false, lmp);
       if (!(memory_gb_ > 0.0))
-        error->all(FLERR, "Pair style {}: memory is a budget in GB and must be positive, got {}", style_name_, value);
+        error->all(FLERR, "Pair style {}: memory is a budget in GB and must be positive, got {}",
+                   style_name_, value);
     } else if (key == "cuda_graph") {
       if (value != "yes" && value != "no")
-        error->all(FLERR, "Pair style {}: cuda_graph must be yes or no, got '{}'", style_name_, value);
+        error->all(FLERR, "Pair style {}: cuda_graph must be yes or no, got '{}'", style_name_,
+                   value);
       cuda_graph_ = value == "yes";
     } else {
-      error->all(FLERR, "Pair style {}: unknown keyword '{}' (expected task, charge, spin, precision, "
-                        "device, memory or cuda_graph)", style_name_, key);
+      error->all(FLERR,
+                 "Pair style {}: unknown keyword '{}' (expected task, charge, spin, precision, "
+                 "device, memory or cuda_graph)",
+                 style_name_, key);
     }
     iarg += 2;
   }
-  engine_.reset();   // rebuilt with the new settings at the next init
+  engine_.reset();  // rebuilt with the new settings at the next init
 }
 
 /* pair_coeff * * MODEL ELEM|NULL ... (one entry per atom type) */
@@ -164,8 +177,10 @@ void PairUMA::coeff(int narg, char** arg) {
   if (!allocated) allocate();
   const int ntypes = atom->ntypes;
   if (narg != 3 + ntypes)
-    error->all(FLERR, "Pair coeff for uma: expected '* * MODEL' and {} element symbols or NULL (one "
-                      "per atom type), got {} after the model file", ntypes, narg - 3);
+    error->all(FLERR,
+               "Pair coeff for uma: expected '* * MODEL' and {} element symbols or NULL (one "
+               "per atom type), got {} after the model file",
+               ntypes, narg - 3);
   if (strcmp(arg[0], "*") != 0 || strcmp(arg[1], "*") != 0)
     error->all(FLERR, "Pair coeff for uma must start with '* *' (one call maps all types)");
   model_path_ = arg[2];
@@ -183,10 +198,13 @@ void PairUMA::coeff(int narg, char** arg) {
     const std::string sym = arg[2 + t];
     if (sym == "NULL") continue;
     const int z = uma::atomic_number(sym);
-    if (z == 0) error->all(FLERR, "Pair coeff for uma: '{}' (type {}) is not an element symbol", sym, t);
+    if (z == 0)
+      error->all(FLERR, "Pair coeff for uma: '{}' (type {}) is not an element symbol", sym, t);
     if (z > zmax)
-      error->all(FLERR, "Pair coeff for uma: element {} (type {}) is not in the model (it covers Z = 1..{})",
-                 sym, t, zmax);
+      error->all(
+          FLERR,
+          "Pair coeff for uma: element {} (type {}) is not in the model (it covers Z = 1..{})", sym,
+          t, zmax);
     type_z_[t] = z;
     ++mapped;
   }
@@ -225,22 +243,28 @@ void PairUMA::create_engine() {
   try {
     model = uma::load_model(model_path_);
   } catch (const std::exception& e) {
-    error->all(FLERR, "Pair style {}: cannot load model file '{}': {}", style_name_, model_path_, e.what());
+    error->all(FLERR, "Pair style {}: cannot load model file '{}': {}", style_name_, model_path_,
+               e.what());
   }
   const auto& cfg = model->config();
   const auto tasks = cfg.dataset_names();
-  task_ = task_given_;   // resolved again for every model: pair_coeff may load another
+  task_ = task_given_;  // resolved again for every model: pair_coeff may load another
   if (task_.empty()) {
     if (tasks.size() != 1)
-      error->all(FLERR, "Pair style {}: this model has several tasks ({}); choose one with "
-                        "'pair_style uma task NAME'", style_name_, cfg.dataset_list());
+      error->all(FLERR,
+                 "Pair style {}: this model has several tasks ({}); choose one with "
+                 "'pair_style uma task NAME'",
+                 style_name_, cfg.dataset_list());
     task_ = tasks[0];
   }
   if (!model->has_dataset(task_))
-    error->all(FLERR, "Pair style {}: unknown task '{}'; the model has: {}", style_name_, task_, cfg.dataset_list());
+    error->all(FLERR, "Pair style {}: unknown task '{}'; the model has: {}", style_name_, task_,
+               cfg.dataset_list());
   if ((charge_set_ || spin_set_) && !uma::takes_charge_spin(task_))
-    error->all(FLERR, "Pair style {}: task '{}' takes no charge or spin input (only omol does); "
-                      "remove the charge/spin keywords", style_name_, task_);
+    error->all(FLERR,
+               "Pair style {}: task '{}' takes no charge or spin input (only omol does); "
+               "remove the charge/spin keywords",
+               style_name_, task_);
   if (!spin_set_) spin_ = static_cast<int>(uma::default_spin(task_));
   try {
     uma::validate_charge_spin(charge_, spin_);
@@ -249,9 +273,10 @@ void PairUMA::create_engine() {
   }
   const auto& out = model->outputs(task_);
   if (out.energy_rmsd != out.forces_rmsd || out.stress_mean != 0.0)
-    error->all(FLERR, "Pair style {}: task '{}' has force/energy normalisers that differ ({} vs {}), "
-                      "so its forces are not -dE/dx of its energy; MD with it cannot conserve energy", style_name_,
-               task_, out.forces_rmsd, out.energy_rmsd);
+    error->all(FLERR,
+               "Pair style {}: task '{}' has force/energy normalisers that differ ({} vs {}), "
+               "so its forces are not -dE/dx of its energy; MD with it cannot conserve energy",
+               style_name_, task_, out.forces_rmsd, out.energy_rmsd);
 
   uma::EngineOptions opts;
   opts.set_precision(uma::parse_precision(precision_));
@@ -259,8 +284,11 @@ void PairUMA::create_engine() {
   opts.memory_budget = memory_gb_ * 1e9;
   opts.memory_sharers = memory_sharers_;
   if (cuda_graph_ && comm->nprocs > 1)
-    error->all(FLERR, "Pair style {}: cuda_graph yes applies to one MPI rank (on several, the halo exchange "
-                      "runs between the autograd passes, which one CUDA graph cannot hold); use cuda_graph no", style_name_);
+    error->all(
+        FLERR,
+        "Pair style {}: cuda_graph yes applies to one MPI rank (on several, the halo exchange "
+        "runs between the autograd passes, which one CUDA graph cannot hold); use cuda_graph no",
+        style_name_);
   opts.cuda_graph = cuda_graph_;
   try {
     engine_ = std::make_unique<uma::Engine>(model, opts);
@@ -269,8 +297,10 @@ void PairUMA::create_engine() {
   }
   merges_logged_ = 0;
   if (comm->me == 0)
-    utils::logmesg(lmp, "pair {}: model {} ({}, {} layers, cutoff {} A), task {}, charge {}, spin {}, "
-                        "{} on {}\n", style_name_, model_path_, cfg.model_id, cfg.backbone.num_layers,
+    utils::logmesg(lmp,
+                   "pair {}: model {} ({}, {} layers, cutoff {} A), task {}, charge {}, spin {}, "
+                   "{} on {}\n",
+                   style_name_, model_path_, cfg.model_id, cfg.backbone.num_layers,
                    cfg.backbone.cutoff, task_, charge_, spin_, precision_, opts.device.str());
 }
 
@@ -281,8 +311,8 @@ void PairUMA::log_memory_plan() {
   const uma::MemoryPlan plan = engine_->stats().memory_plan;
   if (plan_logged_ && plan.recompute == plan_logged_recompute_) return;
   if (comm->me == 0)
-    utils::logmesg(lmp, "pair {}: memory plan{} at step {}: {}\n", style_name_, comm->nprocs > 1 ? " of rank 0" : "",
-                   update->ntimestep, plan.describe());
+    utils::logmesg(lmp, "pair {}: memory plan{} at step {}: {}\n", style_name_,
+                   comm->nprocs > 1 ? " of rank 0" : "", update->ntimestep, plan.describe());
   plan_logged_ = true;
   plan_logged_recompute_ = plan.recompute;
 }
@@ -294,8 +324,9 @@ void PairUMA::log_cuda_graph() {
   if (!cuda_graph_ || comm->me != 0) return;
   const uma::EngineStats stats = engine_->stats();
   if (stats.graph_captures == 1 && stats.graph_replays == 0)
-    utils::logmesg(lmp, "pair {}: step {} captured as a CUDA graph; later steps of this layout replay it\n",
-                   style_name_, update->ntimestep);
+    utils::logmesg(
+        lmp, "pair {}: step {} captured as a CUDA graph; later steps of this layout replay it\n",
+        style_name_, update->ntimestep);
   const std::string& why = stats.graph_refusal;
   if (!why.empty() && why != graph_refusal_logged_) {
     utils::logmesg(lmp, "pair {}: no CUDA graph at step {}, evaluating eagerly: {}\n", style_name_,
@@ -306,11 +337,14 @@ void PairUMA::log_cuda_graph() {
 
 void PairUMA::init_style() {
   if (strcmp(update->unit_style, "metal") != 0)
-    error->all(FLERR, "Pair style {} requires 'units metal' (the model works in eV and Angstrom), "
-                      "not units {}", style_name_, update->unit_style);
-  if (model_path_.empty()) error->all(FLERR, "Pair style {}: pair_coeff * * MODEL ... is missing", style_name_);
+    error->all(FLERR,
+               "Pair style {} requires 'units metal' (the model works in eV and Angstrom), "
+               "not units {}",
+               style_name_, update->unit_style);
+  if (model_path_.empty())
+    error->all(FLERR, "Pair style {}: pair_coeff * * MODEL ... is missing", style_name_);
   if (!engine_) create_engine();
-  for (int k = 0; k < nextra; ++k) pvector[k] = 0.0;   // the run's transfer totals start here
+  for (int k = 0; k < nextra; ++k) pvector[k] = 0.0;  // the run's transfer totals start here
   plan_logged_ = false;
   if (comm->nprocs > 1) {
     const char* shell = std::getenv("UMA_GHOST_SHELL");
@@ -325,13 +359,15 @@ void PairUMA::init_style() {
         comm->cutghostuser = needed;
       }
       if (comm->me == 0)
-        utils::logmesg(lmp, "pair {}: UMA_GHOST_SHELL=deep: no halo exchange; ghost cutoff {} A "
-                            "((1 + {} layers) x {} A + skin) on {} ranks\n", style_name_,
-                       std::max(needed, comm->cutghostuser), layers_, cutoff_, comm->nprocs);
+        utils::logmesg(lmp,
+                       "pair {}: UMA_GHOST_SHELL=deep: no halo exchange; ghost cutoff {} A "
+                       "((1 + {} layers) x {} A + skin) on {} ranks\n",
+                       style_name_, std::max(needed, comm->cutghostuser), layers_, cutoff_,
+                       comm->nprocs);
     } else {
       // The halo exchange needs the usual ghost shell (cutoff + skin), and
       // feature rows in the communication buffers.
-      if (user_cutghost_ >= 0.0) {   // a deep shell raised it before
+      if (user_cutghost_ >= 0.0) {  // a deep shell raised it before
         comm->cutghostuser = user_cutghost_;
         user_cutghost_ = -1.0;
       }
@@ -346,9 +382,10 @@ void PairUMA::init_style() {
         force->pair->comm_reverse_off = std::max(force->pair->comm_reverse_off, comm_reverse_off);
       }
       if (comm->me == 0)
-        utils::logmesg(lmp, "pair {}: halo exchange on {} ranks: {} values per ghost atom after the "
-                            "embedding and {} of the {} blocks; ghost cutoff {} A + skin\n", style_name_,
-                       comm->nprocs, feature_width_, layers_ - 1, layers_, cutoff_);
+        utils::logmesg(lmp,
+                       "pair {}: halo exchange on {} ranks: {} values per ghost atom after the "
+                       "embedding and {} of the {} blocks; ghost cutoff {} A + skin\n",
+                       style_name_, comm->nprocs, feature_width_, layers_ - 1, layers_, cutoff_);
     }
   }
 }
@@ -356,12 +393,13 @@ void PairUMA::init_style() {
 double PairUMA::init_one(int, int) { return cutoff_; }
 
 PairUMA::Setup PairUMA::training_setup() {
-  if (model_path_.empty()) error->all(FLERR, "Pair style {}: pair_coeff * * MODEL ... is missing", style_name_);
+  if (model_path_.empty())
+    error->all(FLERR, "Pair style {}: pair_coeff * * MODEL ... is missing", style_name_);
   if (!engine_) create_engine();
   return {model_path_, task_, engine_->options().device.str(), charge_, spin_, type_z_};
 }
 
-void PairUMA::set_weights(const std::function<void(uma::UmaModel &)> &copy) {
+void PairUMA::set_weights(const std::function<void(uma::UmaModel&)>& copy) {
   if (!engine_) create_engine();
   engine_->update_weights(copy);
   weights_updated_ = true;
@@ -375,9 +413,9 @@ void PairUMA::compute(int eflag, int vflag) {
       compute_whole(eflag, vflag);
     else
       compute_local(eflag, vflag);
-  } catch (const AgreedFailure& e) {   // every rank, the same message
+  } catch (const AgreedFailure& e) {  // every rank, the same message
     error->all(FLERR, "Pair style {}: {}", style_name_, e.what());
-  } catch (const std::exception& e) {   // uma::Error: bad input the engine refused
+  } catch (const std::exception& e) {  // uma::Error: bad input the engine refused
     error->one(FLERR, "Pair style {}: {}", style_name_, describe(e));
   }
   const long long merges = engine_->stats().merges;
@@ -388,10 +426,12 @@ void PairUMA::compute(int eflag, int vflag) {
   // The first few re-merges are logged: under Monte Carlo moves (fix atom/swap
   // semi-grand, fix gcmc) the composition changes with every accepted move.
   constexpr int kRemergeLines = 5;
-  if (merges > merges_logged_ && merges_logged_ > 0 && remerges_logged_ < kRemergeLines && comm->me == 0) {
+  if (merges > merges_logged_ && merges_logged_ > 0 && remerges_logged_ < kRemergeLines &&
+      comm->me == 0) {
     ++remerges_logged_;
-    utils::logmesg(lmp, "pair {}: composition changed at step {}; experts merged again{}\n", style_name_,
-                   update->ntimestep, remerges_logged_ == kRemergeLines ? " (later re-merges are not logged)" : "");
+    utils::logmesg(lmp, "pair {}: composition changed at step {}; experts merged again{}\n",
+                   style_name_, update->ntimestep,
+                   remerges_logged_ == kRemergeLines ? " (later re-merges are not logged)" : "");
   }
   merges_logged_ = merges;
   log_memory_plan();
@@ -417,22 +457,25 @@ void PairUMA::compute_whole(int, int) {
   const int n = static_cast<int>(index.size());
   if (n == 0) return;
   a.positions = torch::empty({n, 3}, torch::kFloat64);
-  double* pos = a.positions.data_ptr<double>();   // host data
+  double* pos = a.positions.data_ptr<double>();  // host data
   for (int k = 0; k < n; ++k)
     for (int d = 0; d < 3; ++d) pos[3 * k + d] = x[index[k]][d] - domain->boxlo[d];
   set_whole_system(a);
 
   // One packed read: forces, and energy and virials only when LAMMPS asks.
   uma::HostEvaluation r;
-  uma::until_capacity_fits([&] { return engine_->read(engine_->evaluate({a}, read_request()), r); });
-  const auto F = r.forces.accessor<double, 2>();   // host data
+  uma::until_capacity_fits(
+      [&] { return engine_->read(engine_->evaluate({a}, read_request()), r); });
+  const auto F = r.forces.accessor<double, 2>();  // host data
   for (int k = 0; k < n; ++k)
     for (int d = 0; d < 3; ++d) f[index[k]][d] += F[k][d];
   tally(r, n, n);
 }
 
 void PairUMA::set_whole_system(uma::Atoms& a) const {
-  a.cell = {{{domain->xprd, 0.0, 0.0}, {domain->xy, domain->yprd, 0.0}, {domain->xz, domain->yz, domain->zprd}}};
+  a.cell = {{{domain->xprd, 0.0, 0.0},
+             {domain->xy, domain->yprd, 0.0},
+             {domain->xz, domain->yz, domain->zprd}}};
   a.pbc = {domain->xperiodic != 0, domain->yperiodic != 0, domain->zperiodic != 0};
   a.charge = charge_;
   a.spin = spin_;
@@ -443,12 +486,12 @@ void PairUMA::tally(const uma::HostEvaluation& r, int n_energy, int n_virial) {
   const std::vector<int>& index = engine_index_;
   if (eflag_global) eng_vdwl += r.energy[0];
   if (eflag_atom) {
-    const auto Ea = r.atom_energy.accessor<double, 1>();   // host data
+    const auto Ea = r.atom_energy.accessor<double, 1>();  // host data
     for (int k = 0; k < n_energy; ++k) eatom[index[k]] += Ea[k];
   }
-  if (vflag_global) add_virial(virial, r.virial.accessor<double, 3>()[0]);   // host data
+  if (vflag_global) add_virial(virial, r.virial.accessor<double, 3>()[0]);  // host data
   if (vflag_atom && n_virial > 0) {
-    const auto V = r.atom_virial.accessor<double, 3>();   // host data
+    const auto V = r.atom_virial.accessor<double, 3>();  // host data
     for (int k = 0; k < n_virial; ++k) add_virial(vatom[index[k]], V[k]);
   }
 }
@@ -462,9 +505,10 @@ std::string PairUMA::describe(const std::exception& e) const {
                ? static_cast<long long>(atom->tag[engine_index_[k]])
                : -1LL;
   };
-  return fmt::format("atoms with IDs {} and {} are {:.3g} A apart, closer than the {} A minimum "
-                     "(overlapping atoms: check the structure, or shorten the time step)",
-                     id(close->first), id(close->second), close->distance, uma::kMinAtomDistance);
+  return fmt::format(
+      "atoms with IDs {} and {} are {:.3g} A apart, closer than the {} A minimum "
+      "(overlapping atoms: check the structure, or shorten the time step)",
+      id(close->first), id(close->second), close->distance, uma::kMinAtomDistance);
 }
 
 uma::Request PairUMA::read_request() const {
@@ -484,14 +528,16 @@ void PairUMA::subdomain_corner(double* origin) const {
     std::copy(domain->sublo, domain->sublo + 3, origin);
 }
 
-std::vector<long long> PairUMA::global_composition(const std::vector<int64_t>& numbers, int nowned) const {
+std::vector<long long> PairUMA::global_composition(const std::vector<int64_t>& numbers,
+                                                   int nowned) const {
   std::vector<long long> counts(engine_->model()->config().backbone.max_num_elements, 0);
   for (int k = 0; k < nowned; ++k) ++counts[numbers[k]];
   return sum_over_ranks(std::move(counts));
 }
 
 std::vector<long long> PairUMA::sum_over_ranks(std::vector<long long> counts) const {
-  MPI_Allreduce(MPI_IN_PLACE, counts.data(), static_cast<int>(counts.size()), MPI_LONG_LONG, MPI_SUM, world);
+  MPI_Allreduce(MPI_IN_PLACE, counts.data(), static_cast<int>(counts.size()), MPI_LONG_LONG,
+                MPI_SUM, world);
   return counts;
 }
 
@@ -500,9 +546,12 @@ void PairUMA::set_piece_inputs(uma::Atoms& local) const {
   local.spin = spin_;
   local.task = task_;
   const auto& bb = engine_->model()->config().backbone;
-  if (bb.charge_channel_end > bb.charge_channel_begin || bb.spin_channel_end > bb.spin_channel_begin) {
+  if (bb.charge_channel_end > bb.charge_channel_begin ||
+      bb.spin_channel_end > bb.spin_channel_begin) {
     MPI_Comm comm = world;
-    local.piece.sum_over_processes = [comm](const torch::Tensor& t) { return tensor_sum_over_ranks(t, comm); };
+    local.piece.sum_over_processes = [comm](const torch::Tensor& t) {
+      return tensor_sum_over_ranks(t, comm);
+    };
   }
 }
 
@@ -530,7 +579,7 @@ void PairUMA::compute_local(int, int) {
   double o[3];
   subdomain_corner(o);
   local.positions = torch::empty({n, 3}, torch::kFloat64);
-  double* pos = local.positions.data_ptr<double>();   // host data
+  double* pos = local.positions.data_ptr<double>();  // host data
   for (int k = 0; k < n; ++k)
     for (int d = 0; d < 3; ++d) pos[3 * k + d] = x[index[k]][d] - o[d];
   const auto counts = global_composition(local.numbers, n_owned);
@@ -542,12 +591,12 @@ void PairUMA::compute_local(int, int) {
                          [this](const std::exception& e) { return describe(e); });
 
   fold_.clear(nall, atom->nmax, vflag_atom != 0);
-  const auto F = r.forces.accessor<double, 2>();   // host data
+  const auto F = r.forces.accessor<double, 2>();  // host data
   for (int k = 0; k < n; ++k)
     for (int d = 0; d < 3; ++d) fold_.row(index[k])[d] = F[k][d];
   if (vflag_atom) {
-    const auto V = r.atom_virial.accessor<double, 3>();   // host data
-    for (int k = 0; k < n; ++k) add_virial(fold_.row(index[k]) + 3, V[k]);   // rows zeroed above
+    const auto V = r.atom_virial.accessor<double, 3>();                     // host data
+    for (int k = 0; k < n; ++k) add_virial(fold_.row(index[k]) + 3, V[k]);  // rows zeroed above
   }
   // Ghost rows go home whatever newton_pair says; the ghosts keep nothing.
   reverse_comm_host(fold_, fold_.width());
@@ -558,25 +607,33 @@ void PairUMA::compute_local(int, int) {
     if (vflag_atom)
       for (int d = 0; d < 6; ++d) vatom[i][d] += fold_.row(i)[3 + d];
   }
-  tally(r, n_owned, 0);   // per-atom virials: folded above
+  tally(r, n_owned, 0);  // per-atom virials: folded above
 }
 
 int PairUMA::pack_forward_comm(int n, int* list, double* buf, int, int*) {
-  return halo_.pack_forward(n, list, buf);   // node features: translation-invariant, no image shift
+  return halo_.pack_forward(n, list, buf);  // node features: translation-invariant, no image shift
 }
 
-void PairUMA::unpack_forward_comm(int n, int first, double* buf) { halo_.unpack_forward(n, first, buf); }
+void PairUMA::unpack_forward_comm(int n, int first, double* buf) {
+  halo_.unpack_forward(n, first, buf);
+}
 
 // The reverse communication is either the halo exchange's or the fold's
 // (reverse_comm_host says which).
 int PairUMA::pack_reverse_comm(int n, int first, double* buf) {
-  if (!reverse_rows_) error->one(FLERR, "Pair style {}: internal: reverse communication outside compute", style_name_);
+  if (!reverse_rows_)
+    error->one(FLERR, "Pair style {}: internal: reverse communication outside compute",
+               style_name_);
   return reverse_rows_->pack_reverse(n, first, buf);
 }
 
 void PairUMA::unpack_reverse_comm(int n, int* list, double* buf) {
-  if (!reverse_rows_) error->one(FLERR, "Pair style {}: internal: reverse communication outside compute", style_name_);
+  if (!reverse_rows_)
+    error->one(FLERR, "Pair style {}: internal: reverse communication outside compute",
+               style_name_);
   reverse_rows_->unpack_reverse(n, list, buf);
 }
 
-double PairUMA::memory_usage() { return Pair::memory_usage() + fold_.memory_usage() + halo_.memory_usage(); }
+double PairUMA::memory_usage() {
+  return Pair::memory_usage() + fold_.memory_usage() + halo_.memory_usage();
+}

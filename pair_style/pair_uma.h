@@ -31,7 +31,7 @@ struct Atoms;
 struct HostEvaluation;
 struct Request;
 struct Atoms;
-}
+}  // namespace uma
 
 namespace LAMMPS_NS {
 
@@ -57,41 +57,42 @@ class PairUMA : public Pair, public UMAModelHandle {
   void unpack_reverse_comm(int, int *, double *) override;
 
  protected:
-  std::string style_name_ = "uma";   // in log lines (uma/kk for the KOKKOS variant)
+  std::string style_name_ = "uma";  // in log lines (uma/kk for the KOKKOS variant)
 
   // settings
-  std::string task_given_;            // the task keyword's (empty: the model's only task)
-  std::string task_;                  // the task of the loaded model, resolved from task_given_
-  int charge_ = 0, spin_ = -1;        // spin -1: the task's default (resolved with the task)
+  std::string task_given_;      // the task keyword's (empty: the model's only task)
+  std::string task_;            // the task of the loaded model, resolved from task_given_
+  int charge_ = 0, spin_ = -1;  // spin -1: the task's default (resolved with the task)
   bool charge_set_ = false, spin_set_ = false;
   std::string precision_ = "fp32";
   std::string device_ = "auto";
-  double memory_gb_ = 0.0;            // 0: automatic (memory_plan.h)
-  bool cuda_graph_ = false;           // replay a CUDA graph of the step (one rank, CUDA)
+  double memory_gb_ = 0.0;   // 0: automatic (memory_plan.h)
+  bool cuda_graph_ = false;  // replay a CUDA graph of the step (one rank, CUDA)
   std::string graph_refusal_logged_;
-  int memory_sharers_ = 1;            // ranks of this node sharing the device's memory
+  int memory_sharers_ = 1;  // ranks of this node sharing the device's memory
   bool plan_logged_ = false, plan_logged_recompute_ = false;
 
   // coefficients
   std::string model_path_;
-  std::vector<int> type_z_;           // atomic number per type (index 1..ntypes), 0 for NULL
-  std::vector<int> engine_index_;   // engine atom -> local LAMMPS index, this step
+  std::vector<int> type_z_;        // atomic number per type (index 1..ntypes), 0 for NULL
+  std::vector<int> engine_index_;  // engine atom -> local LAMMPS index, this step
   std::unique_ptr<uma::Engine> engine_;
   double cutoff_ = 0.0;
   int layers_ = 0;
-  int feature_width_ = 0;             // doubles per node-feature row: (lmax + 1)^2 x sphere channels
+  int feature_width_ = 0;  // doubles per node-feature row: (lmax + 1)^2 x sphere channels
   long long merges_logged_ = 0;
-  int remerges_logged_ = 0;           // re-merge lines logged so far (the first few are)
-  bool weights_updated_ = false;      // the next merge follows new weights, not a new composition
-  double user_cutghost_ = -1.0;       // comm->cutghostuser before this style raised it (-1: never raised)
+  int remerges_logged_ = 0;       // re-merge lines logged so far (the first few are)
+  bool weights_updated_ = false;  // the next merge follows new weights, not a new composition
+  double user_cutghost_ =
+      -1.0;  // comm->cutghostuser before this style raised it (-1: never raised)
 
-  TransferStats transfers_;           // behind compute pair (transfer_stats.h)
-  GhostFold fold_;                    // several ranks: ghost forces and virials on their way home
+  TransferStats transfers_;  // behind compute pair (transfer_stats.h)
+  GhostFold fold_;           // several ranks: ghost forces and virials on their way home
 
   // several ranks: the halo exchange, or the deep ghost shell (UMA_GHOST_SHELL=deep)
   HaloExchange halo_;
   bool deep_shell_ = false;
-  ReverseRows *reverse_rows_ = nullptr;   // what the reverse communication under way moves
+  ReverseRows *reverse_rows_ = nullptr;  // what the reverse communication under way moves
 
   void allocate();
   void create_engine();
@@ -101,7 +102,7 @@ class PairUMA : public Pair, public UMAModelHandle {
   virtual int data_gpu() const { return -1; }
   void log_memory_plan();
   void log_cuda_graph();
-  uma::Request read_request() const;   // what this step's flags ask the engine for
+  uma::Request read_request() const;  // what this step's flags ask the engine for
   // The evaluation of one step on one rank (the whole periodic system) or on
   // several (owned atoms plus ghosts); the Kokkos style overrides both.
   virtual void compute_whole(int eflag, int vflag);

@@ -51,10 +51,10 @@ static_assert(std::is_same_v<KK_FLOAT, double> && std::is_same_v<KK_ACC_FLOAT, d
               "-D Kokkos_PREC=DOUBLE (KOKKOS_PREC double)");
 
 template <class DeviceType>
-PairUMAKokkos<DeviceType>::PairUMAKokkos(LAMMPS* lmp) : PairUMA(lmp) {
+PairUMAKokkos<DeviceType>::PairUMAKokkos(LAMMPS *lmp) : PairUMA(lmp) {
   style_name_ = "uma/kk";
   kokkosable = 1;
-  atomKK = static_cast<AtomKokkos*>(atom);
+  atomKK = static_cast<AtomKokkos *>(atom);
   execution_space = ExecutionSpaceFromDevice<DeviceType>::space;
   // LAMMPS's Kokkos integrators sync these before compute() and mark these
   // modified after it.
@@ -67,7 +67,8 @@ PairUMAKokkos<DeviceType>::PairUMAKokkos(LAMMPS* lmp) : PairUMA(lmp) {
 // (Monte Carlo): the in-place path builds its layout from the device's type
 // view once per reneighboring and would evaluate the old configuration.
 static const char *host_trial_move_fix(Modify *modify) {
-  static const char *const styles[] = {"atom/swap", "gcmc", "widom", "sgcmc", "mol/swap", "charge/regulation"};
+  static const char *const styles[] = {"atom/swap", "gcmc",     "widom",
+                                       "sgcmc",     "mol/swap", "charge/regulation"};
   for (const auto *fix : modify->get_fix_list())
     for (const char *style : styles)
       if (std::string(fix->style) == style) return style;
@@ -76,7 +77,7 @@ static const char *host_trial_move_fix(Modify *modify) {
 
 template <class DeviceType>
 void PairUMAKokkos<DeviceType>::init_style() {
-  PairUMA::init_style();   // the engine exists from here on
+  PairUMA::init_style();  // the engine exists from here on
   const torch::Device device = engine_->options().device;
   constexpr bool host_views =
       Kokkos::SpaceAccessibility<Kokkos::HostSpace, typename DeviceType::memory_space>::accessible;
@@ -87,10 +88,13 @@ void PairUMAKokkos<DeviceType>::init_style() {
   else if (deep_shell_)
     why_not = "UMA_GHOST_SHELL=deep";
   else if (const char *fix = host_trial_move_fix(modify))
-    why_not = fmt::format("fix {} changes atoms on the host between reneighborings and evaluates each trial move", fix);
+    why_not = fmt::format(
+        "fix {} changes atoms on the host between reneighborings and evaluates each trial move",
+        fix);
   else if (comm->nprocs > 1 && !force->newton_pair)
-    why_not = "newton_pair off on several ranks (ghost forces are folded through the host; newton on "
-              "leaves that to LAMMPS's Kokkos communication)";
+    why_not =
+        "newton_pair off on several ranks (ghost forces are folded through the host; newton on "
+        "leaves that to LAMMPS's Kokkos communication)";
   in_place_ = why_not.empty();
   // LAMMPS's Kokkos integrators sync the atoms to this space before compute()
   // and mark them modified there after it: the host when this style runs
@@ -101,12 +105,14 @@ void PairUMAKokkos<DeviceType>::init_style() {
     type_z_table_ = uma::upload(table, device_options().dtype(torch::kLong));
     all_mapped_ = std::find(type_z_.begin() + 1, type_z_.end(), 0) == type_z_.end();
   }
-  layout_builds_ = -1;   // the first step builds the layout
+  layout_builds_ = -1;  // the first step builds the layout
   if (comm->me == 0)
-    utils::logmesg(lmp, in_place_ ? fmt::format("pair {}: in place on the Kokkos views (x, type, f); no host "
-                                                "copies of atom data\n", style_name_)
-                                  : fmt::format("pair {}: atoms go through the host each step ({})\n",
-                                                style_name_, why_not));
+    utils::logmesg(
+        lmp, in_place_ ? fmt::format("pair {}: in place on the Kokkos views (x, type, f); no host "
+                                     "copies of atom data\n",
+                                     style_name_)
+                       : fmt::format("pair {}: atoms go through the host each step ({})\n",
+                                     style_name_, why_not));
 }
 
 // Under a CUDA Kokkos the tensors go on the GPU Kokkos chose for this rank.
@@ -120,7 +126,7 @@ int PairUMAKokkos<DeviceType>::data_gpu() const {
 
 template <class DeviceType>
 void PairUMAKokkos<DeviceType>::compute(int eflag, int vflag) {
-  if (!in_place_) {   // host path: pair_style uma on synced host arrays
+  if (!in_place_) {  // host path: pair_style uma on synced host arrays
     atomKK->sync(Host, datamask_read);
     PairUMA::compute(eflag, vflag);
     atomKK->modified(Host, datamask_modify);
@@ -137,8 +143,8 @@ void PairUMAKokkos<DeviceType>::compute(int eflag, int vflag) {
   // autograd passes replay on the streams the forward pass used.
   std::optional<c10::cuda::CUDAStreamGuard> on_kokkos_stream;
   if constexpr (on_cuda<DeviceType>())
-    on_kokkos_stream.emplace(c10::cuda::getStreamFromExternal(Kokkos::Cuda().cuda_stream(),
-                                                              static_cast<c10::DeviceIndex>(data_gpu())));
+    on_kokkos_stream.emplace(c10::cuda::getStreamFromExternal(
+        Kokkos::Cuda().cuda_stream(), static_cast<c10::DeviceIndex>(data_gpu())));
 #endif
   PairUMA::compute(eflag, vflag);
   atomKK->modified(execution_space, F_MASK);
@@ -157,7 +163,8 @@ void PairUMAKokkos<DeviceType>::refresh_layout(int nrows) {
   const int nlocal = atom->nlocal, nall = atom->nlocal + atom->nghost;
   if (neighbor->ncalls == layout_builds_) {
     if (nlocal != layout_nlocal_ || nall != layout_nall_)
-      error->one(FLERR, "Pair style {}: internal: the atoms changed without reneighboring", style_name_);
+      error->one(FLERR, "Pair style {}: internal: the atoms changed without reneighboring",
+                 style_name_);
     return;
   }
   layout_builds_ = neighbor->ncalls;
@@ -165,33 +172,38 @@ void PairUMAKokkos<DeviceType>::refresh_layout(int nrows) {
   layout_nall_ = nall;
   ++layout_id_;
   auto type = atomKK->k_type.view<DeviceType>();
-  const torch::Tensor types = torch::from_blob(type.data(), {nrows}, device_options().dtype(torch::kInt));   // device view
-  auto z = type_z_table_.index_select(0, types.to(torch::kLong));   // [nrows]
-  std::vector<int>& index = engine_index_;
+  const torch::Tensor types =
+      torch::from_blob(type.data(), {nrows}, device_options().dtype(torch::kInt));  // device view
+  auto z = type_z_table_.index_select(0, types.to(torch::kLong));                   // [nrows]
+  std::vector<int> &index = engine_index_;
   if (all_mapped_) {
     rows_ = torch::Tensor();
     numbers_ = z;
     index.resize(nrows);
     std::iota(index.begin(), index.end(), 0);
-  } else {   // one counted read and one upload per reneighboring
+  } else {  // one counted read and one upload per reneighboring
     const torch::Tensor host = uma::to_host(z);
-    const int64_t* zs = host.data_ptr<int64_t>();   // host data
+    const int64_t *zs = host.data_ptr<int64_t>();  // host data
     index.clear();
     for (int i = 0; i < nrows; ++i)
       if (zs[i] > 0) index.push_back(i);
-    rows_ = uma::upload(std::vector<int64_t>(index.begin(), index.end()), device_options().dtype(torch::kLong));
+    rows_ = uma::upload(std::vector<int64_t>(index.begin(), index.end()),
+                        device_options().dtype(torch::kLong));
     numbers_ = z.index_select(0, rows_);
   }
   n_owned_ = static_cast<int>(std::lower_bound(index.begin(), index.end(), nlocal) - index.begin());
-  if (comm->nprocs == 1) return;   // the engine counts a whole system's composition itself
-  if (n_owned_ == 0) {   // a rank without atoms evaluates nothing (and takes part in every collective)
+  if (comm->nprocs == 1) return;  // the engine counts a whole system's composition itself
+  if (n_owned_ ==
+      0) {  // a rank without atoms evaluates nothing (and takes part in every collective)
     index.clear();
     numbers_ = numbers_.narrow(0, 0, 0);
     if (rows_.defined()) rows_ = rows_.narrow(0, 0, 0);
   }
   const int64_t Z = engine_->model()->config().backbone.max_num_elements;
-  auto owned = uma::to_host(uma::count_atomic_numbers(numbers_.narrow(0, 0, n_owned_), Z));   // one counted read
-  std::vector<long long> counts(owned.data_ptr<int64_t>(), owned.data_ptr<int64_t>() + Z);  // host data
+  auto owned = uma::to_host(
+      uma::count_atomic_numbers(numbers_.narrow(0, 0, n_owned_), Z));  // one counted read
+  const int64_t *owned_counts = owned.data_ptr<int64_t>();             // host data
+  std::vector<long long> counts(owned_counts, owned_counts + Z);
   counts = sum_over_ranks(std::move(counts));
   composition_.assign(counts.begin(), counts.end());
 }
@@ -201,18 +213,22 @@ void PairUMAKokkos<DeviceType>::refresh_layout(int nrows) {
 template <class DeviceType>
 torch::Tensor PairUMAKokkos<DeviceType>::positions(int nrows) {
   auto x = atomKK->k_x.view<DeviceType>();
-  const std::vector<int64_t> strides{static_cast<int64_t>(x.stride(0)), static_cast<int64_t>(x.stride(1))};
-  auto all = torch::from_blob(x.data(), {nrows, 3}, strides, device_options().dtype(torch::kFloat64));   // device view
+  const std::vector<int64_t> strides{static_cast<int64_t>(x.stride(0)),
+                                     static_cast<int64_t>(x.stride(1))};
+  const auto f64 = device_options().dtype(torch::kFloat64);
+  auto all = torch::from_blob(x.data(), {nrows, 3}, strides, f64);  // device view
   return rows_.defined() ? all.index_select(0, rows_) : all;
 }
 
 // Adds engine forces [n, 3] into the f view, on the device.
 template <class DeviceType>
-void PairUMAKokkos<DeviceType>::add_forces(const torch::Tensor& forces) {
+void PairUMAKokkos<DeviceType>::add_forces(const torch::Tensor &forces) {
   auto f = atomKK->k_f.view<DeviceType>();
-  const std::vector<int64_t> strides{static_cast<int64_t>(f.stride(0)), static_cast<int64_t>(f.stride(1))};
+  const std::vector<int64_t> strides{static_cast<int64_t>(f.stride(0)),
+                                     static_cast<int64_t>(f.stride(1))};
   const int64_t rows = static_cast<int64_t>(f.extent(0));
-  auto all = torch::from_blob(f.data(), {rows, 3}, strides, device_options().dtype(torch::kFloat64));   // device view
+  const auto f64 = device_options().dtype(torch::kFloat64);
+  auto all = torch::from_blob(f.data(), {rows, 3}, strides, f64);  // device view
   const auto add = forces.to(torch::kFloat64);
   if (rows_.defined())
     all.index_add_(0, rows_, add);
@@ -235,7 +251,7 @@ void PairUMAKokkos<DeviceType>::compute_whole(int eflag, int vflag) {
   set_whole_system(a);
 
   uma::Request what = read_request();
-  what.forces = false;   // they stay on the device
+  what.forces = false;  // they stay on the device
   uma::HostEvaluation r;
   uma::Evaluation ev;
   uma::until_capacity_fits([&] {
@@ -263,7 +279,7 @@ void PairUMAKokkos<DeviceType>::compute_local(int eflag, int vflag) {
     local.on_device.numbers = numbers_;
     local.on_device.layout_id = layout_id_;
     double origin[3];
-    subdomain_corner(origin);   // as pair_style uma's: the same float32 inputs
+    subdomain_corner(origin);  // as pair_style uma's: the same float32 inputs
     local.on_device.origin = {origin[0], origin[1], origin[2]};
     local.positions = positions(nall);
   } else {
@@ -276,10 +292,10 @@ void PairUMAKokkos<DeviceType>::compute_local(int eflag, int vflag) {
   halo_.reset_counts();
 
   uma::Request what = read_request();
-  what.forces = false;   // they stay on the device
+  what.forces = false;  // they stay on the device
   uma::HostEvaluation r;
-  const uma::Evaluation ev = evaluate_on_every_rank(*engine_, local, what, r, world,
-                                                     [this](const std::exception& e) { return describe(e); });
+  const uma::Evaluation ev = evaluate_on_every_rank(
+      *engine_, local, what, r, world, [this](const std::exception &e) { return describe(e); });
   add_forces(ev.forces);
   tally(r, n_owned_, n);
   pvector[kGhostAtoms] = n - n_owned_;

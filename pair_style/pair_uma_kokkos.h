@@ -36,17 +36,17 @@ class PairUMAKokkos : public PairUMA {
   int data_gpu() const override;
 
  private:
-  bool in_place_ = false;        // the model runs where DeviceType's views live
-  torch::Tensor type_z_table_;   // [ntypes + 1] int64 atomic number per type, on the model's device
-  bool all_mapped_ = true;       // no NULL types: engine rows are LAMMPS indices
+  bool in_place_ = false;       // the model runs where DeviceType's views live
+  torch::Tensor type_z_table_;  // [ntypes + 1] int64 atomic number per type, on the model's device
+  bool all_mapped_ = true;      // no NULL types: engine rows are LAMMPS indices
   // This layout (atoms, order, numbers): rebuilt when LAMMPS reneighbors.
-  bigint layout_builds_ = -1;    // neighbor->ncalls it was built at
+  bigint layout_builds_ = -1;  // neighbor->ncalls it was built at
   int64_t layout_id_ = 0;
   int layout_nlocal_ = -1, layout_nall_ = -1;
   int n_owned_ = 0;
-  torch::Tensor numbers_;        // [n] int64 atomic numbers of the engine's atoms
-  torch::Tensor rows_;           // [n] int64 LAMMPS index per engine atom (undefined: identity)
-  std::vector<int64_t> composition_;   // whole system, per atomic number (several ranks)
+  torch::Tensor numbers_;  // [n] int64 atomic numbers of the engine's atoms
+  torch::Tensor rows_;     // [n] int64 LAMMPS index per engine atom (undefined: identity)
+  std::vector<int64_t> composition_;  // whole system, per atomic number (several ranks)
 
   torch::TensorOptions device_options() const;
   void refresh_layout(int nrows);

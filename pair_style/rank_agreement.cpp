@@ -8,7 +8,8 @@ namespace {
 
 // Runs `step`; its failure in the words of `describe`, or empty.
 template <class Step>
-std::string failure_of(Step &&step, const std::function<std::string(const std::exception &)> &describe) {
+std::string failure_of(Step &&step,
+                       const std::function<std::string(const std::exception &)> &describe) {
   try {
     step();
   } catch (const std::exception &e) {
@@ -25,9 +26,10 @@ void agree(MPI_Comm world, const std::string &mine) {
 
 }  // namespace
 
-uma::Evaluation evaluate_on_every_rank(uma::Engine &engine, const uma::Atoms &local,
-                                       const uma::Request &what, uma::HostEvaluation &out, MPI_Comm world,
-                                       const std::function<std::string(const std::exception &)> &describe) {
+uma::Evaluation evaluate_on_every_rank(
+    uma::Engine &engine, const uma::Atoms &local, const uma::Request &what,
+    uma::HostEvaluation &out, MPI_Comm world,
+    const std::function<std::string(const std::exception &)> &describe) {
   agree(world, failure_of([&] { engine.validate({local}); }, describe));
   uma::Evaluation ev;
   uma::until_capacity_fits([&] {

@@ -28,8 +28,9 @@ class AgreedFailure : public std::runtime_error {
 // the words of `describe`.  While any rank's edge capacity overflows, every
 // rank repeats the step (uma::until_capacity_fits), so the model's
 // collectives stay matched.
-uma::Evaluation evaluate_on_every_rank(uma::Engine &engine, const uma::Atoms &local,
-                                       const uma::Request &what, uma::HostEvaluation &out, MPI_Comm world,
-                                       const std::function<std::string(const std::exception &)> &describe);
+uma::Evaluation evaluate_on_every_rank(
+    uma::Engine &engine, const uma::Atoms &local, const uma::Request &what,
+    uma::HostEvaluation &out, MPI_Comm world,
+    const std::function<std::string(const std::exception &)> &describe);
 
 }  // namespace LAMMPS_NS

@@ -22,8 +22,8 @@ double distance_to_box(const double *p, const double lo[3], const double hi[3]) 
 
 }  // namespace
 
-int collect_owned(const Atom &atom, const std::vector<int> &type_z, std::vector<int> &index, double lo[3],
-                  double hi[3]) {
+int collect_owned(const Atom &atom, const std::vector<int> &type_z, std::vector<int> &index,
+                  double lo[3], double hi[3]) {
   index.clear();
   for (int d = 0; d < 3; ++d) {
     lo[d] = INFINITY;
@@ -49,15 +49,17 @@ void add_ghosts_halo(const Atom &atom, const std::vector<int> &type_z, std::vect
 }
 
 void add_ghosts_deep(const Atom &atom, const std::vector<int> &type_z, int layers, double cutoff,
-                     const double lo[3], const double hi[3], std::vector<int> &index, uma::Atoms &local) {
+                     const double lo[3], const double hi[3], std::vector<int> &index,
+                     uma::Atoms &local) {
   const int n_owned = static_cast<int>(local.piece.n_owned), nall = atom.nlocal + atom.nghost;
   std::vector<std::vector<int>> by_hop(layers + 2);
   for (int i = atom.nlocal; i < nall && n_owned > 0; ++i) {
     if (type_z[atom.type[i]] == 0) continue;
-    const int hop = std::max(1, static_cast<int>(std::ceil(distance_to_box(atom.x[i], lo, hi) / cutoff)));
+    const int hop =
+        std::max(1, static_cast<int>(std::ceil(distance_to_box(atom.x[i], lo, hi) / cutoff)));
     if (hop <= layers + 1) by_hop[hop].push_back(i);
   }
-  std::vector<int64_t> within(layers + 2, n_owned);   // atoms within h hops
+  std::vector<int64_t> within(layers + 2, n_owned);  // atoms within h hops
   for (int h = 1; h <= layers + 1; ++h) {
     index.insert(index.end(), by_hop[h].begin(), by_hop[h].end());
     within[h] = static_cast<int64_t>(index.size());
@@ -69,7 +71,7 @@ void add_ghosts_deep(const Atom &atom, const std::vector<int> &type_z, int layer
 void GhostFold::clear(int nall, int nmax, bool with_virial) {
   const size_t slots = static_cast<size_t>(nmax) * kSlots;
   if (rows_.size() < slots) {
-    rows_.reserve(slots);   // exactly: memory_usage() reports it
+    rows_.reserve(slots);  // exactly: memory_usage() reports it
     rows_.resize(slots);
   }
   std::fill(rows_.begin(), rows_.begin() + static_cast<size_t>(nall) * kSlots, 0.0);

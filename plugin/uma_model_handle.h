@@ -20,7 +20,7 @@ class UMAModelHandle {
   struct Setup {
     std::string model_path, task, device;
     int charge = 0, spin = 0;
-    std::vector<int> type_z;   // atomic number per type 1..ntypes (0: not mapped)
+    std::vector<int> type_z;  // atomic number per type 1..ntypes (0: not mapped)
   };
   // Creates the style's engine first if there is none yet.
   virtual Setup training_setup() = 0;

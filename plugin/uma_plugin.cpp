@@ -34,21 +34,29 @@ void* create_pair_uma_kk_host(LAMMPS* lmp) { return new PairUMAKokkos<LMPHostTyp
 void* create_pair_uma_kk_host(LAMMPS* lmp) { return new PairUMAKokkos<LMPDeviceType>(lmp); }
 #endif
 #endif
-void* create_fix_uma_train(LAMMPS* lmp, int argc, char** argv) { return new FixUMATrain(lmp, argc, argv); }
+void* create_fix_uma_train(LAMMPS* lmp, int argc, char** argv) {
+  return new FixUMATrain(lmp, argc, argv);
+}
 
 void check_abi(LAMMPS* lmp) {
   // LAMMPS only logs a version mismatch and loads anyway; class layouts can
   // differ between versions, so refuse instead.
   if (strcmp(lmp->version, UMA_BUILT_FOR_LAMMPS) != 0)
-    lmp->error->all(FLERR, "umaplugin.so was built for LAMMPS '{}' but this is LAMMPS '{}'; rebuild "
-                           "the plugin against this LAMMPS", UMA_BUILT_FOR_LAMMPS, lmp->version);
-  const struct { const char* name; int size; } sizes[] = {
+    lmp->error->all(FLERR,
+                    "umaplugin.so was built for LAMMPS '{}' but this is LAMMPS '{}'; rebuild "
+                    "the plugin against this LAMMPS",
+                    UMA_BUILT_FOR_LAMMPS, lmp->version);
+  const struct {
+    const char* name;
+    int size;
+  } sizes[] = {
       {"tagint", sizeof(tagint)}, {"bigint", sizeof(bigint)}, {"imageint", sizeof(imageint)}};
   for (const auto& s : sizes) {
     const int running = lammps_extract_setting(lmp, s.name);
     if (running != s.size)
-      lmp->error->all(FLERR, "umaplugin.so was built with {}-byte {} but this LAMMPS uses {} bytes "
-                             "(-DLAMMPS_SIZES differs); rebuild the plugin with the same setting",
+      lmp->error->all(FLERR,
+                      "umaplugin.so was built with {}-byte {} but this LAMMPS uses {} bytes "
+                      "(-DLAMMPS_SIZES differs); rebuild the plugin with the same setting",
                       s.size, s.name, running);
   }
 }
@@ -58,8 +66,9 @@ void check_abi(LAMMPS* lmp) {
 // another would lay its views out differently.
 void check_kokkos(LAMMPS* lmp) {
   if (!lammps_config_has_package("KOKKOS"))
-    lmp->error->all(FLERR, "umaplugin.so was built with pair_style uma/kk for a LAMMPS with the KOKKOS "
-                           "package, and this LAMMPS has none; rebuild the plugin against this LAMMPS");
+    lmp->error->all(FLERR,
+                    "umaplugin.so was built with pair_style uma/kk for a LAMMPS with the KOKKOS "
+                    "package, and this LAMMPS has none; rebuild the plugin against this LAMMPS");
 #if defined(LMP_KOKKOS_DOUBLE_DOUBLE)
   const char* precision = "double";
 #elif defined(LMP_KOKKOS_SINGLE_SINGLE)
@@ -67,7 +76,7 @@ void check_kokkos(LAMMPS* lmp) {
 #else
   const char* precision = "mixed";
 #endif
-#if defined(UMA_KOKKOS_CLAIM_API)   // the test suite's copy that claims another backend
+#if defined(UMA_KOKKOS_CLAIM_API)  // the test suite's copy that claims another backend
   const char* api = UMA_KOKKOS_CLAIM_API;
 #elif defined(KOKKOS_ENABLE_CUDA)
   const char* api = "cuda";
@@ -82,21 +91,27 @@ void check_kokkos(LAMMPS* lmp) {
 #endif
   // The layout of LAMMPS's device views (CMake KOKKOS_LAYOUT): with another
   // one, the force view's elements would be written in the wrong order.
-#if defined(UMA_KOKKOS_CLAIM_LAYOUT)   // the test suite's copy that claims another layout
+#if defined(UMA_KOKKOS_CLAIM_LAYOUT)  // the test suite's copy that claims another layout
   const char* layout = UMA_KOKKOS_CLAIM_LAYOUT;
 #elif defined(LMP_KOKKOS_LAYOUT_LEGACY)
   const char* layout = "legacy";
 #else
   const char* layout = "default";
 #endif
-  if (!lammps_config_accelerator("KOKKOS", "precision", precision) || !lammps_config_accelerator("KOKKOS", "api", api))
-    lmp->error->all(FLERR, "umaplugin.so was built for a KOKKOS package with the {} backend in {} precision, "
-                           "and this LAMMPS's KOKKOS differs (see 'lmp -h'); rebuild the plugin against it",
-                    api, precision);
+  if (!lammps_config_accelerator("KOKKOS", "precision", precision) ||
+      !lammps_config_accelerator("KOKKOS", "api", api))
+    lmp->error->all(
+        FLERR,
+        "umaplugin.so was built for a KOKKOS package with the {} backend in {} precision, "
+        "and this LAMMPS's KOKKOS differs (see 'lmp -h'); rebuild the plugin against it",
+        api, precision);
   if (!lammps_config_accelerator("KOKKOS", "layout", layout))
-    lmp->error->all(FLERR, "umaplugin.so was built for KOKKOS views in the '{}' layout, and this LAMMPS's KOKKOS "
-                           "uses another (see 'KOKKOS package view layout' in 'lmp -h'); rebuild LAMMPS with "
-                           "-D KOKKOS_LAYOUT={} or the plugin against this LAMMPS", layout, layout);
+    lmp->error->all(
+        FLERR,
+        "umaplugin.so was built for KOKKOS views in the '{}' layout, and this LAMMPS's KOKKOS "
+        "uses another (see 'KOKKOS package view layout' in 'lmp -h'); rebuild LAMMPS with "
+        "-D KOKKOS_LAYOUT={} or the plugin against this LAMMPS",
+        layout, layout);
 }
 #endif
 

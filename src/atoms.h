@@ -13,7 +13,7 @@
 
 #include <torch/torch.h>
 
-#include "radius_graph.h"   // Matrix3
+#include "radius_graph.h"  // Matrix3
 
 namespace uma {
 
@@ -25,7 +25,7 @@ namespace uma {
 // its per-layout constants (one counted read and two uploads) only when the
 // id changes, so the caller must change it whenever the numbers may have.
 struct DeviceAtoms {
-  torch::Tensor numbers;          // [n] int64 on the model's device; undefined: not used
+  torch::Tensor numbers;  // [n] int64 on the model's device; undefined: not used
   int64_t layout_id = -1;
   // Subtracted from the positions (float64, on the device) before anything
   // else: keeps float32 models accurate far from the origin.
@@ -47,7 +47,7 @@ struct DeviceAtoms {
 // A process without atoms still takes part in every collective: it gives
 // no positions ([0, 3]) and the engine runs it on a placeholder atom.
 struct Piece {
-  int64_t n_owned = -1;              // -1: not a piece (a whole system)
+  int64_t n_owned = -1;  // -1: not a piece (a whole system)
   // Atoms [0, n_targets) receive messages; the rest (ghosts farther than
   // layers x cutoff from every owned atom) only send them.  -1: all receive.
   int64_t n_targets = -1;
@@ -81,15 +81,15 @@ struct Piece {
 
 // One system, or one process's share of one.
 struct Atoms {
-  std::vector<int64_t> numbers;   // atomic numbers (empty with on_device)
-  torch::Tensor positions;        // [N, 3] Angstrom (any device/dtype)
-  Matrix3 cell{};                 // rows are lattice vectors
+  std::vector<int64_t> numbers;  // atomic numbers (empty with on_device)
+  torch::Tensor positions;       // [N, 3] Angstrom (any device/dtype)
+  Matrix3 cell{};                // rows are lattice vectors
   std::array<bool, 3> pbc{false, false, false};
   int64_t charge = 0;
-  int64_t spin = 0;               // spin multiplicity (omol); 0 elsewhere
-  std::string task;               // dataset head, e.g. "omat"
-  DeviceAtoms on_device;          // set: the atoms live on the model's device (see DeviceAtoms)
-  Piece piece;                    // set: one process's share of a system (see Piece)
+  int64_t spin = 0;       // spin multiplicity (omol); 0 elsewhere
+  std::string task;       // dataset head, e.g. "omat"
+  DeviceAtoms on_device;  // set: the atoms live on the model's device (see DeviceAtoms)
+  Piece piece;            // set: one process's share of a system (see Piece)
 };
 
 // Atoms of a system or piece, whichever way they were given.

@@ -46,10 +46,9 @@ BackboneImpl::BackboneImpl(const BackboneConfig& c)
     const int64_t X = c.num_experts;
     const int64_t in = (c.use_composition_embedding ? 2 : 1) * C;
     routing_mlp = register_module(
-        "routing_mlp",
-        torch::nn::Sequential(torch::nn::Linear(in, 2 * X), torch::nn::SiLU(),
-                              torch::nn::Linear(2 * X, 2 * X), torch::nn::SiLU(),
-                              torch::nn::Linear(2 * X, X), torch::nn::SiLU()));
+        "routing_mlp", torch::nn::Sequential(torch::nn::Linear(in, 2 * X), torch::nn::SiLU(),
+                                             torch::nn::Linear(2 * X, 2 * X), torch::nn::SiLU(),
+                                             torch::nn::Linear(2 * X, X), torch::nn::SiLU()));
     if (c.use_composition_embedding)
       composition_embedding = register_module("composition_embedding", torch::nn::Embedding(Z, C));
   }
@@ -71,13 +70,16 @@ torch::Tensor BackboneImpl::system_embedding(const BatchTensors& in) {
 }
 
 torch::Tensor BackboneImpl::expert_coefficients(const BatchTensors& in,
-                                                const torch::Tensor& system_emb, double routing_dropout) {
+                                                const torch::Tensor& system_emb,
+                                                double routing_dropout) {
   const int64_t B = system_emb.size(0);
   torch::Tensor routing_in = system_emb;
   if (config_.use_composition_embedding) {
     auto per_atom = composition_embedding->forward(in.numbers);
-    auto sums = torch::zeros({B, per_atom.size(1)}, per_atom.options()).index_add(0, in.batch, per_atom);
-    auto denom = in.natoms.to(per_atom.scalar_type()) + (config_.composition_include_self ? 1.0 : 0.0);
+    auto sums =
+        torch::zeros({B, per_atom.size(1)}, per_atom.options()).index_add(0, in.batch, per_atom);
+    auto denom =
+        in.natoms.to(per_atom.scalar_type()) + (config_.composition_include_self ? 1.0 : 0.0);
     routing_in = torch::cat({sums / denom.unsqueeze(1), system_emb}, 1);
   }
   auto logits = routing_mlp->forward(routing_in);
@@ -86,7 +88,8 @@ torch::Tensor BackboneImpl::expert_coefficients(const BatchTensors& in,
 }
 
 torch::Tensor BackboneImpl::balance_channels(const torch::Tensor& x, const BatchTensors& in) {
-  if (config_.charge_channel_end <= config_.charge_channel_begin && config_.spin_channel_end <= config_.spin_channel_begin)
+  if (config_.charge_channel_end <= config_.charge_channel_begin &&
+      config_.spin_channel_end <= config_.spin_channel_begin)
     return x;
   // x is read both before the sums over processes and after them: a leaf of
   // its own under a staged backward, so that each stage stops at it.
@@ -94,7 +97,7 @@ torch::Tensor BackboneImpl::balance_channels(const torch::Tensor& x, const Batch
   auto balance = [&](int begin, int end, const torch::Tensor& target) {
     const int64_t n = end - begin;
     const int64_t B = in.natoms.size(0);
-    auto ch = out.select(1, 0).narrow(1, begin, n);                       // [N, n]
+    auto ch = out.select(1, 0).narrow(1, begin, n);  // [N, n]
     const bool all_owned = in.owned < 0;
     auto owned = all_owned ? ch : ch.narrow(0, 0, in.owned);
     auto owned_batch = all_owned ? in.batch : in.batch.narrow(0, 0, in.owned);
@@ -104,7 +107,8 @@ torch::Tensor BackboneImpl::balance_channels(const torch::Tensor& x, const Batch
                 in.natoms.to(ch.scalar_type()).unsqueeze(1);
     auto row0 = out.select(1, 0);
     row0 = torch::cat({row0.narrow(1, 0, begin), ch - corr.index_select(0, in.batch),
-                       row0.narrow(1, end, row0.size(1) - end)}, 1);
+                       row0.narrow(1, end, row0.size(1) - end)},
+                      1);
     out = torch::cat({row0.unsqueeze(1), out.narrow(1, 1, 8)}, 1);
   };
   if (config_.charge_channel_end > config_.charge_channel_begin)
@@ -114,8 +118,8 @@ torch::Tensor BackboneImpl::balance_channels(const torch::Tensor& x, const Batch
   return out;
 }
 
-nn::EdgeFrame BackboneImpl::edge_frame(const BatchTensors& in, const EdgeInput& e, const torch::Tensor& vec,
-                                       int64_t begin) {
+nn::EdgeFrame BackboneImpl::edge_frame(const BatchTensors& in, const EdgeInput& e,
+                                       const torch::Tensor& vec, int64_t begin) {
   const int64_t n = vec.size(0);
   nn::EdgeFrame frame;
   frame.src = e.src.narrow(0, begin, n);
@@ -127,8 +131,10 @@ nn::EdgeFrame BackboneImpl::edge_frame(const BatchTensors& in, const EdgeInput& 
   frame.backend = e.backend;
   frame.backend->prepare(frame, edge_wigner(v), nn::polynomial_envelope(dist / config_.cutoff),
                          in.numbers.size(0));
-  frame.x_edge = torch::cat({gaussian_(dist), source_embedding->forward(in.numbers.index_select(0, frame.src)),
-                             target_embedding->forward(in.numbers.index_select(0, frame.tgt))}, 1);
+  frame.x_edge =
+      torch::cat({gaussian_(dist), source_embedding->forward(in.numbers.index_select(0, frame.src)),
+                  target_embedding->forward(in.numbers.index_select(0, frame.tgt))},
+                 1);
   return frame;
 }
 
@@ -142,7 +148,7 @@ torch::Tensor BackboneImpl::edge_degree(const nn::EdgeFrame& frame, int64_t node
 torch::Tensor BackboneImpl::forward(const BatchTensors& in, const EdgeInput& e,
                                     const torch::Tensor& system_emb, const nn::MoleContext& ctx) {
   const int64_t N = in.numbers.size(0), C = config_.sphere_channels;
-  auto sys_node = system_emb.index_select(0, in.batch);                        // [N, C]
+  auto sys_node = system_emb.index_select(0, in.batch);  // [N, C]
   auto x0 = sphere_embedding->forward(in.numbers) + sys_node;
   auto x = torch::cat({x0.unsqueeze(1), torch::zeros({N, 8, C}, e.vec.options())}, 1);
 
@@ -151,7 +157,7 @@ torch::Tensor BackboneImpl::forward(const BatchTensors& in, const EdgeInput& e,
   std::optional<nn::EdgeFrame> stored;
   if (e.recompute_chunk == 0) {
     stored = edge_frame(in, e, e.vec, 0);
-    if (in.share) {   // read by every block: new leaves, differentiated once
+    if (in.share) {  // read by every block: new leaves, differentiated once
       auto reseat = stored->backend->rotations(*stored);
       reseat.push_back(&stored->x_edge);
       std::vector<torch::Tensor> read;
@@ -166,49 +172,53 @@ torch::Tensor BackboneImpl::forward(const BatchTensors& in, const EdgeInput& e,
   // context's system row offsets clipped to the chunk.  A chunk's work runs
   // again in the backward pass, after forward() returned: what it needs is
   // captured by value.
-  using EdgeWork = std::function<torch::Tensor(const torch::Tensor&, const nn::EdgeFrame&, const nn::MoleContext&)>;
+  using EdgeWork = std::function<torch::Tensor(const torch::Tensor&, const nn::EdgeFrame&,
+                                               const nn::MoleContext&)>;
   auto clipped = [](nn::MoleContext c, int64_t begin, int64_t end) {
     for (auto& r : c.row_offsets) r = std::clamp(r, begin, end) - begin;
     return c;
   };
   auto over_edges = [&](int64_t edges, const torch::Tensor& h, EdgeWork work) {
-    if (stored) return work(h, edges == all_edges ? *stored : stored->first(edges), clipped(ctx, 0, edges));
+    if (stored)
+      return work(h, edges == all_edges ? *stored : stored->first(edges), clipped(ctx, 0, edges));
     return nn::chunked_edge_sum(
         h, e.vec, edges, e.recompute_chunk, {N, 9, C},
-        [this, in, e, ctx, clipped, work](const torch::Tensor& hc, const torch::Tensor& vec, int64_t begin,
-                                          int64_t end) {
+        [this, in, e, ctx, clipped, work](const torch::Tensor& hc, const torch::Tensor& vec,
+                                          int64_t begin, int64_t end) {
           return work(hc, edge_frame(in, e, vec, begin), clipped(ctx, begin, end));
         });
   };
 
   auto degree = over_edges(all_edges, torch::Tensor(),
-                           [this, N](const torch::Tensor&, const nn::EdgeFrame& f, const nn::MoleContext&) {
-                             return edge_degree(f, N);
-                           });
+                           [this, N](const torch::Tensor&, const nn::EdgeFrame& f,
+                                     const nn::MoleContext&) { return edge_degree(f, N); });
   x = exchanged(x + degree / 5.0, in, 0);
   for (size_t i = 0; i < blocks_.size(); ++i) {
     const int64_t edges = i < e.layer_edges.size() ? e.layer_edges[i] : all_edges;
     nn::Block block = blocks_[i];
-    auto summed = over_edges(edges, block->before_edges(x, sys_node),
-                             [block](const torch::Tensor& h, const nn::EdgeFrame& f, const nn::MoleContext& c) mutable {
-                               return block->edge_wise->forward(h, f, c);
-                             });
+    auto summed = over_edges(
+        edges, block->before_edges(x, sys_node),
+        [block](const torch::Tensor& h, const nn::EdgeFrame& f, const nn::MoleContext& c) mutable {
+          return block->edge_wise->forward(h, f, c);
+        });
     x = exchanged(balance_channels(after_edges(block, x, summed, in), in), in, i + 1);
   }
   return norm->forward(x);
 }
 
-torch::Tensor BackboneImpl::after_edges(nn::Block& block, const torch::Tensor& x, const torch::Tensor& summed,
-                                        const BatchTensors& in) const {
+torch::Tensor BackboneImpl::after_edges(nn::Block& block, const torch::Tensor& x,
+                                        const torch::Tensor& summed, const BatchTensors& in) const {
   if (!in.exchange || in.owned < 0) return block->after_edges(x, summed);
   // Halo exchange: messages reach owned atoms only, and the ghosts' rows are
   // replaced by the exchange that follows (or, after the last block, never
   // read but for their zeroed energies): the node-wise work is for owned rows.
   const int64_t n = in.owned, N = x.size(0);
-  return torch::cat({block->after_edges(x.narrow(0, 0, n), summed.narrow(0, 0, n)), x.narrow(0, n, N - n)});
+  return torch::cat(
+      {block->after_edges(x.narrow(0, 0, n), summed.narrow(0, 0, n)), x.narrow(0, n, N - n)});
 }
 
-torch::Tensor BackboneImpl::exchanged(const torch::Tensor& x, const BatchTensors& in, size_t done) const {
+torch::Tensor BackboneImpl::exchanged(const torch::Tensor& x, const BatchTensors& in,
+                                      size_t done) const {
   // The last block's output is read only at owned atoms (the energy head).
   if (!in.exchange || done >= blocks_.size()) return x;
   return in.exchange(x);

@@ -17,17 +17,17 @@ namespace uma {
 
 // A batch of systems on the model's device.
 struct BatchTensors {
-  torch::Tensor numbers;    // [N] long, atomic numbers
-  torch::Tensor batch;      // [N] long, system of each atom
-  torch::Tensor natoms;     // [B] long
-  torch::Tensor charge;     // [B] long
-  torch::Tensor spin;       // [B] long
-  std::vector<std::string> datasets;   // [B] dataset (task) names
-  std::vector<int64_t> atom_offsets;   // [B + 1] host
+  torch::Tensor numbers;              // [N] long, atomic numbers
+  torch::Tensor batch;                // [N] long, system of each atom
+  torch::Tensor natoms;               // [B] long
+  torch::Tensor charge;               // [B] long
+  torch::Tensor spin;                 // [B] long
+  std::vector<std::string> datasets;  // [B] dataset (task) names
+  std::vector<int64_t> atom_offsets;  // [B + 1] host
   // Spatial decomposition (one process's share of one system): nodes
   // [0, owned) are owned, the rest are ghosts; natoms counts the whole system
   // and `reduce` sums a tensor over all processes, differentiably.
-  int64_t owned = -1;                  // -1: every node is owned
+  int64_t owned = -1;  // -1: every node is owned
   std::function<torch::Tensor(const torch::Tensor&)> reduce;
   // Halo exchange: returns node features [N, 9, C] whose ghost rows hold
   // their owners' rows (differentiably).  Called after the edge-degree
@@ -42,8 +42,8 @@ struct BatchTensors {
 // Edge list in the form the backbone consumes.
 struct EdgeInput {
   torch::Tensor src, tgt, valid, edge_system;  // see RadiusGraph
-  torch::Tensor vec;                           // [E, 3] r_src - r_tgt (+ image shift); grads flow to the caller
-  std::vector<int64_t> row_offsets;                     // [B + 1] host
+  torch::Tensor vec;  // [E, 3] r_src - r_tgt (+ image shift); grads flow to the caller
+  std::vector<int64_t> row_offsets;  // [B + 1] host
   // Block i uses only the first layer_edges[i] edges (those into the nodes
   // whose features still matter after it; edges are ordered by target).
   // Empty: every block uses every edge.

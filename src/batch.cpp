@@ -66,17 +66,23 @@ std::vector<SystemGeometry> geometry_of(const std::vector<Atoms>& systems) {
     // without atoms runs on one placeholder atom (step_plan.h).
     const Piece& p = a.piece;
     if (atom_count(a) == 0) {
-      out.push_back({torch::zeros({1, 3}, torch::kFloat64), Matrix3{}, {false, false, false}, 1, false, {}});
+      out.push_back(
+          {torch::zeros({1, 3}, torch::kFloat64), Matrix3{}, {false, false, false}, 1, false, {}});
       continue;
     }
     const int64_t targets = p.exchange_ghosts ? p.n_owned : p.n_targets;
-    out.push_back({a.positions, Matrix3{}, {false, false, false}, targets, a.on_device.defined(), a.on_device.origin});
+    out.push_back({a.positions,
+                   Matrix3{},
+                   {false, false, false},
+                   targets,
+                   a.on_device.defined(),
+                   a.on_device.origin});
   }
   return out;
 }
 
-Geometry upload_geometry(const std::vector<SystemGeometry>& systems, const torch::TensorOptions& fopts,
-                         StagingBuffer& staging) {
+Geometry upload_geometry(const std::vector<SystemGeometry>& systems,
+                         const torch::TensorOptions& fopts, StagingBuffer& staging) {
   const auto device = fopts.device();
   const int64_t B = static_cast<int64_t>(systems.size());
   Geometry out;
@@ -84,7 +90,9 @@ Geometry upload_geometry(const std::vector<SystemGeometry>& systems, const torch
   // numbers: [graph cells 9B | inverse graph cells 9B | periodic 3B |
   // 1/volume B | origin 3B | positions of the host-side systems].
   const int64_t header = 25 * B;
-  auto staged = [](const SystemGeometry& s) { return s.positions.device().is_cpu() && !s.in_place; };
+  auto staged = [](const SystemGeometry& s) {
+    return s.positions.device().is_cpu() && !s.in_place;
+  };
   int64_t host_values = 0, N = 0;
   bool shifted = false;
   for (const auto& s : systems) {
@@ -133,12 +141,13 @@ Geometry upload_geometry(const std::vector<SystemGeometry>& systems, const torch
       at += 3 * n;
     } else {
       if (s.positions.device() != device)
-        throw Error("positions live on " + s.positions.device().str() + ", the model on " + device.str());
+        throw Error("positions live on " + s.positions.device().str() + ", the model on " +
+                    device.str());
       parts.push_back(s.positions.detach().to(torch::kFloat64));
     }
   }
   torch::NoGradGuard no_grad;
-  auto pos = parts.size() == 1 ? parts[0] : torch::cat(parts, 0);             // [N, 3] float64
+  auto pos = parts.size() == 1 ? parts[0] : torch::cat(parts, 0);  // [N, 3] float64
   out.nonfinite = (~torch::isfinite(pos)).sum();
   // Wrap into the cell along periodic directions, in the model's dtype (the
   // image is found from the positions as the model sees them); the system of
@@ -155,12 +164,14 @@ Geometry upload_geometry(const std::vector<SystemGeometry>& systems, const torch
   return out;
 }
 
-torch::Tensor edge_vectors(const torch::Tensor& pos, const RadiusGraph& graph, const torch::Tensor& cells) {
+torch::Tensor edge_vectors(const torch::Tensor& pos, const RadiusGraph& graph,
+                           const torch::Tensor& cells) {
   torch::NoGradGuard no_grad;
   // in the positions' dtype, as the model sees them
   auto cell = cells.to(pos.scalar_type());
   auto shift = geometry_matmul(graph.offsets.to(cell.scalar_type()).unsqueeze(1),
-                               cell.index_select(0, graph.edge_system)).squeeze(1);
+                               cell.index_select(0, graph.edge_system))
+                   .squeeze(1);
   return pos.index_select(0, graph.src) - pos.index_select(0, graph.tgt) + shift;
 }
 

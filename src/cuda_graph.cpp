@@ -33,15 +33,16 @@ void wait_for(const c10::cuda::CUDAStream& from, const c10::cuda::CUDAStream& to
 // Bytes LibTorch's CUDA allocator holds on the device (all pools).
 double reserved_bytes(c10::DeviceIndex device) {
   const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device);
-  return static_cast<double>(stats.reserved_bytes[0].current);   // [0]: all pools together
+  return static_cast<double>(stats.reserved_bytes[0].current);  // [0]: all pools together
 }
 
 }  // namespace
 
-std::unique_ptr<CudaGraph> CudaGraph::capture(const torch::Device& device, const std::function<void()>& step) {
+std::unique_ptr<CudaGraph> CudaGraph::capture(const torch::Device& device,
+                                              const std::function<void()>& step) {
   if (!device.is_cuda()) throw Error("CUDA graphs need a CUDA device, not " + device.str());
   c10::cuda::CUDAGuard on_device(device);
-  const c10::DeviceIndex index = c10::cuda::current_device();   // `device` may carry no index
+  const c10::DeviceIndex index = c10::cuda::current_device();  // `device` may carry no index
   const auto caller = c10::cuda::getCurrentCUDAStream();
   const auto side = c10::cuda::getStreamFromPool();
   auto impl = std::make_unique<Impl>();
@@ -49,15 +50,15 @@ std::unique_ptr<CudaGraph> CudaGraph::capture(const torch::Device& device, const
   wait_for(caller, side);
   {
     c10::cuda::CUDAStreamGuard on_side(side);
-    step();   // warm-up, eager: its errors are the step's own
-    before = reserved_bytes(index);   // what the capture adds is its pool
+    step();                          // warm-up, eager: its errors are the step's own
+    before = reserved_bytes(index);  // what the capture adds is its pool
     impl->graph.capture_begin();
     try {
       step();
       impl->graph.capture_end();
     } catch (const std::exception& e) {
       try {
-        impl->graph.capture_end();   // ends the stream's capture mode
+        impl->graph.capture_end();  // ends the stream's capture mode
       } catch (const std::exception&) {
       }
       throw Error(std::string("the step could not be captured as a CUDA graph: ") + e.what());
@@ -77,14 +78,17 @@ bool cuda_graphs_built() { return false; }
 struct CudaGraph::Impl {};
 
 std::unique_ptr<CudaGraph> CudaGraph::capture(const torch::Device&, const std::function<void()>&) {
-  throw Error("this build of the engine has no CUDA graph support (it was compiled without the CUDA headers)");
+  throw Error(
+      "this build of the engine has no CUDA graph support (it was compiled without the CUDA "
+      "headers)");
 }
 
 void CudaGraph::replay() {}
 
 #endif
 
-CudaGraph::CudaGraph(std::unique_ptr<Impl> impl, double pool_bytes) : impl_(std::move(impl)), pool_bytes_(pool_bytes) {}
+CudaGraph::CudaGraph(std::unique_ptr<Impl> impl, double pool_bytes)
+    : impl_(std::move(impl)), pool_bytes_(pool_bytes) {}
 CudaGraph::~CudaGraph() = default;
 
 }  // namespace uma

@@ -24,7 +24,8 @@ class CudaGraph {
  public:
   // Throws uma::Error if the build cannot capture or `step` cannot be
   // captured (an operator that synchronises with the host, say).
-  static std::unique_ptr<CudaGraph> capture(const torch::Device& device, const std::function<void()>& step);
+  static std::unique_ptr<CudaGraph> capture(const torch::Device& device,
+                                            const std::function<void()>& step);
   ~CudaGraph();
   void replay();
   // Device memory the capture holds (its private pool), in bytes.

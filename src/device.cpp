@@ -21,7 +21,8 @@ int choose_gpu(const std::string& request, int local_rank, int gpus, int require
     if (used == 0 || used != request.size() - 5)
       throw Error("unknown device '" + request + "' (expected cuda:N with N a GPU index)");
     if (asked < 0 || asked >= gpus)
-      throw Error("device " + request + " requested, but LibTorch sees " + std::to_string(gpus) + " GPU(s)");
+      throw Error("device " + request + " requested, but LibTorch sees " + std::to_string(gpus) +
+                  " GPU(s)");
     if (required_gpu >= 0 && asked != required_gpu)
       throw Error("device " + request + " requested, but the atoms' data lives on GPU " +
                   std::to_string(required_gpu) + " (Kokkos's device); use device cuda or cuda:" +
@@ -40,9 +41,11 @@ torch::Device resolve_device(const std::string& request, int local_rank, int req
   if (request != "auto" && request != "cuda" && request.rfind("cuda:", 0) != 0)
     throw Error("unknown device '" + request + "' (expected auto, cpu, cuda or cuda:N)");
   if (!have_cuda)
-    throw Error("device " + request + " requested, but LibTorch sees no CUDA device on this machine"
+    throw Error("device " + request +
+                " requested, but LibTorch sees no CUDA device on this machine"
                 " (no GPU, no driver, or a CPU-only LibTorch)");
-  const int index = choose_gpu(request, local_rank, static_cast<int>(torch::cuda::device_count()), required_gpu);
+  const int index =
+      choose_gpu(request, local_rank, static_cast<int>(torch::cuda::device_count()), required_gpu);
   return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(index));
 }
 

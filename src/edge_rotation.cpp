@@ -36,8 +36,8 @@ torch::Tensor quaternion_to_y(const torch::Tensor& u) {
   const double eps = dtype_eps(u.scalar_type());
   auto ex = u.select(1, 0), ey = u.select(1, 1), ez = u.select(1, 2);
   auto zero = torch::zeros_like(ex);
-  auto q1 = normalize_clamped(torch::stack({1.0 + ey, -ez, zero, ex}, -1), eps);   // singular at -y
-  auto q2 = normalize_clamped(torch::stack({-ez, 1.0 - ey, ex, zero}, -1), eps);   // singular at +y
+  auto q1 = normalize_clamped(torch::stack({1.0 + ey, -ez, zero, ex}, -1), eps);  // singular at -y
+  auto q2 = normalize_clamped(torch::stack({-ez, 1.0 - ey, ex, zero}, -1), eps);  // singular at +y
   auto s = smooth_step((ey + 0.9) / 1.8, eps).unsqueeze(-1);
   auto aligned = torch::where((q1 * q2).sum(-1, true) < 0, -q2, q2);
   return F::normalize((1.0 - s) * aligned + s * q1, F::NormalizeFuncOptions().dim(-1));
@@ -57,12 +57,15 @@ torch::Tensor rotation_matrix(const torch::Tensor& q) {
 torch::Tensor l2_basis() {
   const double r2 = 1.0 / std::sqrt(2.0), r6 = 1.0 / std::sqrt(6.0);
   auto a = torch::zeros({5, 3, 3}, torch::kFloat64);
-  auto A = a.accessor<double, 3>();   // host data
+  auto A = a.accessor<double, 3>();  // host data
   A[0][0][2] = A[0][2][0] = r2;
   A[1][0][1] = A[1][1][0] = r2;
-  A[2][0][0] = -r6; A[2][1][1] = 2 * r6; A[2][2][2] = -r6;
+  A[2][0][0] = -r6;
+  A[2][1][1] = 2 * r6;
+  A[2][2][2] = -r6;
   A[3][1][2] = A[3][2][1] = r2;
-  A[4][0][0] = -r2; A[4][2][2] = r2;
+  A[4][0][0] = -r2;
+  A[4][2][2] = r2;
   return a;
 }
 
@@ -91,14 +94,15 @@ torch::Tensor l2_coupling(const torch::TensorOptions& opts) {
 }  // namespace
 
 torch::Tensor m_layout_permutation(torch::Device device) {
-  return cached("m_layout", torch::dtype(torch::kLong).device(device),
-                [] { return torch::tensor({0, 2, 6, 3, 7, 1, 5, 8, 4}, torch::kLong); });   // host data
+  return cached("m_layout", torch::dtype(torch::kLong).device(device), [] {
+    return torch::tensor({0, 2, 6, 3, 7, 1, 5, 8, 4}, torch::kLong);  // host data
+  });
 }
 
 torch::Tensor edge_wigner(const torch::Tensor& vec) {
   const int64_t edges = vec.size(0);
   auto u = F::normalize(vec, F::NormalizeFuncOptions().dim(-1));
-  auto R = rotation_matrix(quaternion_to_y(u));                      // [E, 3, 3]
+  auto R = rotation_matrix(quaternion_to_y(u));  // [E, 3, 3]
   auto Rf = R.reshape({edges, 9});
   auto RR = (Rf.unsqueeze(2) * Rf.unsqueeze(1)).reshape({edges, 81});  // R[b,c] R[a,d]
   auto D2 = geometry_matmul(RR, l2_coupling(vec.options())).view({edges, 5, 5});

@@ -23,7 +23,8 @@ int atomic_number(const std::string& symbol) {
 std::string element_symbol(int z) { return z > 0 && z < kCount ? kSymbols[z] : ""; }
 
 torch::Tensor count_atomic_numbers(const torch::Tensor& numbers, int64_t Z) {
-  const auto slot = torch::where((numbers >= 0) & (numbers < Z), numbers, torch::full_like(numbers, Z));
+  const auto slot =
+      torch::where((numbers >= 0) & (numbers < Z), numbers, torch::full_like(numbers, Z));
   return torch::zeros({Z + 1}, numbers.options()).index_add_(0, slot, torch::ones_like(slot));
 }
 

@@ -23,7 +23,8 @@ namespace {
 // build keeps every slot: its result is discarded.
 void skip_padding_slots(const RadiusGraph& graph, int64_t blocks, EdgeInput& edges) {
   const int64_t slots = graph.src.size(0);
-  const int64_t found = std::max<int64_t>(1, std::min(slots, graph.counts.data_ptr<int64_t>()[0]));   // host data
+  const int64_t found =
+      std::max<int64_t>(1, std::min(slots, graph.counts.data_ptr<int64_t>()[0]));  // host data
   if (found == slots) return;
   if (edges.layer_edges.empty()) edges.layer_edges.assign(static_cast<size_t>(blocks), found);
   for (auto& n : edges.layer_edges) n = std::min(n, found);
@@ -31,7 +32,8 @@ void skip_padding_slots(const RadiusGraph& graph, int64_t blocks, EdgeInput& edg
 
 // Sums rows of `x` into B systems whose rows are contiguous blocks of the
 // given host lengths: deterministic on every device (no atomics).
-torch::Tensor system_sum(const torch::Tensor& x, const std::vector<int64_t>& offsets, const torch::Tensor& lengths) {
+torch::Tensor system_sum(const torch::Tensor& x, const std::vector<int64_t>& offsets,
+                         const torch::Tensor& lengths) {
   const int64_t B = static_cast<int64_t>(offsets.size()) - 1;
   if (B == 1) return x.narrow(0, 0, offsets[1]).sum(0, /*keepdim=*/true);
   return torch::segment_reduce(x, "sum", lengths, /*indices=*/{}, /*offsets=*/{}, /*axis=*/0,
@@ -51,17 +53,20 @@ Engine::Engine(UmaModel model, EngineOptions options)
   }
   if (options_.tf32) {
     if (!options_.device.is_cuda() || options_.dtype != torch::kFloat32)
-      throw Error("precision tf32 needs a CUDA device (TF32 is a GPU tensor-core format of float32)");
+      throw Error(
+          "precision tf32 needs a CUDA device (TF32 is a GPU tensor-core format of float32)");
     at::globalContext().setAllowTF32CuBLAS(true);
     at::globalContext().setAllowTF32CuDNN(true);
   }
   if (options_.cuda_graph && !options_.device.is_cuda())
-    throw Error("CUDA-graph replay needs a CUDA device; the model runs on " + options_.device.str());
+    throw Error("CUDA-graph replay needs a CUDA device; the model runs on " +
+                options_.device.str());
   if (options_.cuda_graph && !cuda_graphs_built())
-    throw Error("CUDA-graph replay is not in this build of the engine (compiled without the CUDA headers)");
-  configure_cublas_workspace(options_.device);   // before any GEMM: a later fix uma/train needs it
-  make_current(options_.device);   // before anything is allocated there
-  model_->to(options_.device, options_.dtype);   // bulk transfer
+    throw Error(
+        "CUDA-graph replay is not in this build of the engine (compiled without the CUDA headers)");
+  configure_cublas_workspace(options_.device);  // before any GEMM: a later fix uma/train needs it
+  make_current(options_.device);                // before anything is allocated there
+  model_->to(options_.device, options_.dtype);  // bulk transfer
   model_->eval();
   for (auto& p : model_->parameters()) p.requires_grad_(false);
   edge_backend_ = options_.edge_ops == EngineOptions::EdgeOps::kLean && options_.device.is_cpu()
@@ -88,7 +93,7 @@ StepPlan& Engine::plan_for(const std::vector<Atoms>& step) {
   if (plan_ && plan_->key == key) return *plan_;
   auto plan = build_plan(model_, step, std::move(key), options_.device, plan_.get());
   plan->replays.set_limits(static_cast<size_t>(options_.cuda_graph_cache), 0.5 * budget_);
-  if (plan_) {   // the counters of its captures live on in the engine's
+  if (plan_) {  // the counters of its captures live on in the engine's
     stats_.graph_captures += plan_->replays.captures();
     stats_.graph_replays += plan_->replays.replays();
   }
@@ -103,15 +108,17 @@ Evaluation Engine::evaluate(const std::vector<Atoms>& step, const Request& what)
   StepPlan& plan = plan_for(step);
   const Geometry geo = upload_geometry(geometry_of(step), fopts, staging_);
   const Atoms& first = step[0];
-  if (!first.piece.defined()) return options_.cuda_graph ? run_or_replay(plan, geo, what) : run(plan, geo, what);
+  if (!first.piece.defined())
+    return options_.cuda_graph ? run_or_replay(plan, geo, what) : run(plan, geo, what);
 
   // A piece: this step's collectives and message targets (host values).
   connect_collectives(plan.in, first.piece);
-  const bool empty = atom_count(first) == 0;   // runs on a placeholder atom (step_plan.h)
+  const bool empty = atom_count(first) == 0;  // runs on a placeholder atom (step_plan.h)
   plan.layer_targets = first.piece.layer_targets;
-  if (empty && !plan.layer_targets.empty()) plan.layer_targets.assign(model_->config().backbone.num_layers, 1);
+  if (empty && !plan.layer_targets.empty())
+    plan.layer_targets.assign(model_->config().backbone.num_layers, 1);
   Evaluation ev = run(plan, geo, what);
-  if (empty) {   // drop the placeholder
+  if (empty) {  // drop the placeholder
     ev.atom_energy = ev.atom_energy.narrow(0, 0, 0);
     ev.forces = ev.forces.narrow(0, 0, 0);
     if (ev.atom_virial.defined()) ev.atom_virial = ev.atom_virial.narrow(0, 0, 0);
@@ -124,7 +131,8 @@ void Engine::connect_collectives(BatchTensors& in, const Piece& piece) {
   in.share = nullptr;
   if (piece.sum_over_processes) {
     in.reduce = [this, sum = piece.sum_over_processes](const torch::Tensor& x) {
-      return stages_.cut(x, sum, sum);   // the gradient of a sum over processes is the sum of the gradients
+      return stages_.cut(x, sum,
+                         sum);  // the gradient of a sum over processes is the sum of the gradients
     };
   }
   if (piece.exchange_ghosts) {
@@ -164,11 +172,12 @@ Evaluation Engine::run(StepPlan& plan, const Geometry& geo, const Request& what)
   const int64_t B = static_cast<int64_t>(geo.graph.size());
   const int64_t N = pos.size(0);
 
-  stages_.clear();   // cuts of an evaluation that failed half-way
+  stages_.clear();  // cuts of an evaluation that failed half-way
   RadiusGraph graph = graph_.build(pos, geo.cells, geo.graph);
-  if (graph.row_offsets != plan.edge_rows) {   // the capacities changed: new block lengths
+  if (graph.row_offsets != plan.edge_rows) {  // the capacities changed: new block lengths
     std::vector<int64_t> lengths;
-    for (int64_t b = 0; b < B; ++b) lengths.push_back(graph.row_offsets[b + 1] - graph.row_offsets[b]);
+    for (int64_t b = 0; b < B; ++b)
+      lengths.push_back(graph.row_offsets[b + 1] - graph.row_offsets[b]);
     plan.edge_block_lengths = upload(lengths, dopts.dtype(torch::kLong));
     plan.edge_rows = graph.row_offsets;
   }
@@ -191,7 +200,8 @@ Evaluation Engine::run(StepPlan& plan, const Geometry& geo, const Request& what)
     std::vector<torch::Tensor> counts;
     for (int64_t t : plan.layer_targets) counts.push_back((graph.valid & (graph.tgt < t)).sum());
     auto host = to_host(torch::stack(counts));
-    edges.layer_edges.assign(host.data_ptr<int64_t>(), host.data_ptr<int64_t>() + host.numel());  // host data
+    const int64_t* found = host.data_ptr<int64_t>();  // host data
+    edges.layer_edges.assign(found, found + host.numel());
     // Never an empty edge set: an extra edge into an atom past the prefix
     // only changes features nothing reads afterwards.
     for (auto& n : edges.layer_edges) n = std::max<int64_t>(n, 1);
@@ -203,9 +213,8 @@ Evaluation Engine::run(StepPlan& plan, const Geometry& geo, const Request& what)
   auto system_emb = backbone->system_embedding(in);
   auto ctx = mole_context(plan, system_emb, graph.row_offsets);
   auto raw_atom = model_->atom_energies(in, edges, system_emb, ctx).to(torch::kFloat64);  // [N]
-  if (in.owned >= 0)   // ghosts carry no energy of their own
-    raw_atom = torch::cat({raw_atom.narrow(0, 0, in.owned),
-                           torch::zeros({N - in.owned}, dopts)});
+  if (in.owned >= 0)  // ghosts carry no energy of their own
+    raw_atom = torch::cat({raw_atom.narrow(0, 0, in.owned), torch::zeros({N - in.owned}, dopts)});
   auto raw_energy = system_sum(raw_atom, in.atom_offsets, in.natoms);
   // [E, 3] dE/dr_edge; stage by stage where the model called collectives,
   // which then run here, on this thread (staged_backward.h).
@@ -215,11 +224,14 @@ Evaluation Engine::run(StepPlan& plan, const Geometry& geo, const Request& what)
   ev.request = what;
   const auto& escale = plan.energy_scale;
   ev.energy = raw_energy * escale + plan.energy_shift;
-  ev.atom_energy = raw_atom * (B == 1 ? escale : escale.index_select(0, in.batch)) + plan.atom_shift;
+  ev.atom_energy =
+      raw_atom * (B == 1 ? escale : escale.index_select(0, in.batch)) + plan.atom_shift;
   const auto& fscale = plan.force_scale;
-  auto edge_fscale = B == 1 ? fscale.to(options_.dtype) : fscale.to(options_.dtype).index_select(0, graph.edge_system);
+  auto edge_fscale = B == 1 ? fscale.to(options_.dtype)
+                            : fscale.to(options_.dtype).index_select(0, graph.edge_system);
   auto pair_force = g * edge_fscale.unsqueeze(1);
-  ev.forces = torch::zeros({N, 3}, fopts).index_add(0, graph.tgt, pair_force)
+  ev.forces = torch::zeros({N, 3}, fopts)
+                  .index_add(0, graph.tgt, pair_force)
                   .index_add(0, graph.src, -pair_force);
   {
     // dE/d strain = sum_edges r (x) dE/dr; the virial W = -dE/d strain.
@@ -234,7 +246,8 @@ Evaluation Engine::run(StepPlan& plan, const Geometry& geo, const Request& what)
       auto edge_half = B == 1 ? fscale * -0.5 : fscale.index_select(0, graph.edge_system) * -0.5;
       auto w = r_g * edge_half.view({-1, 1, 1});
       w = (w + w.transpose(1, 2)) / 2;
-      ev.atom_virial = torch::zeros({N, 3, 3}, dopts).index_add(0, graph.src, w).index_add(0, graph.tgt, w);
+      ev.atom_virial =
+          torch::zeros({N, 3, 3}, dopts).index_add(0, graph.src, w).index_add(0, graph.tgt, w);
     }
   }
   ev.edge_counts = graph.counts;
@@ -245,14 +258,15 @@ Evaluation Engine::run(StepPlan& plan, const Geometry& geo, const Request& what)
   return ev;
 }
 
-
 Evaluation Engine::run_or_replay(StepPlan& plan, const Geometry& geo, const Request& what) {
   // What a capture depends on besides the positions and cells: within the
   // plan, what is sized by the graph (never returns once it changes) and
   // whether the experts are merged yet; per key, what the step computes and
   // the graph's bin plan for this cell (may alternate).
-  std::vector<int64_t> epoch{plan.merged ? 1 : 0, plan.memory.recompute ? plan.memory.chunk_edges : 0};
-  for (const auto& c : graph_.graph_capacities()) epoch.insert(epoch.end(), {c.edges, c.candidates, c.neighbors, c.free_bins});
+  std::vector<int64_t> epoch{plan.merged ? 1 : 0,
+                             plan.memory.recompute ? plan.memory.chunk_edges : 0};
+  for (const auto& c : graph_.graph_capacities())
+    epoch.insert(epoch.end(), {c.edges, c.candidates, c.neighbors, c.free_bins});
   std::vector<int64_t> key{int64_t(what.atom_virial)};
   const auto bins = graph_.plan_key(geo.graph);
   key.insert(key.end(), bins.begin(), bins.end());
@@ -261,11 +275,11 @@ Evaluation Engine::run_or_replay(StepPlan& plan, const Geometry& geo, const Requ
       return run(plan, geo, what);
     case ReplayCache<Replay>::Action::kReplay: {
       Replay& r = plan.replays.current();
-      torch::NoGradGuard no_grad;   // the step's inputs into the graph's, on the device
-      r.geo.positions.copy_(geo.positions);   // same device
-      r.geo.cells.copy_(geo.cells);           // same device
-      r.geo.inv_volume.copy_(geo.inv_volume); // same device
-      r.geo.nonfinite.copy_(geo.nonfinite);   // same device
+      torch::NoGradGuard no_grad;              // the step's inputs into the graph's, on the device
+      r.geo.positions.copy_(geo.positions);    // same device
+      r.geo.cells.copy_(geo.cells);            // same device
+      r.geo.inv_volume.copy_(geo.inv_volume);  // same device
+      r.geo.nonfinite.copy_(geo.nonfinite);    // same device
       r.graph->replay();
       Evaluation ev = r.ev;
       ev.request = what;
@@ -275,7 +289,7 @@ Evaluation Engine::run_or_replay(StepPlan& plan, const Geometry& geo, const Requ
       break;
   }
   auto r = std::make_unique<Replay>();
-  r->geo = geo;   // the graph reads its own copies of the step's device inputs
+  r->geo = geo;  // the graph reads its own copies of the step's device inputs
   r->geo.positions = geo.positions.clone();
   r->geo.cells = geo.cells.clone();
   r->geo.inv_volume = geo.inv_volume.clone();
@@ -320,7 +334,7 @@ bool Engine::read(const Evaluation& ev, HostEvaluation& out) {
   const Request& what = ev.request;
   PackedRead packed;
   packed.add("edge_counts", ev.edge_counts);
-  packed.add("close_atoms", ev.close_atoms);   // [flag, i, j, distance]
+  packed.add("close_atoms", ev.close_atoms);  // [flag, i, j, distance]
   packed.add("nonfinite", ev.nonfinite);
   if (what.energy) packed.add("energy", ev.energy);
   if (what.forces) packed.add("forces", ev.forces);
@@ -341,7 +355,8 @@ bool Engine::read(const Evaluation& ev, HostEvaluation& out) {
   }
   const auto close = packed.vector("close_atoms");
   if (close[0] > 0)
-    throw CloseAtomsError(static_cast<int64_t>(close[1]), static_cast<int64_t>(close[2]), close[3], kMinAtomDistance);
+    throw CloseAtomsError(static_cast<int64_t>(close[1]), static_cast<int64_t>(close[2]), close[3],
+                          kMinAtomDistance);
   out = HostEvaluation();
   out.edges = counts;
   if (packed.has("energy")) out.energy = packed.vector("energy");
@@ -364,12 +379,16 @@ Precision parse_precision(const std::string& name) {
 }
 
 Error capacity_exhausted() {
-  return Error("the neighbour graph still overflowed its capacity after " + std::to_string(kCapacityAttempts) +
-               " builds, each grown to what the previous one found: the atoms' neighbour counts keep jumping "
-               "(atoms collapsing onto each other, or a cell shrinking fast); no result was computed");
+  return Error(
+      "the neighbour graph still overflowed its capacity after " +
+      std::to_string(kCapacityAttempts) +
+      " builds, each grown to what the previous one found: the atoms' neighbour counts keep "
+      "jumping "
+      "(atoms collapsing onto each other, or a cell shrinking fast); no result was computed");
 }
 
-HostEvaluation evaluate_on_host(Engine& engine, const std::vector<Atoms>& step, const Request& what) {
+HostEvaluation evaluate_on_host(Engine& engine, const std::vector<Atoms>& step,
+                                const Request& what) {
   HostEvaluation out;
   until_capacity_fits([&] { return engine.read(engine.evaluate(step, what), out); });
   return out;

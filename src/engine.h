@@ -29,8 +29,8 @@
 
 namespace uma {
 
-struct Geometry;   // batch.h
-struct StepPlan;   // step_plan.h
+struct Geometry;  // batch.h
+struct StepPlan;  // step_plan.h
 
 // Periodic cells whose lattice planes lie closer than this (Angstrom) along a
 // periodic direction are refused: a 0.5 A spacing already means 25 images per
@@ -56,7 +56,7 @@ struct EngineOptions {
     dtype = p.dtype;
     tf32 = p.tf32;
   }
-  bool merge_mole = true;   // merge experts once per composition/charge/spin/task
+  bool merge_mole = true;  // merge experts once per composition/charge/spin/task
   // Ask glibc to keep freed memory for reuse (mallopt: no mmap'd blocks, no
   // trimming).  Large per-step tensors are then recycled instead of being
   // mapped, page-faulted and unmapped every evaluation, which on CPUs halves
@@ -92,13 +92,13 @@ struct EngineOptions {
 
 // What the engine has done so far, for logs, benchmarks and tests.
 struct EngineStats {
-  int64_t step_plans = 0;     // plans built (a new layout each)
-  int64_t merges = 0;         // expert merges
-  int64_t memory_plans = 0;   // memory plans made (a new atom count or edge capacity)
-  MemoryPlan memory_plan;     // the latest
-  double memory_budget = 0;   // bytes, of one evaluation
-  std::vector<int64_t> edge_capacities;   // per system of the latest step
-  const nn::EdgeBackend* edge_backend = nullptr;   // chosen when the engine was made
+  int64_t step_plans = 0;                // plans built (a new layout each)
+  int64_t merges = 0;                    // expert merges
+  int64_t memory_plans = 0;              // memory plans made (a new atom count or edge capacity)
+  MemoryPlan memory_plan;                // the latest
+  double memory_budget = 0;              // bytes, of one evaluation
+  std::vector<int64_t> edge_capacities;  // per system of the latest step
+  const nn::EdgeBackend* edge_backend = nullptr;  // chosen when the engine was made
   // CUDA-graph replay (EngineOptions::cuda_graph): captures made, replays
   // done, captures held now and their device memory in bytes, and why the
   // latest capture failed (empty: none did).
@@ -154,16 +154,17 @@ class Engine {
   RadiusGraphBuilder graph_;
   std::shared_ptr<StepPlan> plan_;
   StagingBuffer staging_;
-  StagedBackward stages_;   // this evaluation's collectives (pieces)
+  StagedBackward stages_;  // this evaluation's collectives (pieces)
   const nn::EdgeBackend* edge_backend_ = nullptr;
   MemoryModel memory_model_;
   double budget_ = 0;
-  EngineStats stats_;       // counters of plans, merges and memory plans; captures of earlier plans
+  EngineStats stats_;  // counters of plans, merges and memory plans; captures of earlier plans
 };
 
 // Evaluates `step` and reads what it asks for back, growing the graph's
 // capacity and repeating while it overflows (until_capacity_fits).
-HostEvaluation evaluate_on_host(Engine& engine, const std::vector<Atoms>& step, const Request& what = Request::all_but_atom_virial());
+HostEvaluation evaluate_on_host(Engine& engine, const std::vector<Atoms>& step,
+                                const Request& what = Request::all_but_atom_virial());
 
 // Throws uma::Error describing the first problem with whole systems (the
 // model-independent checks; Engine::validate adds pieces and device atoms).

@@ -31,17 +31,18 @@ struct Request {
 // (+ (1/V) dE/d strain; NaN for systems with a zero-volume cell), virials in
 // eV with LAMMPS's sign (W = sum r (x) f = -V stress).
 struct Evaluation {
-  Request request;             // what the step was asked for (read() reads it)
-  torch::Tensor energy;        // [B] float64
-  torch::Tensor atom_energy;   // [N] float64, sums to energy (ghosts: 0)
-  torch::Tensor forces;        // [N, 3]
-  torch::Tensor stress;        // [B, 3, 3] or undefined (pieces: undefined)
-  torch::Tensor virial;        // [B, 3, 3] float64
-  torch::Tensor atom_virial;   // [N, 3, 3] float64 if request.atom_virial
-  torch::Tensor edge_counts;   // [B] edges found (the graph holds min(count, capacity))
-  torch::Tensor close_atoms;   // [4] float64: RadiusGraph::close_atoms
-  torch::Tensor nonfinite;     // [] non-finite position values (positions given on the device)
-  torch::Tensor graph_sizes;   // [3B] RadiusGraph::sizes, read only to grow capacities after an overflow
+  Request request;            // what the step was asked for (read() reads it)
+  torch::Tensor energy;       // [B] float64
+  torch::Tensor atom_energy;  // [N] float64, sums to energy (ghosts: 0)
+  torch::Tensor forces;       // [N, 3]
+  torch::Tensor stress;       // [B, 3, 3] or undefined (pieces: undefined)
+  torch::Tensor virial;       // [B, 3, 3] float64
+  torch::Tensor atom_virial;  // [N, 3, 3] float64 if request.atom_virial
+  torch::Tensor edge_counts;  // [B] edges found (the graph holds min(count, capacity))
+  torch::Tensor close_atoms;  // [4] float64: RadiusGraph::close_atoms
+  torch::Tensor nonfinite;    // [] non-finite position values (positions given on the device)
+  torch::Tensor
+      graph_sizes;  // [3B] RadiusGraph::sizes, read only to grow capacities after an overflow
   std::vector<int64_t> capacities;
 };
 

@@ -13,10 +13,13 @@ namespace uma {
 namespace {
 
 // Splits `key=value key="quoted value"` pairs.
-std::map<std::string, std::string> parse_comment(const std::string& line, const std::string& where) {
+std::map<std::string, std::string> parse_comment(const std::string& line,
+                                                 const std::string& where) {
   std::map<std::string, std::string> kv;
   size_t i = 0;
-  auto skip = [&] { while (i < line.size() && std::isspace(static_cast<unsigned char>(line[i]))) ++i; };
+  auto skip = [&] {
+    while (i < line.size() && std::isspace(static_cast<unsigned char>(line[i]))) ++i;
+  };
   auto word = [&](bool stop_at_eq) {
     std::string w;
     if (i < line.size() && (line[i] == '"' || line[i] == '\'')) {
@@ -42,7 +45,6 @@ std::map<std::string, std::string> parse_comment(const std::string& line, const 
   }
   return kv;
 }
-
 
 bool truthy(const std::string& s) { return s == "T" || s == "True" || s == "true" || s == "1"; }
 
@@ -121,11 +123,13 @@ std::vector<Frame> read_extxyz(std::istream& in, const std::string& path) {
       while (std::getline(ss, p, ':')) parts.push_back(p);
       if (parts.size() % 3 != 0) throw Error(where + ": malformed Properties");
       for (size_t k = 0; k < parts.size(); k += 3) {
-        const int64_t width = parse_integer(parts[k + 2], where + ": Properties width of '" + parts[k] + "'");
+        const int64_t width =
+            parse_integer(parts[k + 2], where + ": Properties width of '" + parts[k] + "'");
         if (width < 1 || width > kMaxColumnWidth)
           throw Error(where + ": Properties width of '" + parts[k] + "' must be 1.." +
                       std::to_string(kMaxColumnWidth));
-        columns.push_back({parts[k], parts[k + 1].empty() ? 'R' : parts[k + 1][0], static_cast<int>(width)});
+        columns.push_back(
+            {parts[k], parts[k + 1].empty() ? 'R' : parts[k + 1][0], static_cast<int>(width)});
       }
       kv.erase("Properties");
     }
@@ -152,8 +156,9 @@ std::vector<Frame> read_extxyz(std::istream& in, const std::string& path) {
     f.info = kv;
 
     for (int64_t a = 0; a < natoms; ++a) {
-      if (!std::getline(in, line)) throw Error(path + ": file ends inside a frame (expected " +
-                                               std::to_string(natoms) + " atom lines)");
+      if (!std::getline(in, line))
+        throw Error(path + ": file ends inside a frame (expected " + std::to_string(natoms) +
+                    " atom lines)");
       ++lineno;
       const std::string wa = path + ":" + std::to_string(lineno);
       std::istringstream row(line);
@@ -174,8 +179,10 @@ std::vector<Frame> read_extxyz(std::istream& in, const std::string& path) {
             const double v = parse_numbers(tok, wa).at(0);
             if (col.name == "pos" && !std::isfinite(v))
               throw Error(wa + ": position '" + tok + "' is not a finite number");
-            if (col.name == "pos") f.positions.push_back(v);
-            else f.arrays[col.name].push_back(v);
+            if (col.name == "pos")
+              f.positions.push_back(v);
+            else
+              f.arrays[col.name].push_back(v);
           }
           // string / logical columns other than species are ignored
         }
@@ -184,7 +191,8 @@ std::vector<Frame> read_extxyz(std::istream& in, const std::string& path) {
           f.array_width[col.name] = col.width;
       }
     }
-    if (static_cast<int64_t>(f.positions.size()) != 3 * natoms || static_cast<int64_t>(f.numbers.size()) != natoms)
+    if (static_cast<int64_t>(f.positions.size()) != 3 * natoms ||
+        static_cast<int64_t>(f.numbers.size()) != natoms)
       throw Error(where + ": frame lacks species or pos columns");
     frames.push_back(std::move(f));
   }

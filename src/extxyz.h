@@ -14,7 +14,7 @@ namespace uma {
 
 struct Frame {
   std::vector<int64_t> numbers;
-  std::vector<double> positions;                      // N * 3
+  std::vector<double> positions;  // N * 3
   Matrix3 cell{};
   std::array<bool, 3> pbc{false, false, false};
   bool has_cell = false;

@@ -32,14 +32,15 @@ torch::Tensor EnergyHeadImpl::forward(const torch::Tensor& node_embedding,
   nn::MoleContext ctx;
   if (config_.kind == HeadKind::kDatasetMoE) {
     // The one-hot dataset rows stay on the device while the datasets do.
-    if (datasets != onehot_datasets_ || !onehot_.defined() || onehot_.device() != scalars.device() ||
-        onehot_.scalar_type() != scalars.scalar_type()) {
+    if (datasets != onehot_datasets_ || !onehot_.defined() ||
+        onehot_.device() != scalars.device() || onehot_.scalar_type() != scalars.scalar_type()) {
       const int64_t B = static_cast<int64_t>(datasets.size());
       const int64_t D = static_cast<int64_t>(config_.datasets.size());
       std::vector<double> onehot(B * D, 0.0);
       for (int64_t b = 0; b < B; ++b) {
         auto it = std::find(config_.datasets.begin(), config_.datasets.end(), datasets[b]);
-        if (it == config_.datasets.end()) throw Error("the energy head has no dataset '" + datasets[b] + "'");
+        if (it == config_.datasets.end())
+          throw Error("the energy head has no dataset '" + datasets[b] + "'");
         onehot[b * D + (it - config_.datasets.begin())] = 1.0;
       }
       onehot_ = upload(onehot, scalars.options()).view({B, D});

@@ -27,14 +27,15 @@ class EnergyHeadImpl : public torch::nn::Module {
   EnergyHeadImpl(const HeadConfig& config, int64_t sphere_channels, int64_t hidden_channels);
 
   // node_embedding [N, 9, C] -> per-atom raw energies [N].
-  torch::Tensor forward(const torch::Tensor& node_embedding, const std::vector<std::string>& datasets,
+  torch::Tensor forward(const torch::Tensor& node_embedding,
+                        const std::vector<std::string>& datasets,
                         const std::vector<int64_t>& atom_offsets);
 
  private:
   HeadConfig config_;
   EnergyBlock energy_block{nullptr};
-  std::vector<std::string> onehot_datasets_;   // what onehot_ was built for
-  torch::Tensor onehot_;                       // [B, D] dataset one-hot on the model's device
+  std::vector<std::string> onehot_datasets_;  // what onehot_ was built for
+  torch::Tensor onehot_;                      // [B, D] dataset one-hot on the model's device
 };
 TORCH_MODULE(EnergyHead);
 

@@ -12,9 +12,11 @@
 
 namespace uma {
 
-MemoryModel memory_model(const BackboneConfig& c, torch::ScalarType dtype, const nn::EdgeBackend& edges) {
+MemoryModel memory_model(const BackboneConfig& c, torch::ScalarType dtype,
+                         const nn::EdgeBackend& edges) {
   const double s = static_cast<double>(c10::elementSize(dtype));
-  const double C = c.sphere_channels, H = c.hidden_channels, Ec = c.edge_channels, K = c.num_distance_basis;
+  const double C = c.sphere_channels, H = c.hidden_channels, Ec = c.edge_channels,
+               K = c.num_distance_basis;
   const double L = c.num_layers;
   MemoryModel m;
   // Per block and node: input, normed input, summed messages, residual and
@@ -39,13 +41,16 @@ std::string MemoryPlan::describe() const {
   const double gb = 1e-9;
   if (recompute)
     std::snprintf(buf, sizeof buf,
-                  "recomputed edge work in chunks of %lld edges (%lld atoms, %lld edge slots): predicted peak %.2f GB, budget %.2f GB",
-                  static_cast<long long>(chunk_edges), static_cast<long long>(nodes), static_cast<long long>(edges),
-                  predicted_bytes * gb, budget_bytes * gb);
+                  "recomputed edge work in chunks of %lld edges (%lld atoms, %lld edge slots): "
+                  "predicted peak %.2f GB, budget %.2f GB",
+                  static_cast<long long>(chunk_edges), static_cast<long long>(nodes),
+                  static_cast<long long>(edges), predicted_bytes * gb, budget_bytes * gb);
   else
-    std::snprintf(buf, sizeof buf, "stored activations (%lld atoms, %lld edge slots): predicted peak %.2f GB, budget %.2f GB",
-                  static_cast<long long>(nodes), static_cast<long long>(edges), predicted_bytes * gb,
-                  budget_bytes * gb);
+    std::snprintf(
+        buf, sizeof buf,
+        "stored activations (%lld atoms, %lld edge slots): predicted peak %.2f GB, budget %.2f GB",
+        static_cast<long long>(nodes), static_cast<long long>(edges), predicted_bytes * gb,
+        budget_bytes * gb);
   return buf;
 }
 
@@ -76,10 +81,12 @@ MemoryPlan plan_memory(const MemoryModel& m, int64_t nodes, int64_t edges, doubl
     msg << "the evaluation of " << nodes << " atoms (" << edges << " edge slots) needs at least "
         << (fixed + m.per_edge_chunk * std::min<int64_t>(kMinChunkEdges, edges)) * 1e-9
         << " GB even when recomputed in chunks, but the memory budget is " << budget_bytes * 1e-9
-        << " GB; raise the budget (pair_style uma ... memory GB, uma eval --memory GB) or use more processes";
+        << " GB; raise the budget (pair_style uma ... memory GB, uma eval --memory GB) or use more "
+           "processes";
     throw Error(msg.str());
   }
-  return recompute_with(static_cast<int64_t>(std::min<double>(chunk, static_cast<double>(kMaxChunkEdges))));
+  return recompute_with(
+      static_cast<int64_t>(std::min<double>(chunk, static_cast<double>(kMaxChunkEdges))));
 }
 
 namespace {
@@ -106,7 +113,9 @@ double cuda_available() {
     dlclose(handle);
     if (status == 0) return static_cast<double>(free);
   }
-  throw Error("cannot query the GPU's free memory (no CUDA runtime loaded); set the memory budget explicitly");
+  throw Error(
+      "cannot query the GPU's free memory (no CUDA runtime loaded); set the memory budget "
+      "explicitly");
 }
 
 }  // namespace

@@ -21,21 +21,23 @@ namespace uma {
 // Predicted bytes, from the model's shapes (doc/benchmarks.md compares them
 // with measured peaks).
 struct MemoryModel {
-  double per_node = 0;          // node features of all blocks and the head
-  double per_edge_graph = 0;    // graph, edge vectors and their gradients (both paths)
-  double per_edge_stored = 0;   // all blocks' activations (stored path)
-  double per_edge_chunk = 0;    // one block's work while a chunk is recomputed
+  double per_node = 0;         // node features of all blocks and the head
+  double per_edge_graph = 0;   // graph, edge vectors and their gradients (both paths)
+  double per_edge_stored = 0;  // all blocks' activations (stored path)
+  double per_edge_chunk = 0;   // one block's work while a chunk is recomputed
 };
 // edges: the backend of the blocks' edge work (its per-edge bytes).
-MemoryModel memory_model(const BackboneConfig& config, torch::ScalarType dtype, const nn::EdgeBackend& edges);
+MemoryModel memory_model(const BackboneConfig& config, torch::ScalarType dtype,
+                         const nn::EdgeBackend& edges);
 
 struct MemoryPlan {
   bool recompute = false;
-  int64_t chunk_edges = 0;      // recompute: edges per chunk
+  int64_t chunk_edges = 0;       // recompute: edges per chunk
   int64_t nodes = 0, edges = 0;  // what it was planned for (edges: graph capacity)
-  double predicted_bytes = 0;   // predicted peak of the evaluation (not counting the process baseline)
+  double predicted_bytes =
+      0;  // predicted peak of the evaluation (not counting the process baseline)
   double budget_bytes = 0;
-  std::string describe() const;   // one line for logs
+  std::string describe() const;  // one line for logs
 };
 
 // Smallest chunk the planner uses; below it, the evaluation does not fit.

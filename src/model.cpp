@@ -72,14 +72,13 @@ const DatasetOutputs& UmaModelImpl::outputs(const std::string& dataset) const {
   return it == outputs_.end() ? identity : it->second;
 }
 
-
 UmaModel load_model(const std::string& path) {
   TensorFile file = read_safetensors(path);
   const ModelConfig config = model_file_config(file, path);
   UmaModel model(config);
   for (const auto& t : config.tasks) {
     if (t.property != Property::kEnergy || t.element_references.empty()) continue;
-    const auto& refs = file.tensors.at(t.element_references);   // checked by model_file_config
+    const auto& refs = file.tensors.at(t.element_references);  // checked by model_file_config
     for (const auto& ds : t.datasets) model->set_element_references(ds, refs.to(torch::kFloat64));
   }
 
@@ -94,7 +93,8 @@ UmaModel load_model(const std::string& path) {
                   c10::str(it->second.sizes()) + ", the configuration needs " +
                   c10::str(p.value().sizes()));
     const auto& stored = it->second;
-    p.value().set_data(stored.is_floating_point() ? stored.clone() : stored.to(torch::kFloat32));   // host data
+    const auto value = stored.is_floating_point() ? stored.clone() : stored.to(torch::kFloat32);
+    p.value().set_data(value);  // host data
     used.insert(p.key());
   }
   for (const auto& [name, t] : file.tensors)
@@ -107,7 +107,8 @@ UmaModel load_model(const std::string& path) {
 void save_model(const UmaModel& model, const std::string& path) {
   TensorFile file;
   for (const auto& p : model->named_parameters(true))
-    file.tensors[p.key()] = to_host(p.value());   // in the model's precision: float32, or float64 (accepted)
+    file.tensors[p.key()] =
+        to_host(p.value());  // in the model's precision: float32, or float64 (accepted)
   for (const auto& t : model->config().tasks)
     if (!t.element_references.empty())
       for (const auto& ds : t.datasets)

@@ -48,7 +48,8 @@ T required(const json& j, const char* key) {
 
 void require_equal(const json& b, const char* key, const std::string& want) {
   if (b.contains(key) && !b[key].is_null() && !b[key].is_string())
-    throw Error(std::string("model config: ") + key + " must be a string (only '" + want + "' is supported)");
+    throw Error(std::string("model config: ") + key + " must be a string (only '" + want +
+                "' is supported)");
   if (b.contains(key) && !b[key].is_null() && b[key].get<std::string>() != want)
     throw Error(std::string("model config: ") + key + " '" + b[key].get<std::string>() +
                 "' is not supported (only '" + want + "')");
@@ -69,8 +70,9 @@ std::pair<int, int> channel_range(const json& b, const char* key, int channels) 
     if (ch[i] != ch[i - 1] + 1)
       throw Error(std::string("model config: ") + key + " must be contiguous channels");
   if (ch.front() < 0 || ch.back() >= channels)
-    throw Error(std::string("model config: ") + key + " must lie in 0.." + std::to_string(channels - 1) + ", got " +
-                std::to_string(ch.front()) + ".." + std::to_string(ch.back()));
+    throw Error(std::string("model config: ") + key + " must lie in 0.." +
+                std::to_string(channels - 1) + ", got " + std::to_string(ch.front()) + ".." +
+                std::to_string(ch.back()));
   return {ch.front(), ch.back() + 1};
 }
 
@@ -93,8 +95,7 @@ namespace {
 ModelConfig config_from_json(const json& j, const std::string& json_text) {
   ModelConfig c;
   c.raw = json_text;
-  if (!j.is_object() || !j.contains("backbone"))
-    throw Error("model config: no 'backbone' section");
+  if (!j.is_object() || !j.contains("backbone")) throw Error("model config: no 'backbone' section");
   c.model_id = get_or<std::string>(j, "model_id", "");
   const json& b = j["backbone"];
   BackboneConfig& bb = c.backbone;
@@ -106,7 +107,7 @@ ModelConfig config_from_json(const json& j, const std::string& json_text) {
   bb.num_layers = required<int>(b, "num_layers");
   bb.edge_channels = required<int>(b, "edge_channels");
   bb.num_distance_basis = required<int>(b, "num_distance_basis");
-  bb.num_experts = get_or(b, "num_experts", 0);   // absent: a plain (already merged) backbone
+  bb.num_experts = get_or(b, "num_experts", 0);  // absent: a plain (already merged) backbone
   bb.max_neighbors = required<int>(b, "max_neighbors");
   bb.cutoff = required<double>(b, "cutoff");
   bb.use_dataset_embedding = get_or(b, "use_dataset_embedding", true);
@@ -133,8 +134,9 @@ ModelConfig config_from_json(const json& j, const std::string& json_text) {
     throw Error("model config: only softmax expert coefficients are supported");
   if (get_or<std::string>(b, "moe_type", "so2") != "so2")
     throw Error("model config: only moe_type 'so2' is supported");
-  if (bb.num_layers < 1 || bb.sphere_channels < 1 || bb.hidden_channels < 1 || bb.edge_channels < 1 ||
-      bb.num_distance_basis < 2 || bb.max_num_elements < 1 || bb.max_neighbors < 1 || bb.num_experts < 0)
+  if (bb.num_layers < 1 || bb.sphere_channels < 1 || bb.hidden_channels < 1 ||
+      bb.edge_channels < 1 || bb.num_distance_basis < 2 || bb.max_num_elements < 1 ||
+      bb.max_neighbors < 1 || bb.num_experts < 0)
     throw Error("model config: sizes must be positive");
   if (!(bb.cutoff > 0) || !std::isfinite(bb.cutoff))
     throw Error("model config: the cutoff must be a positive finite distance");
@@ -175,9 +177,12 @@ ModelConfig config_from_json(const json& j, const std::string& json_text) {
 
 const char* property_name(Property p) {
   switch (p) {
-    case Property::kEnergy: return "energy";
-    case Property::kForces: return "forces";
-    case Property::kStress: return "stress";
+    case Property::kEnergy:
+      return "energy";
+    case Property::kForces:
+      return "forces";
+    case Property::kStress:
+      return "stress";
   }
   return "?";
 }

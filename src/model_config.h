@@ -13,8 +13,8 @@ constexpr int kModelFormatVersion = 1;
 
 struct BackboneConfig {
   int max_num_elements = 100;
-  int sphere_channels = 128;   // C
-  int hidden_channels = 128;   // H
+  int sphere_channels = 128;  // C
+  int hidden_channels = 128;  // H
   int lmax = 2;
   int mmax = 2;
   int num_layers = 4;
@@ -49,7 +49,7 @@ constexpr int kPropertyCount = 3;
 const char* property_name(Property p);
 
 struct TaskConfig {
-  std::string name;      // e.g. "omat_energy"
+  std::string name;  // e.g. "omat_energy"
   Property property = Property::kEnergy;
   std::vector<std::string> datasets;
   double mean = 0.0;
@@ -66,7 +66,7 @@ struct ModelConfig {
 
   // Dataset names a user may ask for (the keys of dataset_mapping, sorted).
   std::vector<std::string> dataset_names() const;
-  std::string dataset_list() const;   // the names joined with ", ", for messages
+  std::string dataset_list() const;  // the names joined with ", ", for messages
 };
 
 // Parses and validates; throws uma::Error naming the offending key.

@@ -10,16 +10,19 @@ double minimum_weight_count(const BackboneConfig& b) {
   const double elements = b.max_num_elements, c = b.sphere_channels, h = b.hidden_channels;
   const double edge = b.edge_channels, basis = b.num_distance_basis;
   const double experts = std::max(1, b.num_experts);
-  const double embeddings = elements * c + 2.0 * elements * edge;   // sphere, source, target
-  const double per_layer = experts * c * h + basis * edge;          // fc_m0 >= C x H, radial >= K x edge
+  const double embeddings = elements * c + 2.0 * elements * edge;  // sphere, source, target
+  const double per_layer = experts * c * h + basis * edge;  // fc_m0 >= C x H, radial >= K x edge
   return embeddings + b.num_layers * per_layer;
 }
 
 ModelConfig model_file_config(const TensorFile& file, const std::string& path) {
   auto fmt = file.metadata.find("format");
   if (fmt == file.metadata.end() || fmt->second != kModelFormat)
-    throw Error("'" + path + "' is a safetensors file but not a lammps-uma model file "
-                "(no 'format: " + std::string(kModelFormat) + "' metadata); convert fairchem "
+    throw Error("'" + path +
+                "' is a safetensors file but not a lammps-uma model file "
+                "(no 'format: " +
+                std::string(kModelFormat) +
+                "' metadata); convert fairchem "
                 "checkpoints with tools/convert_checkpoint.py");
   auto ver = file.metadata.find("format_version");
   if (ver == file.metadata.end() || ver->second != std::to_string(kModelFormatVersion))
@@ -48,7 +51,8 @@ ModelConfig model_file_config(const TensorFile& file, const std::string& path) {
     if (t.property != Property::kEnergy || t.element_references.empty()) continue;
     auto it = file.tensors.find(t.element_references);
     if (it == file.tensors.end())
-      throw Error("model file '" + path + "' lacks the element references '" + t.element_references + "'");
+      throw Error("model file '" + path + "' lacks the element references '" +
+                  t.element_references + "'");
     if (it->second.dim() != 1 || it->second.size(0) < config.backbone.max_num_elements ||
         !it->second.is_floating_point())
       throw Error("model file '" + path + "': element references '" + t.element_references +

@@ -31,13 +31,14 @@ void PackedRead::declare(const std::string& name, std::vector<int64_t> shape) {
 }
 
 torch::Tensor PackedRead::flat() const {
-  if (parts_.size() != fields_.size()) throw Error("internal: declared packed fields have no values to send");
+  if (parts_.size() != fields_.size())
+    throw Error("internal: declared packed fields have no values to send");
   return parts_.empty() ? torch::zeros({0}, torch::kFloat64) : torch::cat(parts_);
 }
 
 void PackedRead::read() {
   const auto host = to_host(flat());
-  const double* v = host.data_ptr<double>();   // host data
+  const double* v = host.data_ptr<double>();  // host data
   host_.assign(v, v + host.numel());
 }
 
@@ -75,7 +76,8 @@ bool PackedRead::has(const std::string& name) const {
 }
 
 const PackedRead::Field& PackedRead::field(const std::string& name) const {
-  if (static_cast<int64_t>(host_.size()) != size_) throw Error("internal: packed field '" + name + "' read before its values");
+  if (static_cast<int64_t>(host_.size()) != size_)
+    throw Error("internal: packed field '" + name + "' read before its values");
   for (const auto& f : fields_)
     if (f.name == name) return f;
   throw Error("internal: no packed field '" + name + "'");
@@ -83,8 +85,8 @@ const PackedRead::Field& PackedRead::field(const std::string& name) const {
 
 torch::Tensor PackedRead::tensor(const std::string& name) const {
   const Field& f = field(name);
-  return torch::from_blob(const_cast<double*>(host_.data() + f.offset), f.shape, torch::kFloat64)  // host data
-      .clone();
+  double* values = const_cast<double*>(host_.data() + f.offset);
+  return torch::from_blob(values, f.shape, torch::kFloat64).clone();  // host data
 }
 
 std::vector<double> PackedRead::vector(const std::string& name) const {
@@ -94,7 +96,9 @@ std::vector<double> PackedRead::vector(const std::string& name) const {
 
 double PackedRead::scalar(const std::string& name) const {
   const Field& f = field(name);
-  if (f.numel != 1) throw Error("internal: packed field '" + name + "' holds " + std::to_string(f.numel) + " values");
+  if (f.numel != 1)
+    throw Error("internal: packed field '" + name + "' holds " + std::to_string(f.numel) +
+                " values");
   return host_[f.offset];
 }
 

@@ -39,7 +39,8 @@ class PackedRead {
   // Hands the values of the named fields (those registered), in that order,
   // to `f` as one vector (e.g. a sum over processes) and stores what it
   // leaves there back into them.
-  void update(const std::vector<std::string>& names, const std::function<void(std::vector<double>&)>& f);
+  void update(const std::vector<std::string>& names,
+              const std::function<void(std::vector<double>&)>& f);
 
   bool has(const std::string& name) const;
   // A field as a CPU float64 tensor of its registered shape (a copy).
@@ -58,7 +59,7 @@ class PackedRead {
   Field& append(const std::string& name, std::vector<int64_t> shape);
 
   std::vector<Field> fields_;
-  std::vector<torch::Tensor> parts_;   // the sender's values, in field order
+  std::vector<torch::Tensor> parts_;  // the sender's values, in field order
   std::vector<double> host_;
   int64_t size_ = 0;
 };

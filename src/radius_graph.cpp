@@ -34,7 +34,8 @@ struct CloseAtoms {
   torch::Tensor count, pair_d2, first, second;
   explicit CloseAtoms(const torch::TensorOptions& lopts)
       : count(torch::zeros({}, lopts)),
-        pair_d2(torch::full({}, std::numeric_limits<double>::infinity(), lopts.dtype(torch::kFloat64))),
+        pair_d2(
+            torch::full({}, std::numeric_limits<double>::infinity(), lopts.dtype(torch::kFloat64))),
         first(torch::full({}, -1, lopts)),
         second(torch::full({}, -1, lopts)) {}
   // d2 [rows, C] for targets first_target, first_target + 1, ...;
@@ -46,24 +47,27 @@ struct CloseAtoms {
     const int64_t rows = d2.size(0);
     if (rows == 0 || d2.size(1) == 0) return;
     const double min2 = kMinAtomDistance * kMinAtomDistance;
-    auto near = (d2 < min2).sum(1);   // [rows], the target itself included
+    auto near = (d2 < min2).sum(1);  // [rows], the target itself included
     count += near.sum() - rows;
-    auto row = (near > 1).to(torch::kLong).argmax().view({1});   // the first target with a close atom
+    auto row =
+        (near > 1).to(torch::kLong).argmax().view({1});  // the first target with a close atom
     auto row_d2 = d2.index_select(0, row).view({-1});
     auto sources = sources_of(row);
     auto target = row.squeeze(0) + first_target;
-    auto masked = torch::where((row_d2 < min2) & (sources != target), row_d2,
-                               torch::full({}, std::numeric_limits<double>::infinity(), d2.options()));
+    auto masked =
+        torch::where((row_d2 < min2) & (sources != target), row_d2,
+                     torch::full({}, std::numeric_limits<double>::infinity(), d2.options()));
     auto k = masked.argmin().view({1});
     auto d2_k = masked.index_select(0, k).squeeze(0).to(torch::kFloat64);
-    auto take = (first < 0) & torch::isfinite(d2_k);   // keep the first pair found
+    auto take = (first < 0) & torch::isfinite(d2_k);  // keep the first pair found
     pair_d2 = torch::where(take, d2_k, pair_d2);
     first = torch::where(take, target, first);
     second = torch::where(take, sources.index_select(0, k).squeeze(0), second);
   }
   torch::Tensor pack() const {
     auto i = torch::minimum(first, second), j = torch::maximum(first, second);
-    return torch::stack({count.to(torch::kFloat64), i.to(torch::kFloat64), j.to(torch::kFloat64), pair_d2.sqrt()});
+    return torch::stack(
+        {count.to(torch::kFloat64), i.to(torch::kFloat64), j.to(torch::kFloat64), pair_d2.sqrt()});
   }
 };
 
@@ -117,11 +121,11 @@ std::array<double, 3> inverse_spacings(const Matrix3& cell) {
 // host decision checked on the device: see GraphCapacity.
 struct Plan {
   std::array<bool, 3> periodic{};
-  std::array<int64_t, 3> nb{1, 1, 1};     // bins per direction
+  std::array<int64_t, 3> nb{1, 1, 1};               // bins per direction
   std::array<int64_t, 3> lo{0, 0, 0}, hi{0, 0, 0};  // stencil offsets lo..hi per direction
-  std::array<int64_t, 3> rep{0, 0, 0};    // image_repeats: the brute force's image ranges
-  std::array<double, 3> reach{};          // bin width needed, in fractional units
-  int64_t free_bins = 1;                  // bins asked for along non-periodic directions
+  std::array<int64_t, 3> rep{0, 0, 0};              // image_repeats: the brute force's image ranges
+  std::array<double, 3> reach{};                    // bin width needed, in fractional units
+  int64_t free_bins = 1;                            // bins asked for along non-periodic directions
   int64_t nbins = 1, K = 1, S = 1, zero_image = 0;
 };
 
@@ -129,7 +133,8 @@ int64_t default_free_bins(int64_t natoms, int64_t periodic_bins, int free_direct
   if (free_directions == 0) return 1;
   // About 8 atoms per bin for dense matter; bins never get narrower than the
   // cutoff, so extra bins only stay empty.
-  const double target = std::max(1.0, double(natoms) / 8.0) / double(std::max<int64_t>(periodic_bins, 1));
+  const double target =
+      std::max(1.0, double(natoms) / 8.0) / double(std::max<int64_t>(periodic_bins, 1));
   const double per = std::ceil(std::pow(std::max(target, 1.0), 1.0 / free_directions) - 1e-9);
   return std::clamp<int64_t>(static_cast<int64_t>(per), 1, 1024);
 }
@@ -144,13 +149,15 @@ Plan make_plan(const GraphSystem& s, const GraphCapacity& c, double cutoff) {
   for (int k = 0; k < 3; ++k) {
     p.reach[k] = cutoff * inv[k] * (1 + 1e-4) + 2e-5;
     if (p.periodic[k]) {
-      p.nb[k] = static_cast<int64_t>(std::clamp(std::floor(1.0 / p.reach[k]), 1.0, double(1 << 20)));
+      p.nb[k] =
+          static_cast<int64_t>(std::clamp(std::floor(1.0 / p.reach[k]), 1.0, double(1 << 20)));
       periodic_bins *= p.nb[k];
     } else {
       ++free_directions;
     }
   }
-  p.free_bins = c.free_bins > 0 ? c.free_bins : default_free_bins(s.natoms, periodic_bins, free_directions);
+  p.free_bins =
+      c.free_bins > 0 ? c.free_bins : default_free_bins(s.natoms, periodic_bins, free_directions);
   for (int k = 0; k < 3; ++k)
     if (!p.periodic[k]) p.nb[k] = p.free_bins;
   // A cell with much vacuum: coarser bins, at most a few per atom.
@@ -212,7 +219,7 @@ void append_tables(const Plan& p, std::vector<int64_t>& out) {
             if (p.periodic[j]) {
               n[j] = floor_div(u, p.nb[j]);
               w[j] = u - n[j] * p.nb[j];
-              inside &= std::abs(n[j]) <= p.rep[j];   // beyond the brute force's images
+              inside &= std::abs(n[j]) <= p.rep[j];  // beyond the brute force's images
             } else {
               inside &= u >= 0 && u < p.nb[j];
               w[j] = u;
@@ -220,7 +227,8 @@ void append_tables(const Plan& p, std::vector<int64_t>& out) {
           }
           const int64_t at_k = b * p.K + k;
           bins[at_k] = inside ? (w[0] * p.nb[1] + w[1]) * p.nb[2] + w[2] : p.nbins;
-          images[at_k] = inside ? ((n[0] + p.rep[0]) * (2 * p.rep[1] + 1) + n[1] + p.rep[1]) * (2 * p.rep[2] + 1) +
+          images[at_k] = inside ? ((n[0] + p.rep[0]) * (2 * p.rep[1] + 1) + n[1] + p.rep[1]) *
+                                          (2 * p.rep[2] + 1) +
                                       n[2] + p.rep[2]
                                 : p.zero_image;
         }
@@ -254,10 +262,10 @@ torch::Tensor squared_norm(const torch::Tensor& v) {
 }
 
 // Concatenates the blocks.  valid: slot index within its block < edges found.
-void finish(RadiusGraph& g, const std::vector<torch::Tensor>& src, const std::vector<torch::Tensor>& tgt,
-            const std::vector<torch::Tensor>& off, const std::vector<torch::Tensor>& sys,
-            const std::vector<torch::Tensor>& raw_counts, const std::vector<torch::Tensor>& reported_counts,
-            const torch::TensorOptions& lopts) {
+void finish(RadiusGraph& g, const std::vector<torch::Tensor>& src,
+            const std::vector<torch::Tensor>& tgt, const std::vector<torch::Tensor>& off,
+            const std::vector<torch::Tensor>& sys, const std::vector<torch::Tensor>& raw_counts,
+            const std::vector<torch::Tensor>& reported_counts, const torch::TensorOptions& lopts) {
   g.src = torch::cat(src);
   g.tgt = torch::cat(tgt);
   g.offsets = torch::cat(off);
@@ -347,7 +355,7 @@ RadiusGraph brute_force_radius_graph(const torch::Tensor& pos_in, const torch::T
     const auto img_host = image_list(rep);
     const int64_t images = static_cast<int64_t>(img_host.size() / 3);
     auto img_t = upload(img_host, opts).view({images, 3});
-    auto shifts = image_shifts(img_t, cellf[static_cast<int64_t>(b)]);   // [S, 3]
+    auto shifts = image_shifts(img_t, cellf[static_cast<int64_t>(b)]);  // [S, 3]
 
     const int64_t n = s.natoms, a0 = s.first_atom;
     const int64_t targets = s.ntargets < 0 ? n : std::min(s.ntargets, n);
@@ -355,7 +363,8 @@ RadiusGraph brute_force_radius_graph(const torch::Tensor& pos_in, const torch::T
     auto P = pos.narrow(0, a0, n);
     auto source_pos = (P.unsqueeze(1) + shifts.unsqueeze(0)).reshape({candidates, 3});
     // Candidate order: source atom slowest, image fastest.
-    auto source_atom = (torch::arange(n, lopts) + a0).unsqueeze(1).expand({n, images}).reshape({-1});
+    auto source_atom =
+        (torch::arange(n, lopts) + a0).unsqueeze(1).expand({n, images}).reshape({-1});
     auto source_image = torch::arange(images, lopts).repeat({n});
 
     // Slot cap is the dump slot; padding slots point at the system's last atom.
@@ -368,19 +377,24 @@ RadiusGraph brute_force_radius_graph(const torch::Tensor& pos_in, const torch::T
     const int64_t chunk = std::max<int64_t>(1, kPairsPerChunk / std::max<int64_t>(candidates, 1));
     for (int64_t t0 = 0; t0 < targets; t0 += chunk) {
       const int64_t rows = std::min(chunk, targets - t0);
-      auto d2 = squared_norm(P.narrow(0, t0, rows).unsqueeze(1) - source_pos.unsqueeze(0));   // [rows, M]
+      auto d2 =
+          squared_norm(P.narrow(0, t0, rows).unsqueeze(1) - source_pos.unsqueeze(0));  // [rows, M]
       auto mask = (d2 <= cutoff2) & (d2 != 0);
       close.update(d2, a0 + t0, [&](const torch::Tensor&) { return source_atom; });
       if (max_neighbors > 0 && candidates > max_neighbors) {
         auto masked = torch::where(mask, d2, torch::full({}, inf, opts));
-        auto kth = std::get<0>(masked.topk(max_neighbors + 1, 1, /*largest=*/false, /*sorted=*/true))
-                       .select(1, max_neighbors);
+        auto kth =
+            std::get<0>(masked.topk(max_neighbors + 1, 1, /*largest=*/false, /*sorted=*/true))
+                .select(1, max_neighbors);
         mask = mask & (masked <= (kth + 0.01).unsqueeze(1));
       }
       auto flat = mask.reshape({-1});
       auto rank = torch::cumsum(flat, 0) - 1 + found;
       auto slot = torch::where(flat & (rank < cap), rank, torch::full({}, cap, lopts));
-      auto target_atom = (torch::arange(rows, lopts) + (a0 + t0)).unsqueeze(1).expand({rows, candidates}).reshape({-1});
+      auto target_atom = (torch::arange(rows, lopts) + (a0 + t0))
+                             .unsqueeze(1)
+                             .expand({rows, candidates})
+                             .reshape({-1});
       src_buf.scatter_(0, slot, source_atom.repeat({rows}));
       img_buf.scatter_(0, slot, source_image.repeat({rows}));
       tgt_buf.scatter_(0, slot, target_atom);
@@ -408,7 +422,7 @@ struct RadiusGraphBuilder::Constants {
   std::vector<int64_t> key;
   torch::Device device = torch::kCPU;
   torch::ScalarType dtype = torch::kFloat32;
-  std::vector<PlanTables> tables;   // per system
+  std::vector<PlanTables> tables;  // per system
 };
 
 namespace {
@@ -423,8 +437,8 @@ std::vector<int64_t> constants_key(const std::vector<Plan>& plans) {
 
 // Every system's tables, built on the host and sent in one (counted) upload;
 // the image lists in `dtype`, the positions'.
-std::vector<PlanTables> upload_tables(const std::vector<Plan>& plans, const torch::TensorOptions& lopts,
-                                      torch::ScalarType dtype) {
+std::vector<PlanTables> upload_tables(const std::vector<Plan>& plans,
+                                      const torch::TensorOptions& lopts, torch::ScalarType dtype) {
   std::vector<int64_t> host;
   for (const auto& p : plans) append_tables(p, host);
   auto all = upload(host, lopts);
@@ -473,7 +487,7 @@ struct Binning {
 Binning bin_atoms(const torch::Tensor& P, const torch::Tensor& recip, const Plan& p) {
   const int64_t n = P.size(0);
   const auto lopts = P.options().dtype(torch::kLong);
-  auto frac = P.to(torch::kFloat64).matmul(recip.t());   // [n, 3]
+  auto frac = P.to(torch::kFloat64).matmul(recip.t());  // [n, 3]
   auto bin = torch::zeros({n}, lopts);
   for (int k = 0; k < 3; ++k) {
     torch::Tensor c;
@@ -516,9 +530,9 @@ StencilCounts count_candidates(const Binning& bins, const PlanTables& t, const P
 // The candidates of every bin: the atoms of the bins its stencil reaches,
 // each with that stencil entry's image, in C slots.
 struct Candidates {
-  torch::Tensor pos;   // [nbins, C, 3] r_src + n . cell, as the brute force; inf in empty slots
-  torch::Tensor key;   // [nbins * C] long: source * S + image (source local to the system),
-                       // the brute force's order
+  torch::Tensor pos;  // [nbins, C, 3] r_src + n . cell, as the brute force; inf in empty slots
+  torch::Tensor key;  // [nbins * C] long: source * S + image (source local to the system),
+                      // the brute force's order
 };
 
 // Slot j of bin b lies in the first stencil entry whose running total
@@ -531,7 +545,7 @@ Candidates candidate_table(const torch::Tensor& P, const Binning& bins, const St
   const auto lopts = opts.dtype(torch::kLong);
   const double inf = std::numeric_limits<double>::infinity();
   const int64_t n = P.size(0), S = p.S, nbins = p.nbins;
-  auto shifts = image_shifts(t.images, cell);   // [S, 3]
+  auto shifts = image_shifts(t.images, cell);  // [S, 3]
   auto cand_pos = torch::empty({nbins, C, 3}, opts);
   auto cand_key = torch::empty({nbins, C}, lopts);
   const int64_t bin_chunk = std::max<int64_t>(1, pairs_per_chunk / C);
@@ -539,18 +553,21 @@ Candidates candidate_table(const torch::Tensor& P, const Binning& bins, const St
     const int64_t rows = std::min(bin_chunk, nbins - b0);
     auto run = counts.through.narrow(0, b0, rows);
     auto j = torch::arange(C, lopts).unsqueeze(0).expand({rows, C}).contiguous();
-    auto entry = torch::searchsorted(run, j, /*out_int32=*/false, /*right=*/true).clamp_max(p.K - 1);
+    auto entry =
+        torch::searchsorted(run, j, /*out_int32=*/false, /*right=*/true).clamp_max(p.K - 1);
     auto within = j - (run - counts.per_entry.narrow(0, b0, rows)).gather(1, entry);
     auto filled = j < counts.total.narrow(0, b0, rows).unsqueeze(1);
     auto reached = t.stencil_bin.narrow(0, b0, rows).gather(1, entry);
-    auto at = (bins.start.index_select(0, reached.reshape({-1})).view({rows, C}) + within).clamp(0, n - 1);
+    auto at = (bins.start.index_select(0, reached.reshape({-1})).view({rows, C}) + within)
+                  .clamp(0, n - 1);
     auto atom = bins.order.index_select(0, at.reshape({-1})).view({rows, C});
     auto image = t.stencil_image.narrow(0, b0, rows).gather(1, entry);
     auto r = P.index_select(0, atom.reshape({-1})).view({rows, C, 3}) +
              shifts.index_select(0, image.reshape({-1})).view({rows, C, 3});
     // empty slots at infinity, which no distance test accepts
-    cand_pos.narrow(0, b0, rows).copy_(torch::where(filled.unsqueeze(2), r, torch::full({}, inf, opts)));   // same device
-    cand_key.narrow(0, b0, rows).copy_(atom * S + image);   // same device
+    cand_pos.narrow(0, b0, rows)
+        .copy_(torch::where(filled.unsqueeze(2), r, torch::full({}, inf, opts)));  // same device
+    cand_key.narrow(0, b0, rows).copy_(atom * S + image);                          // same device
   }
   return {cand_pos, cand_key.reshape({-1})};
 }
@@ -559,8 +576,8 @@ Candidates candidate_table(const torch::Tensor& P, const Binning& bins, const St
 // whatever does not fit goes.
 struct EdgeSlots {
   int64_t cap = 0;
-  torch::Tensor src, tgt, image;   // [cap + 1] long: source and target (global), image index
-  torch::Tensor found;             // [] long: edges found (may exceed cap)
+  torch::Tensor src, tgt, image;  // [cap + 1] long: source and target (global), image index
+  torch::Tensor found;            // [] long: edges found (may exceed cap)
 };
 
 // Targets [0, targets) of the system whose atoms start at `first`, in chunks
@@ -569,9 +586,10 @@ struct EdgeSlots {
 // max-neighbour rule and writes the kept edges, ordered by (source atom,
 // image), into the next slots.  Tracks the close atoms and the most
 // neighbours of one target within the cutoff (before the max-neighbour rule).
-void select_neighbours(const torch::Tensor& P, const torch::Tensor& bin, const Candidates& cand, const Plan& p,
-                       int64_t first, int64_t targets, int64_t W, const Search& search, CloseAtoms& close,
-                       EdgeSlots& slots, torch::Tensor& most_neighbors) {
+void select_neighbours(const torch::Tensor& P, const torch::Tensor& bin, const Candidates& cand,
+                       const Plan& p, int64_t first, int64_t targets, int64_t W,
+                       const Search& search, CloseAtoms& close, EdgeSlots& slots,
+                       torch::Tensor& most_neighbors) {
   const auto opts = P.options();
   const auto lopts = opts.dtype(torch::kLong);
   const double inf = std::numeric_limits<double>::infinity();
@@ -581,14 +599,19 @@ void select_neighbours(const torch::Tensor& P, const torch::Tensor& bin, const C
   for (int64_t t0 = 0; t0 < targets; t0 += chunk) {
     const int64_t rows = std::min(chunk, targets - t0);
     auto bt = bin.narrow(0, t0, rows);
-    auto d2 = squared_norm(P.narrow(0, t0, rows).unsqueeze(1) - cand.pos.index_select(0, bt));   // [rows, C]
+    auto d2 = squared_norm(P.narrow(0, t0, rows).unsqueeze(1) -
+                           cand.pos.index_select(0, bt));  // [rows, C]
     auto in_cut = (d2 <= search.cutoff2) & (d2 != 0);
     close.update(d2, first + t0, [&](const torch::Tensor& row) {
-      return cand.key.view({nbins, C}).index_select(0, bt.index_select(0, row)).view({-1}).div(S, "floor") + first;
+      return cand.key.view({nbins, C})
+                 .index_select(0, bt.index_select(0, row))
+                 .view({-1})
+                 .div(S, "floor") +
+             first;
     });
 
     // The neighbours of each target, compacted into W columns in candidate order.
-    auto ahead = in_cut.cumsum(1);   // 1-based position among the row's neighbours
+    auto ahead = in_cut.cumsum(1);  // 1-based position among the row's neighbours
     most_neighbors = torch::maximum(most_neighbors, ahead.select(1, C - 1).max());
     torch::Tensor near_d2, near_index;
     if (W == C) {
@@ -604,20 +627,25 @@ void select_neighbours(const torch::Tensor& P, const torch::Tensor& bin, const C
     auto keep = near_d2 <= search.cutoff2;
     if (search.max_neighbors > 0 && W > search.max_neighbors) {
       // the (T+1)-th smallest d^2: the largest of the T+1 smallest
-      auto kth = std::get<0>(near_d2.topk(search.max_neighbors + 1, 1, /*largest=*/false, /*sorted=*/false))
+      auto kth = std::get<0>(
+                     near_d2.topk(search.max_neighbors + 1, 1, /*largest=*/false, /*sorted=*/false))
                      .amax(1);
       keep = keep & (near_d2 <= (kth + 0.01).unsqueeze(1));
     }
     // Order the kept neighbours by (source atom, image).
-    auto key = cand.key.index_select(0, (bt.unsqueeze(1) * C + near_index).reshape({-1})).view({rows, W});
-    auto sorted = std::get<0>(torch::where(keep, key, torch::full({}, kNoKey, lopts)).sort(1)).reshape({-1});
+    auto key =
+        cand.key.index_select(0, (bt.unsqueeze(1) * C + near_index).reshape({-1})).view({rows, W});
+    auto sorted =
+        std::get<0>(torch::where(keep, key, torch::full({}, kNoKey, lopts)).sort(1)).reshape({-1});
     auto kept = sorted != kNoKey;
     auto rank_e = torch::cumsum(kept, 0) - 1 + slots.found;
     auto slot_e = torch::where(kept & (rank_e < cap_e), rank_e, torch::full({}, cap_e, lopts));
     auto key_kept = torch::where(kept, sorted, torch::zeros({}, lopts));
     slots.src.scatter_(0, slot_e, key_kept.div(S, "floor") + first);
     slots.image.scatter_(0, slot_e, key_kept.remainder(S));
-    slots.tgt.scatter_(0, slot_e, (torch::arange(rows, lopts) + (first + t0)).unsqueeze(1).expand({rows, W}).reshape({-1}));
+    slots.tgt.scatter_(
+        0, slot_e,
+        (torch::arange(rows, lopts) + (first + t0)).unsqueeze(1).expand({rows, W}).reshape({-1}));
     slots.found = slots.found + kept.sum();
   }
 }
@@ -628,7 +656,8 @@ RadiusGraphBuilder::RadiusGraphBuilder(double cutoff, int64_t max_neighbors)
     : cutoff_(cutoff), max_neighbors_(max_neighbors), pairs_per_chunk_(kPairsPerChunk) {}
 
 void RadiusGraphBuilder::set_memory_limit(double bytes) {
-  pairs_per_chunk_ = static_cast<int64_t>(std::clamp(std::floor(bytes / kBytesPerPair), 1.0, double(kPairsPerChunk)));
+  pairs_per_chunk_ = static_cast<int64_t>(
+      std::clamp(std::floor(bytes / kBytesPerPair), 1.0, double(kPairsPerChunk)));
 }
 
 void RadiusGraphBuilder::set_capacity(std::vector<GraphCapacity> capacity) {
@@ -662,12 +691,13 @@ bool RadiusGraphBuilder::grow_to_fit(const std::vector<int64_t>& sizes) {
 
 void RadiusGraphBuilder::grow(const std::vector<int64_t>& counts, const torch::Tensor& sizes) {
   bool overflow = false;
-  for (size_t b = 0; b < counts.size() && b < edge_capacity_.size(); ++b) overflow |= counts[b] > edge_capacity_[b];
+  for (size_t b = 0; b < counts.size() && b < edge_capacity_.size(); ++b)
+    overflow |= counts[b] > edge_capacity_[b];
   if (!overflow) return;
   const torch::Tensor& built = sizes.defined() ? sizes : last_sizes_;
   if (built.defined() && static_cast<size_t>(built.numel()) == 3 * capacity_.size()) {
     auto host = to_host(built);
-    const int64_t* p = host.data_ptr<int64_t>();   // host data
+    const int64_t* p = host.data_ptr<int64_t>();  // host data
     grow_to_fit(std::vector<int64_t>(p, p + host.numel()));
     return;
   }
@@ -694,7 +724,7 @@ RadiusGraph RadiusGraphBuilder::build(const torch::Tensor& pos, const torch::Ten
     for (size_t b = 0; b < B; ++b) {
       const auto& s = systems[b];
       const Plan p = make_plan(s, cap[b], cutoff_);
-      cap[b].free_bins = p.free_bins;   // kept while the layout holds (natoms may drift)
+      cap[b].free_bins = p.free_bins;  // kept while the layout holds (natoms may drift)
       const int64_t mean = (s.natoms + p.nbins - 1) / p.nbins;
       cap[b].candidates = std::max<int64_t>(1, std::min(s.natoms * p.K, 2 * p.K * mean + 32));
       bins_[b] = p.nbins;
@@ -702,7 +732,7 @@ RadiusGraph RadiusGraphBuilder::build(const torch::Tensor& pos, const torch::Ten
     for (int attempt = 0; attempt < 2; ++attempt) {
       auto probe = build_with(pos, cells, systems, cap);
       auto host = to_host(probe.sizes);
-      const int64_t* sz = host.data_ptr<int64_t>();   // host data
+      const int64_t* sz = host.data_ptr<int64_t>();  // host data
       bool fit = true;
       for (size_t b = 0; b < B; ++b)
         if (sz[B + b] > cap[b].candidates) {
@@ -734,16 +764,19 @@ RadiusGraph RadiusGraphBuilder::build(const torch::Tensor& pos, const torch::Ten
 }
 
 std::vector<int64_t> RadiusGraphBuilder::plan_key(const std::vector<GraphSystem>& systems) const {
-  if (capacity_.size() != systems.size()) return {-1};   // build() sizes the capacities first
+  if (capacity_.size() != systems.size()) return {-1};  // build() sizes the capacities first
   std::vector<Plan> plans;
-  for (size_t b = 0; b < systems.size(); ++b) plans.push_back(make_plan(systems[b], capacity_[b], cutoff_));
+  for (size_t b = 0; b < systems.size(); ++b)
+    plans.push_back(make_plan(systems[b], capacity_[b], cutoff_));
   std::vector<int64_t> key = constants_key(plans);
-  for (const auto& c : capacity_) key.insert(key.end(), {c.edges, c.candidates, c.neighbors, c.free_bins});
+  for (const auto& c : capacity_)
+    key.insert(key.end(), {c.edges, c.candidates, c.neighbors, c.free_bins});
   key.insert(key.end(), layout_.begin(), layout_.end());
   return key;
 }
 
-RadiusGraph RadiusGraphBuilder::build_with(const torch::Tensor& pos_in, const torch::Tensor& cells_in,
+RadiusGraph RadiusGraphBuilder::build_with(const torch::Tensor& pos_in,
+                                           const torch::Tensor& cells_in,
                                            const std::vector<GraphSystem>& systems,
                                            const std::vector<GraphCapacity>& capacity) const {
   torch::NoGradGuard no_grad;
@@ -775,7 +808,7 @@ RadiusGraph RadiusGraphBuilder::build_with(const torch::Tensor& pos_in, const to
 
   const auto cells = cells_in.to(torch::kFloat64);
   const auto cellf = cells_in.to(pos.scalar_type());
-  const auto recip = reciprocal_cells(cells);   // [B, 3, 3]
+  const auto recip = reciprocal_cells(cells);  // [B, 3, 3]
 
   RadiusGraph g;
   std::vector<torch::Tensor> src, tgt, off, sys, raw_counts, reported, cand_max, nbr_max;
@@ -790,23 +823,28 @@ RadiusGraph RadiusGraphBuilder::build_with(const torch::Tensor& pos_in, const to
     const int64_t cap_e = capacity[b].edges;
     const int64_t targets = s.ntargets < 0 ? n : std::min(s.ntargets, n);
     const int64_t pad = std::max<int64_t>(0, first + n - 1);
-    EdgeSlots slots{cap_e, torch::full({cap_e + 1}, pad, lopts), torch::full({cap_e + 1}, pad, lopts),
-                    torch::zeros({cap_e + 1}, lopts),   // padding: the first image, as the brute force
-                    torch::zeros({}, lopts)};
+    EdgeSlots slots{
+        cap_e, torch::full({cap_e + 1}, pad, lopts), torch::full({cap_e + 1}, pad, lopts),
+        torch::zeros({cap_e + 1}, lopts),  // padding: the first image, as the brute force
+        torch::zeros({}, lopts)};
     auto most_candidates = torch::zeros({}, lopts);
     auto most_neighbors = torch::zeros({}, lopts);
-    auto overflow = torch::zeros({}, torch::TensorOptions().dtype(torch::kBool).device(pos.device()));
+    auto overflow =
+        torch::zeros({}, torch::TensorOptions().dtype(torch::kBool).device(pos.device()));
 
     if (n > 0) {
       auto P = pos.narrow(0, first, n);
       const Binning bins = bin_atoms(P, recip[b], p);
-      const int64_t C = capacity[b].candidates > 0 ? std::min(capacity[b].candidates, n * p.K) : n * p.K;
+      const int64_t C =
+          capacity[b].candidates > 0 ? std::min(capacity[b].candidates, n * p.K) : n * p.K;
       const StencilCounts counts = count_candidates(bins, tables[b], p);
       most_candidates = counts.total.max();
       overflow = overflow | (most_candidates > C);
-      const Candidates cand = candidate_table(P, bins, counts, tables[b], cellf[b], p, C, search.pairs_per_chunk);
+      const Candidates cand =
+          candidate_table(P, bins, counts, tables[b], cellf[b], p, C, search.pairs_per_chunk);
       const int64_t W = capacity[b].neighbors > 0 ? std::min(capacity[b].neighbors, C) : C;
-      select_neighbours(P, bins.bin, cand, p, first, targets, W, search, close, slots, most_neighbors);
+      select_neighbours(P, bins.bin, cand, p, first, targets, W, search, close, slots,
+                        most_neighbors);
       overflow = overflow | (most_neighbors > W);
     }
     src.push_back(slots.src.narrow(0, 0, cap_e));
@@ -815,7 +853,8 @@ RadiusGraph RadiusGraphBuilder::build_with(const torch::Tensor& pos_in, const to
     sys.push_back(torch::full({cap_e}, b, lopts));
     raw_counts.push_back(slots.found);
     // Any overflow shows as more edges than slots.
-    reported.push_back(torch::where(overflow, torch::maximum(slots.found, torch::full({}, cap_e + 1, lopts)), slots.found));
+    reported.push_back(torch::where(
+        overflow, torch::maximum(slots.found, torch::full({}, cap_e + 1, lopts)), slots.found));
     cand_max.push_back(most_candidates);
     nbr_max.push_back(most_neighbors);
     g.row_offsets.push_back(g.row_offsets.back() + cap_e);

@@ -35,9 +35,9 @@ constexpr double kMinAtomDistance = 0.01;
 struct GraphSystem {
   int64_t first_atom = 0;
   int64_t natoms = 0;
-  Matrix3 cell{};          // graph_cell(...): host copy, for host decisions (bins, images)
+  Matrix3 cell{};  // graph_cell(...): host copy, for host decisions (bins, images)
   std::array<bool, 3> pbc{};
-  int64_t ntargets = -1;   // atoms [0, ntargets) receive edges, the rest only send; -1: all
+  int64_t ntargets = -1;  // atoms [0, ntargets) receive edges, the rest only send; -1: all
 };
 
 // Per-system sizes of the fixed-capacity buffers.  Every entry is a host
@@ -52,10 +52,11 @@ struct GraphCapacity {
 };
 
 struct RadiusGraph {
-  torch::Tensor src, tgt;       // [E] long: neighbour and receiving atom
-  torch::Tensor offsets;        // [E, 3] integer image offsets n (vec = r_src - r_tgt + n . cell), position dtype
-  torch::Tensor valid;          // [E] bool
-  torch::Tensor edge_system;    // [E] long
+  torch::Tensor src, tgt;  // [E] long: neighbour and receiving atom
+  torch::Tensor
+      offsets;  // [E, 3] integer image offsets n (vec = r_src - r_tgt + n . cell), position dtype
+  torch::Tensor valid;        // [E] bool
+  torch::Tensor edge_system;  // [E] long
   // [B] long: edges found per system.  Exceeds capacity.edges whenever
   // anything of the system overflowed (edges, candidates or neighbours), so
   // "counts[b] > capacity" is the one overflow test a caller needs.
@@ -65,13 +66,13 @@ struct RadiusGraph {
   // lower first; -1 when none), their distance (inf when none)]
   torch::Tensor close_atoms;
   // Cell-list occupancy, for growing the right buffer ([B] long each):
-  torch::Tensor candidate_counts; // most candidates of one bin (may exceed capacity.candidates)
-  torch::Tensor neighbor_counts;  // most neighbours within the cutoff of one target,
-                                  // before the max-neighbour rule (may exceed capacity.neighbors)
+  torch::Tensor candidate_counts;  // most candidates of one bin (may exceed capacity.candidates)
+  torch::Tensor neighbor_counts;   // most neighbours within the cutoff of one target,
+                                   // before the max-neighbour rule (may exceed capacity.neighbors)
   // [3B] long: raw edge counts (not raised on overflow), candidate_counts,
   // neighbor_counts, packed for one read; see RadiusGraphBuilder::grow_to_fit.
   torch::Tensor sizes;
-  std::vector<int64_t> row_offsets;   // [B + 1] host: each system's block of slots
+  std::vector<int64_t> row_offsets;     // [B + 1] host: each system's block of slots
   std::vector<GraphCapacity> capacity;  // [B] host: the capacities it was built with
 };
 
@@ -154,18 +155,18 @@ class RadiusGraphBuilder {
   const std::vector<GraphCapacity>& graph_capacities() const { return capacity_; }
 
  private:
-  struct Constants;   // per-layout stencils and image lists, kept on the device
+  struct Constants;  // per-layout stencils and image lists, kept on the device
   void set_capacity(std::vector<GraphCapacity> capacity);
 
   double cutoff_;
   int64_t max_neighbors_;
-  int64_t pairs_per_chunk_;            // candidate pairs per chunk of targets
-  std::vector<int64_t> layout_;        // natoms per system the capacities belong to
+  int64_t pairs_per_chunk_;      // candidate pairs per chunk of targets
+  std::vector<int64_t> layout_;  // natoms per system the capacities belong to
   std::vector<GraphCapacity> capacity_;
   std::vector<int64_t> edge_capacity_;
-  std::vector<int64_t> bins_;          // bins per system when capacity_ was last set or scaled
+  std::vector<int64_t> bins_;  // bins per system when capacity_ was last set or scaled
   mutable std::shared_ptr<Constants> constants_;
-  mutable torch::Tensor last_sizes_;   // RadiusGraph::sizes of the latest build, for grow()
+  mutable torch::Tensor last_sizes_;  // RadiusGraph::sizes of the latest build, for grow()
 };
 
 }  // namespace uma

@@ -42,7 +42,8 @@ class ReplayCache {
   using Key = std::vector<int64_t>;
   enum class Action { kEager, kCapture, kReplay };
 
-  explicit ReplayCache(size_t max_captures = 4, double max_bytes = std::numeric_limits<double>::infinity())
+  explicit ReplayCache(size_t max_captures = 4,
+                       double max_bytes = std::numeric_limits<double>::infinity())
       : max_captures_(max_captures), max_bytes_(max_bytes) {}
 
   void set_limits(size_t max_captures, double max_bytes) {
@@ -66,7 +67,7 @@ class ReplayCache {
     key_ = key;
     for (auto it = entries_.begin(); it != entries_.end(); ++it) {
       if (it->key != key) continue;
-      entries_.splice(entries_.begin(), entries_, it);   // most recently used first
+      entries_.splice(entries_.begin(), entries_, it);  // most recently used first
       ++replays_;
       return Action::kReplay;
     }
@@ -76,7 +77,8 @@ class ReplayCache {
 
   // The capture of the latest step's key.
   Capture& current() {
-    if (entries_.empty() || entries_.front().key != key_) throw Error("no CUDA-graph capture of this step's key is held");
+    if (entries_.empty() || entries_.front().key != key_)
+      throw Error("no CUDA-graph capture of this step's key is held");
     return *entries_.front().capture;
   }
 
@@ -131,10 +133,10 @@ class ReplayCache {
 
   size_t max_captures_;
   double max_bytes_;
-  std::list<Entry> entries_;   // most recently used first
-  Key epoch_, key_;            // the latest step's
-  bool seen_ = false;          // epoch_ and key_ are set
-  std::set<Key> refused_;      // keys of this epoch whose capture failed
+  std::list<Entry> entries_;  // most recently used first
+  Key epoch_, key_;           // the latest step's
+  bool seen_ = false;         // epoch_ and key_ are set
+  std::set<Key> refused_;     // keys of this epoch whose capture failed
   std::string last_refusal_;
   int64_t captures_ = 0, replays_ = 0, evictions_ = 0;
 };

@@ -23,9 +23,9 @@ struct DtypeName {
 };
 
 constexpr DtypeName kDtypes[] = {
-    {"F64", torch::kFloat64}, {"F32", torch::kFloat32}, {"F16", torch::kFloat16},
-    {"BF16", torch::kBFloat16}, {"I64", torch::kInt64}, {"I32", torch::kInt32},
-    {"I16", torch::kInt16},   {"I8", torch::kInt8},     {"U8", torch::kUInt8},
+    {"F64", torch::kFloat64},   {"F32", torch::kFloat32}, {"F16", torch::kFloat16},
+    {"BF16", torch::kBFloat16}, {"I64", torch::kInt64},   {"I32", torch::kInt32},
+    {"I16", torch::kInt16},     {"I8", torch::kInt8},     {"U8", torch::kUInt8},
     {"BOOL", torch::kBool},
 };
 
@@ -102,15 +102,18 @@ TensorFile read_safetensors(std::istream& in, const std::string& path) {
     if (!dtype.is_string()) throw Error(where + ": dtype is not a string");
     const auto type = dtype_from_name(dtype.get<std::string>(), where);
     if (!dims.is_array() || dims.size() > kMaxDims)
-      throw Error(where + ": shape is not a list of at most " + std::to_string(kMaxDims) + " sizes");
+      throw Error(where + ": shape is not a list of at most " + std::to_string(kMaxDims) +
+                  " sizes");
     if (!range.is_array() || range.size() != 2)
       throw Error(where + ": data_offsets is not a pair of byte offsets");
     std::vector<int64_t> shape;
     uint64_t numel = 1;
     for (const auto& d : dims) {
-      if (!d.is_number_unsigned()) throw Error(where + ": a dimension is not a non-negative integer");
+      if (!d.is_number_unsigned())
+        throw Error(where + ": a dimension is not a non-negative integer");
       const uint64_t s = d.get<uint64_t>();
-      if (s > std::max<uint64_t>(data_len, 1)) throw Error(where + ": a dimension exceeds the file's size");
+      if (s > std::max<uint64_t>(data_len, 1))
+        throw Error(where + ": a dimension exceeds the file's size");
       // Element counts beyond the file's byte count are refused before they could overflow.
       if (s != 0 && numel > data_len / s)
         throw Error(where + ": its shape needs more bytes than the file holds");
@@ -118,7 +121,8 @@ TensorFile read_safetensors(std::istream& in, const std::string& path) {
       shape.push_back(static_cast<int64_t>(s));
     }
     for (const auto& o : range)
-      if (!o.is_number_unsigned()) throw Error(where + ": a byte offset is not a non-negative integer");
+      if (!o.is_number_unsigned())
+        throw Error(where + ": a byte offset is not a non-negative integer");
     const uint64_t first = range[0].get<uint64_t>(), last = range[1].get<uint64_t>();
     if (first > last || last > data_len)
       throw Error(where + ": byte range lies outside the file (truncated file?)");

@@ -12,7 +12,7 @@
 namespace uma {
 
 struct TensorFile {
-  std::map<std::string, torch::Tensor> tensors;   // CPU, contiguous
+  std::map<std::string, torch::Tensor> tensors;  // CPU, contiguous
   std::map<std::string, std::string> metadata;
 };
 

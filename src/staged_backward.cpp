@@ -38,7 +38,8 @@ std::vector<torch::Tensor> StagedBackward::grad(const torch::Tensor& output,
   // One autograd pass from `roots` (seeded with `seeds`; none: a scalar
   // root, d root / d root = 1) to the inputs and the leaves [0, upto): the
   // only leaves made before the roots were.
-  auto stage = [&](const std::vector<torch::Tensor>& roots, const std::vector<torch::Tensor>& seeds, size_t upto) {
+  auto stage = [&](const std::vector<torch::Tensor>& roots, const std::vector<torch::Tensor>& seeds,
+                   size_t upto) {
     std::vector<torch::Tensor> from, with;
     for (size_t k = 0; k < roots.size(); ++k) {
       if (!roots[k].requires_grad()) continue;
@@ -48,8 +49,9 @@ std::vector<torch::Tensor> StagedBackward::grad(const torch::Tensor& output,
     if (from.empty()) return;
     std::vector<torch::Tensor> wrt(inputs);
     wrt.insert(wrt.end(), leaves_.begin(), leaves_.begin() + static_cast<std::ptrdiff_t>(upto));
-    const auto g = torch::autograd::grad(from, wrt, with, /*retain_graph=*/false, /*create_graph=*/false,
-                                         /*allow_unused=*/true);
+    const auto g =
+        torch::autograd::grad(from, wrt, with, /*retain_graph=*/false, /*create_graph=*/false,
+                              /*allow_unused=*/true);
     for (size_t k = 0; k < g.size(); ++k) {
       if (!g[k].defined()) continue;
       acc[k] = acc[k].defined() ? acc[k] + g[k] : g[k];

@@ -39,7 +39,8 @@ class StagedBackward {
   // d output / d inputs for a scalar output (first derivatives; the graph is
   // freed), then forgets the cuts.  An input the output does not depend on
   // gets zeros.
-  std::vector<torch::Tensor> grad(const torch::Tensor& output, const std::vector<torch::Tensor>& inputs);
+  std::vector<torch::Tensor> grad(const torch::Tensor& output,
+                                  const std::vector<torch::Tensor>& inputs);
 
   // Forgets the cuts (an evaluation that failed half-way).
   void clear() {
@@ -51,8 +52,8 @@ class StagedBackward {
  private:
   struct Cut {
     std::vector<torch::Tensor> inputs;
-    size_t first_leaf = 0;   // its leaves: leaves_[first_leaf, first_leaf + inputs.size())
-    Map backward;            // one input; empty: identity, any number
+    size_t first_leaf = 0;  // its leaves: leaves_[first_leaf, first_leaf + inputs.size())
+    Map backward;           // one input; empty: identity, any number
   };
   std::vector<Cut> cuts_;
   std::vector<torch::Tensor> leaves_;

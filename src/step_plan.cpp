@@ -17,11 +17,11 @@ int64_t dataset_index(const ModelConfig& config, const std::string& task) {
 
 // One system's share of the plan, as the host knows it.
 struct SystemLayout {
-  int64_t n = 0;                  // rows the model runs on (an empty piece: one placeholder)
-  int64_t owned = 0;              // rows that own energy
-  std::vector<int64_t> numbers;   // host atomic numbers (empty: on the device)
-  std::vector<int64_t> counts;    // the whole system's composition, [Z]
-  int64_t total = 0;              // atoms in the whole system
+  int64_t n = 0;                 // rows the model runs on (an empty piece: one placeholder)
+  int64_t owned = 0;             // rows that own energy
+  std::vector<int64_t> numbers;  // host atomic numbers (empty: on the device)
+  std::vector<int64_t> counts;   // the whole system's composition, [Z]
+  int64_t total = 0;             // atoms in the whole system
 };
 
 SystemLayout system_layout(const Atoms& a, int64_t Z) {
@@ -34,8 +34,9 @@ SystemLayout system_layout(const Atoms& a, int64_t Z) {
   } else if (a.on_device.defined()) {
     // One counted read: the composition, which the expert merge is keyed on.
     const auto host = to_host(count_atomic_numbers(a.on_device.numbers, Z));
-    const int64_t* c = host.data_ptr<int64_t>();   // host data
-    if (c[Z] > 0 || c[0] > 0) throw Error("atomic numbers on the device must lie in 1.." + std::to_string(Z - 1));
+    const int64_t* c = host.data_ptr<int64_t>();  // host data
+    if (c[Z] > 0 || c[0] > 0)
+      throw Error("atomic numbers on the device must lie in 1.." + std::to_string(Z - 1));
     s.counts.assign(c, c + Z);
   } else {
     s.counts.assign(Z, 0);
@@ -51,8 +52,8 @@ SystemLayout system_layout(const Atoms& a, int64_t Z) {
 std::vector<int64_t> plan_key(const std::vector<Atoms>& systems, const ModelConfig& config) {
   std::vector<int64_t> key{static_cast<int64_t>(systems.size())};
   for (const Atoms& a : systems) {
-    key.insert(key.end(), {atom_count(a), a.charge, a.spin, dataset_index(config, a.task), a.pbc[0], a.pbc[1],
-                           a.pbc[2], a.piece.n_owned});
+    key.insert(key.end(), {atom_count(a), a.charge, a.spin, dataset_index(config, a.task), a.pbc[0],
+                           a.pbc[1], a.pbc[2], a.piece.n_owned});
     if (a.on_device.defined())
       key.insert(key.end(), {-2, a.on_device.layout_id});
     else
@@ -69,7 +70,8 @@ std::shared_ptr<StepPlan> build_plan(const UmaModel& model, const std::vector<At
   const auto& config = model->config();
   const int64_t Z = config.backbone.max_num_elements;
   const int64_t B = static_cast<int64_t>(systems.size());
-  const bool on_device = systems[0].on_device.defined() && atom_count(systems[0]) > 0;   // validate(): B = 1
+  const bool on_device =
+      systems[0].on_device.defined() && atom_count(systems[0]) > 0;  // validate(): B = 1
   auto plan = std::make_shared<StepPlan>();
   plan->key = std::move(key);
 
@@ -87,8 +89,9 @@ std::shared_ptr<StepPlan> build_plan(const UmaModel& model, const std::vector<At
     const Atoms& a = systems[b];
     const SystemLayout s = system_layout(a, Z);
     const auto& out = model->outputs(a.task);
+    const auto& refs = out.element_references;
     auto ref = [&](int64_t z) {
-      return out.element_references.defined() ? out.element_references.accessor<double, 1>()[z] : 0.0;  // host data
+      return refs.defined() ? refs.accessor<double, 1>()[z] : 0.0;  // host data
     };
     numbers.insert(numbers.end(), s.numbers.begin(), s.numbers.end());
     batch.insert(batch.end(), s.n, b);
@@ -105,7 +108,8 @@ std::shared_ptr<StepPlan> build_plan(const UmaModel& model, const std::vector<At
     // the task's mean; the system's shift is their sum.
     double shift = 0;
     for (int64_t i = 0; i < static_cast<int64_t>(s.numbers.size()); ++i) {
-      const double v = i < s.owned ? ref(s.numbers[i]) + out.energy_mean / static_cast<double>(s.total) : 0.0;
+      const double v =
+          i < s.owned ? ref(s.numbers[i]) + out.energy_mean / static_cast<double>(s.total) : 0.0;
       per_atom.push_back(v);
       shift += v;
     }
@@ -125,8 +129,9 @@ std::shared_ptr<StepPlan> build_plan(const UmaModel& model, const std::vector<At
   const auto lopts = torch::TensorOptions().dtype(torch::kLong).device(device);
   std::vector<int64_t> ints(numbers);
   ints.insert(ints.end(), batch.begin(), batch.end());
-  for (const auto* part : {&natoms, &charge, &spin, &composition}) ints.insert(ints.end(), part->begin(), part->end());
-  if (on_device) ints.erase(ints.begin(), ints.begin() + N);   // the batch column too: a fill below
+  for (const auto* part : {&natoms, &charge, &spin, &composition})
+    ints.insert(ints.end(), part->begin(), part->end());
+  if (on_device) ints.erase(ints.begin(), ints.begin() + N);  // the batch column too: a fill below
   const auto packed = upload(ints, lopts);
   int64_t at = 0;
   auto next = [&](int64_t n) {
@@ -136,7 +141,7 @@ std::shared_ptr<StepPlan> build_plan(const UmaModel& model, const std::vector<At
   };
   if (on_device) {
     in.numbers = systems[0].on_device.numbers;
-    in.batch = torch::zeros({N}, lopts);   // a fill, not an upload
+    in.batch = torch::zeros({N}, lopts);  // a fill, not an upload
   } else {
     in.numbers = next(N);
     in.batch = next(N);
@@ -144,11 +149,11 @@ std::shared_ptr<StepPlan> build_plan(const UmaModel& model, const std::vector<At
   in.natoms = next(B);
   in.charge = next(B);
   in.spin = next(B);
-  if (piece) {   // validate(): a piece is evaluated alone
+  if (piece) {  // validate(): a piece is evaluated alone
     const int64_t& owned = systems[0].piece.n_owned;
     in.owned = owned;
     plan->composition.numbers = next(static_cast<int64_t>(composition.size()));
-    plan->composition.batch = torch::zeros({plan->composition.numbers.size(0)}, lopts);   // a fill
+    plan->composition.batch = torch::zeros({plan->composition.numbers.size(0)}, lopts);  // a fill
     plan->composition.natoms = in.natoms;
   } else {
     plan->composition = in;
@@ -156,7 +161,8 @@ std::shared_ptr<StepPlan> build_plan(const UmaModel& model, const std::vector<At
 
   std::vector<double> doubles(per_system);
   doubles.insert(doubles.end(), per_atom.begin(), per_atom.end());
-  const auto normalisers = upload(doubles, torch::TensorOptions().dtype(torch::kFloat64).device(device));
+  const auto normalisers =
+      upload(doubles, torch::TensorOptions().dtype(torch::kFloat64).device(device));
   plan->energy_scale = normalisers.narrow(0, 0, B);
   plan->energy_shift = normalisers.narrow(0, B, B);
   plan->force_scale = normalisers.narrow(0, 2 * B, B);
@@ -180,8 +186,9 @@ std::shared_ptr<StepPlan> build_plan(const UmaModel& model, const std::vector<At
   bool uniform = true;
   for (const auto& k : merge_keys) uniform &= k == merge_keys[0];
   if (uniform) plan->merge_key = merge_keys[0];
-  if (previous && !plan->merge_key.empty() && previous->merge_key == plan->merge_key) plan->merged = previous->merged;
-  if (previous) {   // what the graph sized: checked against the graph at every step
+  if (previous && !plan->merge_key.empty() && previous->merge_key == plan->merge_key)
+    plan->merged = previous->merged;
+  if (previous) {  // what the graph sized: checked against the graph at every step
     plan->edge_rows = previous->edge_rows;
     plan->edge_block_lengths = previous->edge_block_lengths;
     plan->memory = previous->memory;

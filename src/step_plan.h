@@ -50,8 +50,8 @@ struct Replay {
 
 struct StepPlan {
   std::vector<int64_t> key;
-  BatchTensors in;            // device integers of the atoms; a piece's collectives are set per step
-  BatchTensors composition;   // what the expert routing sees (a piece: the whole system)
+  BatchTensors in;           // device integers of the atoms; a piece's collectives are set per step
+  BatchTensors composition;  // what the expert routing sees (a piece: the whole system)
   // [B] energy_scale, energy_shift, force_scale, stress_scale, stress_shift;
   // [N] atom_shift (each atom's share of the energy shift; ghosts: 0).
   torch::Tensor energy_scale, energy_shift, force_scale, stress_scale, stress_shift, atom_shift;
@@ -59,13 +59,13 @@ struct StepPlan {
   // (their experts merge into one set of weights); empty otherwise.
   std::vector<int64_t> merge_key;
   std::shared_ptr<nn::MergedExperts> merged;
-  std::vector<int64_t> layer_targets;   // this step's (a piece's; see Piece)
+  std::vector<int64_t> layer_targets;  // this step's (a piece's; see Piece)
 
   // Sized by the graph's capacities, made again when they change.
-  std::vector<int64_t> edge_rows;        // [B + 1] host: each system's block of edge slots
-  torch::Tensor edge_block_lengths;      // [B] long on the device
+  std::vector<int64_t> edge_rows;    // [B + 1] host: each system's block of edge slots
+  torch::Tensor edge_block_lengths;  // [B] long on the device
   MemoryPlan memory;
-  bool planned = false;                  // memory holds a plan
+  bool planned = false;  // memory holds a plan
 
   ReplayCache<Replay> replays;
 };

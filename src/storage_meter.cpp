@@ -5,7 +5,7 @@
 namespace uma {
 namespace {
 
-constexpr uint8_t kPriority = 100;   // above LibTorch's default (0)
+constexpr uint8_t kPriority = 100;  // above LibTorch's default (0)
 
 struct Record {
   c10::DataPtr inner;
@@ -14,7 +14,8 @@ struct Record {
 
 }  // namespace
 
-CpuStorageMeter::CpuStorageMeter(int64_t large_bytes) : inner_(c10::GetCPUAllocator()), large_bytes_(large_bytes) {
+CpuStorageMeter::CpuStorageMeter(int64_t large_bytes)
+    : inner_(c10::GetCPUAllocator()), large_bytes_(large_bytes) {
   c10::SetCPUAllocator(this, kPriority);
 }
 

@@ -21,7 +21,7 @@ class CpuStorageMeter final : public c10::Allocator {
   CpuStorageMeter(const CpuStorageMeter&) = delete;
   CpuStorageMeter& operator=(const CpuStorageMeter&) = delete;
 
-  void reset();   // peak := live; allocated totals := 0
+  void reset();  // peak := live; allocated totals := 0
   int64_t live() const { return live_; }
   int64_t peak() const { return peak_; }
   int64_t allocated() const { return allocated_; }

@@ -10,7 +10,8 @@
 namespace uma {
 namespace {
 
-std::vector<double> numbers(const std::string& text, const std::string& where, const std::string& key) {
+std::vector<double> numbers(const std::string& text, const std::string& where,
+                            const std::string& key) {
   return parse_numbers(text, where + ": label '" + key + "'");
 }
 
@@ -29,7 +30,7 @@ std::vector<Sample> read_training_data(const std::string& path, const std::strin
     const int64_t n = static_cast<int64_t>(f.numbers.size());
     Sample s;
     s.atoms.numbers = f.numbers;
-    s.atoms.positions = torch::tensor(f.positions, torch::kFloat64).view({n, 3});   // host data
+    s.atoms.positions = torch::tensor(f.positions, torch::kFloat64).view({n, 3});  // host data
     s.atoms.cell = f.cell;
     s.atoms.pbc = f.pbc;
     auto info = [&](const std::string& key) -> const std::string* {
@@ -39,7 +40,8 @@ std::vector<Sample> read_training_data(const std::string& path, const std::strin
     s.atoms.task = info("task") ? *info("task") : default_task;
     if (s.atoms.task.empty()) throw Error(where + ": no 'task' label and no default task");
     s.atoms.charge = info("charge") ? integer(*info("charge"), where, "charge") : 0;
-    s.atoms.spin = info("spin") ? integer(*info("spin"), where, "spin") : default_spin(s.atoms.task);
+    s.atoms.spin =
+        info("spin") ? integer(*info("spin"), where, "spin") : default_spin(s.atoms.task);
 
     if (const auto* e = info("energy")) {
       const auto v = numbers(*e, where, "energy");
@@ -59,10 +61,11 @@ std::vector<Sample> read_training_data(const std::string& path, const std::strin
       auto& S = s.labels.stress;
       if (v.size() == 9) {
         for (int i = 0; i < 9; ++i) S[i] = v[i];
-      } else if (v.size() == 6) {   // Voigt xx yy zz yz xz xy
+      } else if (v.size() == 6) {  // Voigt xx yy zz yz xz xy
         S = {v[0], v[5], v[4], v[5], v[1], v[3], v[4], v[3], v[2]};
       } else {
-        throw Error(where + ": label 'stress' needs 9 or 6 (Voigt) numbers, has " + std::to_string(v.size()));
+        throw Error(where + ": label 'stress' needs 9 or 6 (Voigt) numbers, has " +
+                    std::to_string(v.size()));
       }
       s.labels.has_stress = true;
     }
@@ -77,7 +80,7 @@ void write_training_data(const std::string& path, const std::vector<Sample>& sam
     Frame f;
     f.numbers = s.atoms.numbers;
     auto pos = to_host(s.atoms.positions).to(torch::kFloat64);
-    f.positions.assign(pos.data_ptr<double>(), pos.data_ptr<double>() + pos.numel());   // host data
+    f.positions.assign(pos.data_ptr<double>(), pos.data_ptr<double>() + pos.numel());  // host data
     f.cell = s.atoms.cell;
     f.pbc = s.atoms.pbc;
     f.has_cell = true;

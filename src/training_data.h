@@ -16,9 +16,9 @@ namespace uma {
 
 struct Labels {
   bool has_energy = false, has_forces = false, has_stress = false;
-  double energy = 0.0;                 // eV
-  std::vector<double> forces;          // [N * 3] eV/A (empty without forces)
-  std::array<double, 9> stress{};      // row-major 3x3, eV/A^3
+  double energy = 0.0;             // eV
+  std::vector<double> forces;      // [N * 3] eV/A (empty without forces)
+  std::array<double, 9> stress{};  // row-major 3x3, eV/A^3
 };
 
 struct Sample {
@@ -29,11 +29,13 @@ struct Sample {
 // Reads every frame of `path`.  `default_task` is used for frames without a
 // `task` label; charge defaults to 0, spin to the task's default.  Throws
 // uma::Error naming the file and frame on a malformed label.
-std::vector<Sample> read_training_data(const std::string& path, const std::string& default_task = "");
+std::vector<Sample> read_training_data(const std::string& path,
+                                       const std::string& default_task = "");
 
 // Writes samples as extended XYZ that read_training_data reads back (stress
 // as 9 numbers); appends when `append`.  Throws uma::Error when the path
 // cannot be written.
-void write_training_data(const std::string& path, const std::vector<Sample>& samples, bool append = false);
+void write_training_data(const std::string& path, const std::vector<Sample>& samples,
+                         bool append = false);
 
 }  // namespace uma

@@ -53,21 +53,22 @@ torch::Tensor upload(const torch::Tensor& host, const torch::TensorOptions& opti
 }
 
 torch::Tensor upload(const std::vector<double>& values, const torch::TensorOptions& options) {
-  auto host = torch::from_blob(const_cast<double*>(values.data()), {static_cast<int64_t>(values.size())},
-                               torch::kFloat64);
+  auto host = torch::from_blob(const_cast<double*>(values.data()),
+                               {static_cast<int64_t>(values.size())}, torch::kFloat64);
   return upload(host, options);
 }
 
 torch::Tensor upload(const std::vector<int64_t>& values, const torch::TensorOptions& options) {
-  auto host = torch::from_blob(const_cast<int64_t*>(values.data()), {static_cast<int64_t>(values.size())},
-                               torch::kLong);
+  auto host = torch::from_blob(const_cast<int64_t*>(values.data()),
+                               {static_cast<int64_t>(values.size())}, torch::kLong);
   return upload(host, options);
 }
 
 double* StagingBuffer::host(int64_t n, const torch::Device& device) {
   // A fresh block from the (caching) allocator each step: on CUDA, a pinned
   // block whose previous copy may still be in flight is never handed out.
-  staged_ = torch::empty({n}, torch::TensorOptions().dtype(torch::kFloat64).pinned_memory(pinned_wanted(device)));
+  staged_ = torch::empty(
+      {n}, torch::TensorOptions().dtype(torch::kFloat64).pinned_memory(pinned_wanted(device)));
   return staged_.data_ptr<double>();
 }
 
@@ -88,14 +89,17 @@ int64_t StagingBuffer::put(int64_t offset, const torch::Tensor& values) {
 torch::Tensor StagingBuffer::send(const torch::TensorOptions& options) {
   TORCH_CHECK(staged_.defined(), "StagingBuffer::send before host()");
   count_upload(staged_);
-  auto out = staged_.to(options.device(), /*non_blocking=*/options.device().is_cuda(), /*copy=*/true);
+  auto out =
+      staged_.to(options.device(), /*non_blocking=*/options.device().is_cuda(), /*copy=*/true);
   staged_ = torch::Tensor();
   return out;
 }
 
 torch::Tensor& HostMirror::read(const torch::Tensor& t) {
   if (!host_.defined() || host_.sizes() != t.sizes() || host_.scalar_type() != t.scalar_type()) {
-    host_ = torch::empty(t.sizes(), torch::TensorOptions().dtype(t.scalar_type()).pinned_memory(pinned_wanted(t.device())));
+    host_ = torch::empty(
+        t.sizes(),
+        torch::TensorOptions().dtype(t.scalar_type()).pinned_memory(pinned_wanted(t.device())));
     ++allocations_;
   }
   count_read(t);
@@ -104,15 +108,18 @@ torch::Tensor& HostMirror::read(const torch::Tensor& t) {
 }
 
 void HostMirror::write(torch::Tensor& t) {
-  TORCH_CHECK(host_.defined() && host_.sizes() == t.sizes(), "HostMirror::write before read() of this shape");
+  TORCH_CHECK(host_.defined() && host_.sizes() == t.sizes(),
+              "HostMirror::write before read() of this shape");
   count_upload(host_);
   torch::NoGradGuard no_grad;
   t.copy_(host_, /*non_blocking=*/t.device().is_cuda());
 }
 
 torch::Tensor move_bulk(const torch::Tensor& t, const torch::TensorOptions& options) {
-  if (options.device().is_cpu() && !t.device().is_cpu()) count_read(t);
-  else count_upload(t);
+  if (options.device().is_cpu() && !t.device().is_cpu())
+    count_read(t);
+  else
+    count_upload(t);
   return t.detach().to(options, /*non_blocking=*/false, /*copy=*/true);
 }
 

@@ -27,9 +27,11 @@ class CloseAtomsError : public Error {
  public:
   CloseAtomsError(int64_t first, int64_t second, double distance, double minimum)
       : Error("atoms " + std::to_string(first) + " and " + std::to_string(second) +
-              " (0-based, in input order) are " + format_number(distance) + " A apart, closer than the " +
-              format_number(minimum) + " A minimum"),
-        first(first), second(second), distance(distance) {}
+              " (0-based, in input order) are " + format_number(distance) +
+              " A apart, closer than the " + format_number(minimum) + " A minimum"),
+        first(first),
+        second(second),
+        distance(distance) {}
   int64_t first, second;
   double distance;
 };

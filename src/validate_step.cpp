@@ -17,9 +17,11 @@ bool any_periodic(const Atoms& a) { return a.pbc[0] || a.pbc[1] || a.pbc[2]; }
 void check_device_atoms(const Atoms& a, const torch::Device& device) {
   const DeviceAtoms& d = a.on_device;
   if (!a.numbers.empty()) throw Error("atomic numbers given both on the host and on the device");
-  if (d.numbers.dim() != 1 || d.numbers.scalar_type() != torch::kLong || d.numbers.device() != device)
+  if (d.numbers.dim() != 1 || d.numbers.scalar_type() != torch::kLong ||
+      d.numbers.device() != device)
     throw Error("device atomic numbers must be a 1-D int64 tensor on " + device.str());
-  if (!a.positions.defined() || a.positions.device() != device || a.positions.scalar_type() != torch::kFloat64)
+  if (!a.positions.defined() || a.positions.device() != device ||
+      a.positions.scalar_type() != torch::kFloat64)
     throw Error("positions of device atoms must be float64 on " + device.str());
 }
 
@@ -32,21 +34,26 @@ void validate_piece(const ModelConfig& cfg, const Atoms& a, const torch::Device&
   const bool empty = N == 0;
   if (a.on_device.defined() && !empty) check_device_atoms(a, device);
   if (p.n_owned > N) throw Error("n_owned must be within 0..number of atoms");
-  if (!a.positions.defined() || a.positions.dim() != 2 || a.positions.size(0) != N || a.positions.size(1) != 3)
+  if (!a.positions.defined() || a.positions.dim() != 2 || a.positions.size(0) != N ||
+      a.positions.size(1) != 3)
     throw Error("positions must have shape [" + std::to_string(N) + ", 3]");
   const int64_t total = std::accumulate(p.composition.begin(), p.composition.end(), int64_t{0});
   if (total == 0 || static_cast<int64_t>(p.composition.size()) > Z)
-    throw Error("the composition must count at least one atom and only atomic numbers the model covers");
+    throw Error(
+        "the composition must count at least one atom and only atomic numbers the model covers");
   const int64_t targets = empty ? 1 : p.n_targets;
   if (targets >= 0 && targets < p.n_owned) throw Error("n_targets must include every owned atom");
   if (p.exchange_ghosts && !empty && (targets > p.n_owned || !p.layer_targets.empty()))
-    throw Error("with the halo exchange only owned atoms receive messages (n_targets = n_owned, "
-                "no layer_targets)");
-  if (!p.layer_targets.empty() && static_cast<int64_t>(p.layer_targets.size()) != cfg.backbone.num_layers)
-    throw Error("layer_targets needs one entry per block (" + std::to_string(cfg.backbone.num_layers) + ")");
+    throw Error(
+        "with the halo exchange only owned atoms receive messages (n_targets = n_owned, "
+        "no layer_targets)");
+  if (!p.layer_targets.empty() &&
+      static_cast<int64_t>(p.layer_targets.size()) != cfg.backbone.num_layers)
+    throw Error("layer_targets needs one entry per block (" +
+                std::to_string(cfg.backbone.num_layers) + ")");
   if (!a.on_device.defined() && a.positions.device().is_cpu()) {
     const auto pos = a.positions.to(torch::kFloat64).contiguous();
-    const double* v = pos.data_ptr<double>();   // host data
+    const double* v = pos.data_ptr<double>();  // host data
     for (int64_t i = 0; i < pos.numel(); ++i)
       if (!std::isfinite(v[i])) throw Error("positions contain NaN or infinite values");
   }
@@ -59,23 +66,27 @@ bool takes_charge_spin(const std::string& task) { return task == "omol"; }
 int64_t default_spin(const std::string& task) { return takes_charge_spin(task) ? 1 : 0; }
 
 void validate_charge_spin(int64_t charge, int64_t spin) {
-  if (charge < -100 || charge > 100) throw Error("charge " + std::to_string(charge) + " is outside -100..100");
-  if (spin < 0 || spin > 100) throw Error("spin multiplicity " + std::to_string(spin) + " is outside 0..100");
+  if (charge < -100 || charge > 100)
+    throw Error("charge " + std::to_string(charge) + " is outside -100..100");
+  if (spin < 0 || spin > 100)
+    throw Error("spin multiplicity " + std::to_string(spin) + " is outside 0..100");
 }
 
 int64_t atom_count(const Atoms& a) {
-  return a.on_device.defined() ? a.on_device.numbers.size(0) : static_cast<int64_t>(a.numbers.size());
+  return a.on_device.defined() ? a.on_device.numbers.size(0)
+                               : static_cast<int64_t>(a.numbers.size());
 }
 
 void Engine::validate(const std::vector<Atoms>& step) const {
   if (step.size() > 1)
     for (const Atoms& a : step) {
-      if (a.on_device.defined()) throw Error("atoms on the device are evaluated one system at a time");
+      if (a.on_device.defined())
+        throw Error("atoms on the device are evaluated one system at a time");
       if (a.piece.defined()) throw Error("a piece of a decomposed system is evaluated alone");
     }
   if (step.size() == 1 && step[0].piece.defined()) {
     validate_piece(model_->config(), step[0], options_.device);
-    Atoms check;   // charge, spin, task and host atomic numbers, as a whole system's
+    Atoms check;  // charge, spin, task and host atomic numbers, as a whole system's
     check.numbers = step[0].numbers.empty() ? std::vector<int64_t>{1} : step[0].numbers;
     check.positions = torch::zeros({static_cast<int64_t>(check.numbers.size()), 3});
     check.charge = step[0].charge;
@@ -104,7 +115,8 @@ void validate_systems(const UmaModel& model, const std::vector<Atoms>& systems) 
       throw Error(where + "positions must have shape [" + std::to_string(n) + ", 3]");
     for (int64_t z : a.numbers)
       if (z < 1 || z >= cfg.backbone.max_num_elements)
-        throw Error(where + "atomic number " + std::to_string(z) + " is not covered by the model (1.." +
+        throw Error(where + "atomic number " + std::to_string(z) +
+                    " is not covered by the model (1.." +
                     std::to_string(cfg.backbone.max_num_elements - 1) + ")");
     if (!model->has_dataset(a.task))
       throw Error(where + "unknown task '" + a.task + "'; the model has: " + cfg.dataset_list());
@@ -118,15 +130,18 @@ void validate_systems(const UmaModel& model, const std::vector<Atoms>& systems) 
         if (!std::isfinite(v)) throw Error(where + "the cell contains NaN or infinite values");
     if (any_periodic(a)) {
       const Matrix3 cell = graph_cell(a.cell, a.pbc);
-      if (!(cell_volume(cell) >= 1e-6)) throw Error(where + "the cell has zero volume along its periodic directions");
+      if (!(cell_volume(cell) >= 1e-6))
+        throw Error(where + "the cell has zero volume along its periodic directions");
       // Thinner cells would need (cutoff / spacing)^3 periodic images.
       const auto spacing = plane_spacings(cell);
       for (int k = 0; k < 3; ++k)
         if (a.pbc[k] && spacing[k] < kMinPlaneSpacing)
-          throw Error(where + "the cell's lattice planes along periodic direction " + "abc"[k] + " are " +
-                      std::to_string(spacing[k]) + " A apart, below the " + format_number(kMinPlaneSpacing) +
-                      " A minimum (the periodic images within the cutoff would explode); use a larger or "
-                      "less skewed cell");
+          throw Error(
+              where + "the cell's lattice planes along periodic direction " + "abc"[k] + " are " +
+              std::to_string(spacing[k]) + " A apart, below the " +
+              format_number(kMinPlaneSpacing) +
+              " A minimum (the periodic images within the cutoff would explode); use a larger or "
+              "less skewed cell");
     }
   }
 }

@@ -22,9 +22,9 @@ namespace {
 namespace fs = std::filesystem;
 
 std::string temp_path(const std::string& name) {
-  return (fs::temp_directory_path() / ("uma_test_" + std::to_string(::getpid()) + "_" + name)).string();
+  return (fs::temp_directory_path() / ("uma_test_" + std::to_string(::getpid()) + "_" + name))
+      .string();
 }
-
 
 class BadModelFile : public ::testing::Test {
  protected:
@@ -40,19 +40,22 @@ TEST_F(BadModelFile, GoodFileLoads) { EXPECT_NO_THROW(load_model(good_)); }
 
 // Keys that change the results have no defaults: a config without one is refused.
 TEST(BadModelConfig, MissingRequiredKeys) {
-  for (const char* key : {"cutoff", "max_neighbors", "num_distance_basis", "sphere_channels", "hidden_channels",
-                          "edge_channels", "num_layers", "lmax", "mmax", "max_num_elements"}) {
+  for (const char* key :
+       {"cutoff", "max_neighbors", "num_distance_basis", "sphere_channels", "hidden_channels",
+        "edge_channels", "num_layers", "lmax", "mmax", "max_num_elements"}) {
     auto config = small_config();
     config["backbone"].erase(key);
     expect_error([&] { parse_model_config(config.dump()); },
                  std::string("required key 'backbone.") + key + "' is missing");
   }
   auto config = small_config();
-  config["backbone"].erase("num_experts");   // optional: a plain backbone
+  config["backbone"].erase("num_experts");  // optional: a plain backbone
   EXPECT_EQ(parse_model_config(config.dump()).backbone.num_experts, 0);
 }
 
-TEST_F(BadModelFile, Missing) { expect_error([] { load_model("/nonexistent/model.safetensors"); }, "cannot open"); }
+TEST_F(BadModelFile, Missing) {
+  expect_error([] { load_model("/nonexistent/model.safetensors"); }, "cannot open");
+}
 
 TEST_F(BadModelFile, Truncated) {
   const auto size = fs::file_size(good_);
@@ -142,8 +145,12 @@ TEST_F(BadModelFile, ConfigBeyondTheFile) {
       {"cutoff", "six", "key 'cutoff' has the wrong type"},
       {"edge_channels", -1, "sizes must be positive"},
       {"act_type", 3, "act_type must be a string"},
-      {"charge_balanced_channels", {0, 4096}, "charge_balanced_channels must be contiguous channels"},
-      {"charge_balanced_channels", {6, 7, 8}, "charge_balanced_channels must lie in 0..7, got 6..8"},
+      {"charge_balanced_channels",
+       {0, 4096},
+       "charge_balanced_channels must be contiguous channels"},
+      {"charge_balanced_channels",
+       {6, 7, 8},
+       "charge_balanced_channels must lie in 0..7, got 6..8"},
       {"spin_balanced_channels", {-1, 0}, "spin_balanced_channels must lie in 0..7, got -1..0"},
       {"spin_balanced_channels", {"a"}, "spin_balanced_channels must be a list of channel indices"},
       {"dataset_list", {1, 2}, "model config: malformed value"}};
@@ -169,8 +176,9 @@ TEST_F(BadModelFile, UnknownTaskProperty) {
     const auto path = temp_path("property.safetensors");
     write_safetensors(path, f);
     SCOPED_TRACE(property);
-    expect_error([&] { load_model(path); }, "predicts '" + std::string(property) +
-                                                "'; this engine knows the properties energy, forces and stress");
+    expect_error([&] { load_model(path); },
+                 "predicts '" + std::string(property) +
+                     "'; this engine knows the properties energy, forces and stress");
     fs::remove(path);
   }
 }
@@ -184,10 +192,12 @@ TEST(BadTensorFile, MalformedHeaders) {
   const std::vector<std::pair<std::string, std::string>> cases{
       {R"({"t": {"dtype": 5, "shape": [1], "data_offsets": [0, 4]}})", "dtype is not a string"},
       {R"({"t": {"dtype": "F32", "shape": "1", "data_offsets": [0, 4]}})", "shape is not a list"},
-      {R"({"t": {"dtype": "F32", "shape": [-1], "data_offsets": [0, 4]}})", "not a non-negative integer"},
+      {R"({"t": {"dtype": "F32", "shape": [-1], "data_offsets": [0, 4]}})",
+       "not a non-negative integer"},
       {R"({"t": {"dtype": "F32", "shape": [4294967296, 4294967296], "data_offsets": [0, 16]}})",
        "exceeds the file's size"},
-      {R"({"t": {"dtype": "F32", "shape": [4, 4, 4], "data_offsets": [0, 16]}})", "needs more bytes"},
+      {R"({"t": {"dtype": "F32", "shape": [4, 4, 4], "data_offsets": [0, 16]}})",
+       "needs more bytes"},
       {R"({"t": {"dtype": "F32", "shape": [1], "data_offsets": [0]}})", "pair of byte offsets"},
       {R"({"t": [1, 2]})", "incomplete header entry"},
       {R"({"__metadata__": [1]})", "not a map of strings"},
@@ -217,22 +227,27 @@ TEST_F(BadStructure, NaNPositions) {
 TEST_F(BadStructure, CloseAtoms) {
   Atoms a = copper_cell();
   a.positions[2] = a.positions[0].clone();
-  expect_error([&] { evaluate_on_host(engine, {a}); }, "atoms 0 and 2 (0-based, in input order) are 0 A apart");
+  expect_error([&] { evaluate_on_host(engine, {a}); },
+               "atoms 0 and 2 (0-based, in input order) are 0 A apart");
   a.positions[2] = a.positions[0] + torch::tensor({0.004, 0.0, 0.003}, torch::kFloat64);
-  expect_error([&] { evaluate_on_host(engine, {a}); }, "atoms 0 and 2 (0-based, in input order) are 0.005 A apart, "
-                                                       "closer than the 0.01 A minimum");
+  expect_error([&] { evaluate_on_host(engine, {a}); },
+               "atoms 0 and 2 (0-based, in input order) are 0.005 A apart, "
+               "closer than the 0.01 A minimum");
   // exactly 0.01 A apart along x (0.0 and 0.01 are exact here: the distance
   // the engine computes is 0.01 to the last bit)
   a.positions[2] = a.positions[0].clone();
   a.positions[0][0] = 0.0;
   a.positions[2][0] = kMinAtomDistance;
   EXPECT_NO_THROW(evaluate_on_host(engine, {a}));
-  a.positions[2][0] = 0.999 * kMinAtomDistance;   // below it by more than float32 rounding
-  expect_error([&] { evaluate_on_host(engine, {a}); }, "are 0.00999 A apart, closer than the 0.01 A minimum");
+  a.positions[2][0] = 0.999 * kMinAtomDistance;  // below it by more than float32 rounding
+  expect_error([&] { evaluate_on_host(engine, {a}); },
+               "are 0.00999 A apart, closer than the 0.01 A minimum");
   // Through a periodic image: atom 1 sits 0.002 A from atom 3's image.
   a = copper_cell();
-  a.positions[1] = a.positions[3] + torch::tensor({a.cell[0][0] - 0.002, 0.0, 0.0}, torch::kFloat64);
-  expect_error([&] { evaluate_on_host(engine, {a}); }, "atoms 1 and 3 (0-based, in input order) are 0.002 A apart");
+  a.positions[1] =
+      a.positions[3] + torch::tensor({a.cell[0][0] - 0.002, 0.0, 0.0}, torch::kFloat64);
+  expect_error([&] { evaluate_on_host(engine, {a}); },
+               "atoms 1 and 3 (0-based, in input order) are 0.002 A apart");
   Atoms m = molecule();
   m.positions[3] = m.positions[1].clone();
   expect_error([&] { evaluate_on_host(engine, {m}); }, "atoms 1 and 3");
@@ -245,13 +260,17 @@ TEST_F(BadStructure, CloseAtoms) {
 TEST_F(BadStructure, LocalPiecesToo) {
   Atoms piece;
   piece.numbers = {29, 29, 29};
-  piece.positions = torch::tensor({{0.0, 0.0, 0.0}, {2.5, 0.0, 0.0}, {0.0, 2.5, 0.0}}, torch::kFloat64);
+  piece.positions =
+      torch::tensor({{0.0, 0.0, 0.0}, {2.5, 0.0, 0.0}, {0.0, 2.5, 0.0}}, torch::kFloat64);
   piece.piece.n_owned = 2;
   piece.piece.composition.assign(30, 0);
   piece.piece.composition[29] = 2;
   piece.task = "omat";
   HostEvaluation r;
-  auto evaluate = [&] { while (!engine.read(engine.evaluate({piece}, Request::all()), r)) {} };
+  auto evaluate = [&] {
+    while (!engine.read(engine.evaluate({piece}, Request::all()), r)) {
+    }
+  };
   EXPECT_NO_THROW(evaluate());
   piece.positions[2][1] = std::nan("");
   expect_error(evaluate, "NaN");
@@ -270,10 +289,12 @@ TEST_F(BadStructure, ZeroVolumeCell) {
   // Too thin: 0.4 A between the planes along c (a skewed cell of fine volume
   // and edge lengths); 0.5 A is accepted.
   for (double spacing : {0.4, 0.5}) {
-    Atoms t = atoms_from({29}, {0.0, 0.0, 0.0}, {{{3.0, 0.0, 0.0}, {0.0, 3.0, 0.0}, {2.0, 1.0, spacing}}},
-                         {true, true, true}, "omat");
+    Atoms t =
+        atoms_from({29}, {0.0, 0.0, 0.0}, {{{3.0, 0.0, 0.0}, {0.0, 3.0, 0.0}, {2.0, 1.0, spacing}}},
+                   {true, true, true}, "omat");
     if (spacing < 0.5)
-      expect_error([&] { evaluate_on_host(engine, {t}); }, "periodic direction c are 0.400000 A apart, below the 0.5 A minimum");
+      expect_error([&] { evaluate_on_host(engine, {t}); },
+                   "periodic direction c are 0.400000 A apart, below the 0.5 A minimum");
     else
       EXPECT_NO_THROW(evaluate_on_host(engine, {t}));
   }
@@ -294,7 +315,8 @@ TEST_F(BadStructure, UnknownTaskChargeSpinShape) {
 
 TEST(BadStructureFile, ExtxyzErrors) {
   const auto path = temp_path("bad.xyz");
-  std::ofstream(path) << "2\nLattice=\"1 0 0 0 1 0 0 0 1\" Properties=species:S:1:pos:R:3\nCu 0 0 0\n";
+  std::ofstream(path)
+      << "2\nLattice=\"1 0 0 0 1 0 0 0 1\" Properties=species:S:1:pos:R:3\nCu 0 0 0\n";
   expect_error([&] { read_extxyz(path); }, "ends inside");  // ends inside the frame
   std::ofstream(path) << "1\nProperties=species:S:1:pos:R:3\nQq 0 0 0\n";
   expect_error([&] { read_extxyz(path); }, "unknown element 'Qq'");
@@ -303,8 +325,10 @@ TEST(BadStructureFile, ExtxyzErrors) {
   const std::vector<std::pair<std::string, std::string>> cases{
       {"1\nProperties=species:S:1:pos:R:3\nCu 0 nan 0\n", "not a finite number"},
       {"1\nProperties=species:S:1:pos:R:3\nCu 0 inf 0\n", "not a finite number"},
-      {"1\nLattice=\"1 0 0 0 1 0 0 0 nan\"\nCu 0 0 0\n", "Lattice holds a value that is not finite"},
-      {"1\nProperties=species:S:1:pos:R:x\nCu 0 0 0\n", "Properties width of 'pos' must be one integer"},
+      {"1\nLattice=\"1 0 0 0 1 0 0 0 nan\"\nCu 0 0 0\n",
+       "Lattice holds a value that is not finite"},
+      {"1\nProperties=species:S:1:pos:R:x\nCu 0 0 0\n",
+       "Properties width of 'pos' must be one integer"},
       {"1\nProperties=species:S:1:pos:R:100000\nCu 0 0 0\n", "must be 1..64"},
       {"1\nProperties=Z:I:1:pos:R:3\n999 0 0 0\n", "no element has atomic number 999"},
       {"1\nProperties=Z:I:1:pos:R:3\nx 0 0 0\n", "atomic number must be one integer"},

@@ -41,7 +41,8 @@ train::TrainOptions options(int64_t members) {
 
 std::vector<int64_t> copper_frames(Trainer& t, int count) {
   std::vector<int64_t> ids;
-  for (int k = 0; k < count; ++k) ids.push_back(t.add_sample(labelled(copper_cell(0.07, 20 + k), -14.0 - 0.1 * k)));
+  for (int k = 0; k < count; ++k)
+    ids.push_back(t.add_sample(labelled(copper_cell(0.07, 20 + k), -14.0 - 0.1 * k)));
   return ids;
 }
 
@@ -54,10 +55,11 @@ TEST(Committee, BootstrapCountsArePoissonOneAndRepeatable) {
     zeros += c == 0;
     EXPECT_EQ(c, train::bootstrap_count(5, 2, s));
   }
-  EXPECT_NEAR(sum / n, 1.0, 0.03);                 // Poisson(1): mean 1 (standard error 0.007)
-  EXPECT_NEAR(zeros / n, std::exp(-1.0), 0.015);   // P(0) = 1/e (standard error 0.0034)
+  EXPECT_NEAR(sum / n, 1.0, 0.03);                // Poisson(1): mean 1 (standard error 0.007)
+  EXPECT_NEAR(zeros / n, std::exp(-1.0), 0.015);  // P(0) = 1/e (standard error 0.0034)
   int differ = 0;
-  for (int s = 0; s < 200; ++s) differ += train::bootstrap_count(5, 2, s) != train::bootstrap_count(5, 3, s);
+  for (int s = 0; s < 200; ++s)
+    differ += train::bootstrap_count(5, 2, s) != train::bootstrap_count(5, 3, s);
   EXPECT_GT(differ, 80) << "members must draw independent resamples";
 }
 
@@ -71,20 +73,25 @@ TEST(Committee, RankCorrelation) {
 }
 
 TEST(Committee, SpreadIgnoresAUniformShiftOfAMember) {
-  auto e = torch::tensor({1.0, 2.0, 4.0, 1.5, 2.5, 3.5, 0.0, 1.0, 2.0}, torch::kFloat64).view({3, 3});
+  auto e =
+      torch::tensor({1.0, 2.0, 4.0, 1.5, 2.5, 3.5, 0.0, 1.0, 2.0}, torch::kFloat64).view({3, 3});
   auto shifted = e + torch::tensor({10.0, -3.0, 0.5}, torch::kFloat64).view({3, 1});
   auto spread = train::committee_spread(e);
   EXPECT_TRUE(torch::allclose(spread, train::committee_spread(shifted), 0, 1e-13));
   // member deviations from their means: (-4/3, -1/3, 5/3), (-1, 0, 1), (-1, 0, 1)
   const double d0 = 1.0 / 3.0;
-  const double mean0 = (-4.0 / 3 - 2) / 3, var0 = (std::pow(-4.0 / 3 - mean0, 2) + 2 * std::pow(-1 - mean0, 2)) / 2;
+  const double mean0 = (-4.0 / 3 - 2) / 3,
+               var0 = (std::pow(-4.0 / 3 - mean0, 2) + 2 * std::pow(-1 - mean0, 2)) / 2;
   EXPECT_NEAR(spread[0].item<double>(), std::sqrt(var0), 1e-14);
-  EXPECT_NEAR(spread[1].item<double>(), std::sqrt((std::pow(-d0 - (-d0 / 3), 2) + 2 * std::pow(d0 / 3, 2)) / 2), 1e-14);
-  EXPECT_EQ(train::committee_spread(e.narrow(0, 1, 1).repeat({3, 1})).abs().max().item<double>(), 0.0);
+  EXPECT_NEAR(spread[1].item<double>(),
+              std::sqrt((std::pow(-d0 - (-d0 / 3), 2) + 2 * std::pow(d0 / 3, 2)) / 2), 1e-14);
+  EXPECT_EQ(train::committee_spread(e.narrow(0, 1, 1).repeat({3, 1})).abs().max().item<double>(),
+            0.0);
 }
 
 TEST(Committee, MainModelTrainsExactlyAsWithout) {
-  Trainer plain(random_model(small_config()), options(0)), watched(random_model(small_config()), options(4));
+  Trainer plain(random_model(small_config()), options(0)),
+      watched(random_model(small_config()), options(4));
   auto ids = copper_frames(plain, 3);
   copper_frames(watched, 3);
   for (int i = 0; i < 4; ++i) {
@@ -93,7 +100,9 @@ TEST(Committee, MainModelTrainsExactlyAsWithout) {
     const int64_t between = upload_count();
     watched.step({ids[i % 3]});
     // the committee's bootstrap counts and totals travel in one upload more
-    if (i > 0) EXPECT_EQ(upload_count() - between, between - before + 1) << "step " << i;   // 0: process-wide caches fill
+    if (i > 0)
+      EXPECT_EQ(upload_count() - between, between - before + 1)
+          << "step " << i;  // 0: process-wide caches fill
   }
   EXPECT_EQ(plain.weights_hash(), watched.weights_hash());
   const auto a = plain.read_stats(), b = watched.read_stats();
@@ -120,8 +129,10 @@ TEST(Committee, LearnsAndRisesOnUnseenFrames) {
   const auto unseen = t.uncertainty(labelled(copper_cell(0.45, 99), -14.0));
   EXPECT_EQ(host_read_count() - reads, 1) << "one read per estimate";
   EXPECT_EQ(unseen.per_atom.size(), 4u);
-  EXPECT_GT(unseen.max, 3 * seen) << "training frames up to " << seen << " eV, a frame rattled 0.45 A: " << unseen.max;
-  std::printf("committee spread: training frames <= %.3g eV, strongly rattled frame %.3g eV\n", seen, unseen.max);
+  EXPECT_GT(unseen.max, 3 * seen) << "training frames up to " << seen
+                                  << " eV, a frame rattled 0.45 A: " << unseen.max;
+  std::printf("committee spread: training frames <= %.3g eV, strongly rattled frame %.3g eV\n",
+              seen, unseen.max);
 }
 
 // 2x2x2 fcc cells of copper (32 atoms) with lattice constant a, slightly rattled.
@@ -133,9 +144,13 @@ Atoms copper_block(double a) {
       for (int k = 0; k < 2; ++k)
         for (const auto& b : basis)
           for (int d = 0; d < 3; ++d)
-            pos.push_back(a * ((d == 0 ? i : d == 1 ? j : k) + b[d]) + 0.02 * std::sin(7.0 * pos.size()));
-  return atoms_from(std::vector<int64_t>(32, 29), pos, {{{2 * a, 0, 0}, {0, 2 * a, 0}, {0, 0, 2 * a}}},
-                    {true, true, true}, "omat");
+            pos.push_back(a * ((d == 0   ? i
+                                : d == 1 ? j
+                                         : k) +
+                               b[d]) +
+                          0.02 * std::sin(7.0 * pos.size()));
+  return atoms_from(std::vector<int64_t>(32, 29), pos,
+                    {{{2 * a, 0, 0}, {0, 2 * a, 0}, {0, 0, 2 * a}}}, {true, true, true}, "omat");
 }
 
 TEST(Committee, UncertaintyAfterTheNeighbourCountJumps) {
@@ -147,7 +162,8 @@ TEST(Committee, UncertaintyAfterTheNeighbourCountJumps) {
   a.uncertainty(labelled(copper_block(5.0), -100.0));
   const auto grown = a.uncertainty(dense), fresh = b.uncertainty(dense);
   ASSERT_EQ(grown.per_atom.size(), 32u);
-  for (size_t i = 0; i < 32; ++i) EXPECT_NEAR(grown.per_atom[i], fresh.per_atom[i], 1e-6 * fresh.max) << "atom " << i;
+  for (size_t i = 0; i < 32; ++i)
+    EXPECT_NEAR(grown.per_atom[i], fresh.per_atom[i], 1e-6 * fresh.max) << "atom " << i;
 }
 
 TEST(Committee, CapacityPolicyRefusesAGraphThatNeverFits) {
@@ -171,7 +187,8 @@ TEST(Committee, StateRoundTripAndMismatch) {
   b.step(ids);
   const auto frame = labelled(copper_cell(0.2, 5), -14.0);
   EXPECT_EQ(a.uncertainty(frame).per_atom, b.uncertainty(frame).per_atom);
-  Trainer none(random_model(small_config()), options(0)), other(random_model(small_config()), options(4));
+  Trainer none(random_model(small_config()), options(0)),
+      other(random_model(small_config()), options(4));
   expect_error([&] { none.load_state(path); }, "holds 3 committee members; this run has none");
   expect_error([&] { other.load_state(path); }, "holds 3 committee members; this run has 4");
   expect_error([] { train::Committee(1, 8, 8, 0); }, "at least 2 members");

@@ -14,16 +14,19 @@ namespace {
 
 TEST(DeviceChoice, NodeLocalRankOrKokkosGpu) {
   EXPECT_EQ(choose_gpu("cuda", 0, 4), 0);
-  EXPECT_EQ(choose_gpu("auto", 5, 4), 1);   // ranks of a node spread over its GPUs
+  EXPECT_EQ(choose_gpu("auto", 5, 4), 1);  // ranks of a node spread over its GPUs
   EXPECT_EQ(choose_gpu("cuda:2", 0, 4), 2);
   // Kokkos chose the GPU of this rank's views: cuda and auto follow it ...
   EXPECT_EQ(choose_gpu("cuda", 0, 4, 3), 3);
   EXPECT_EQ(choose_gpu("auto", 2, 4, 1), 1);
   EXPECT_EQ(choose_gpu("cuda:1", 0, 4, 1), 1);
   // ... and another GPU is refused, never silently used.
-  expect_error([] { choose_gpu("cuda:0", 0, 4, 1); }, "the atoms' data lives on GPU 1 (Kokkos's device)");
-  expect_error([] { choose_gpu("cuda", 0, 2, 3); }, "the atoms' data lives on GPU 3, but LibTorch sees 2 GPU(s)");
-  expect_error([] { choose_gpu("cuda:4", 0, 4); }, "device cuda:4 requested, but LibTorch sees 4 GPU(s)");
+  expect_error([] { choose_gpu("cuda:0", 0, 4, 1); },
+               "the atoms' data lives on GPU 1 (Kokkos's device)");
+  expect_error([] { choose_gpu("cuda", 0, 2, 3); },
+               "the atoms' data lives on GPU 3, but LibTorch sees 2 GPU(s)");
+  expect_error([] { choose_gpu("cuda:4", 0, 4); },
+               "device cuda:4 requested, but LibTorch sees 4 GPU(s)");
   expect_error([] { choose_gpu("cuda:x", 0, 4); }, "expected cuda:N with N a GPU index");
   expect_error([] { choose_gpu("cuda:1x", 0, 4); }, "expected cuda:N with N a GPU index");
 }
@@ -40,7 +43,7 @@ TEST(DeviceChoice, CompositionCountedOnTheDevice) {
   EXPECT_EQ(host[28].item<int64_t>(), 1);
   EXPECT_EQ(host[1].item<int64_t>(), 1);
   EXPECT_EQ(host[0].item<int64_t>(), 1);
-  EXPECT_EQ(host[100].item<int64_t>(), 2);   // 100 and -3: outside 0..99
+  EXPECT_EQ(host[100].item<int64_t>(), 2);  // 100 and -3: outside 0..99
   EXPECT_EQ(host.sum().item<int64_t>(), 7);
 }
 
@@ -51,7 +54,7 @@ TEST(DeviceChoice, DeterministicScopeRestores) {
     EXPECT_TRUE(at::globalContext().deterministicAlgorithms());
     EXPECT_FALSE(at::globalContext().deterministicAlgorithmsWarnOnly());
     {
-      DeterministicScope off(false);   // leaves the setting alone
+      DeterministicScope off(false);  // leaves the setting alone
       EXPECT_TRUE(at::globalContext().deterministicAlgorithms());
     }
     EXPECT_TRUE(at::globalContext().deterministicAlgorithms());
@@ -69,7 +72,7 @@ TEST(DeviceChoice, HostMirrorAllocatesOnce) {
   for (int step = 0; step < 3; ++step) {
     torch::Tensor& host = mirror.read(g);
     ASSERT_TRUE(host.device().is_cpu());
-    host.mul_(2);   // what the reduction over ranks does in place
+    host.mul_(2);  // what the reduction over ranks does in place
     mirror.write(g);
   }
   EXPECT_EQ(mirror.allocations(), 1);
@@ -83,11 +86,12 @@ TEST(DeviceChoice, HostMirrorAllocatesOnce) {
 // float32-exact (multiplied in float64, rounded once) while TF32 is allowed.
 TEST(DeviceChoice, GeometryProductsIgnoreTf32) {
   torch::manual_seed(3);
-  const auto a = torch::randn({64, 81}, torch::kFloat32), b = torch::randn({81, 25}, torch::kFloat32);
+  const auto a = torch::randn({64, 81}, torch::kFloat32),
+             b = torch::randn({81, 25}, torch::kFloat32);
   const auto exact = a.to(torch::kFloat64).matmul(b.to(torch::kFloat64)).to(torch::kFloat32);
   ASSERT_FALSE(a.matmul(b).equal(exact)) << "float32 GEMM rounding should differ from one rounding";
   ASSERT_FALSE(at::globalContext().allowTF32CuBLAS());
-  EXPECT_TRUE(geometry_matmul(a, b).equal(a.matmul(b)));   // no TF32: as it is
+  EXPECT_TRUE(geometry_matmul(a, b).equal(a.matmul(b)));  // no TF32: as it is
   at::globalContext().setAllowTF32CuBLAS(true);
   const auto under_tf32 = geometry_matmul(a, b);
   const auto a1 = a.clone().requires_grad_(true);

@@ -13,17 +13,21 @@ namespace {
 
 // The same system as DeviceAtoms: numbers on `device`, positions moved by
 // `shift` there, with the shift as origin.
-Atoms on_device(const Atoms& a, const torch::Device& device, std::array<double, 3> shift, int64_t layout_id) {
+Atoms on_device(const Atoms& a, const torch::Device& device, std::array<double, 3> shift,
+                int64_t layout_id) {
   Atoms d = a;
   d.numbers.clear();
   d.on_device.numbers = torch::tensor(a.numbers, torch::kLong).to(device);
   d.on_device.layout_id = layout_id;
   d.on_device.origin = shift;
-  d.positions = (a.positions + torch::tensor({shift[0], shift[1], shift[2]}, torch::kFloat64)).to(device);
+  d.positions =
+      (a.positions + torch::tensor({shift[0], shift[1], shift[2]}, torch::kFloat64)).to(device);
   return d;
 }
 
-double max_diff(const torch::Tensor& a, const torch::Tensor& b) { return (a - b).abs().max().item<double>(); }
+double max_diff(const torch::Tensor& a, const torch::Tensor& b) {
+  return (a - b).abs().max().item<double>();
+}
 
 TEST(DeviceAtoms, EqualHostNumbersForCellsAndMolecules) {
   EngineOptions opts;
@@ -34,8 +38,10 @@ TEST(DeviceAtoms, EqualHostNumbersForCellsAndMolecules) {
   int64_t id = 0;
   for (const Atoms& a : {copper_cell(), triclinic_cell(), molecule()}) {
     const auto ref = evaluate_on_host(host_engine, {a}, Request::all());
-    const auto got = evaluate_on_host(device_engine, {on_device(a, opts.device, {-203.7, 58.1, 1021.3}, ++id)}, Request::all());
-    EXPECT_NEAR(got.energy[0], ref.energy[0], 1e-12 * std::max(1.0, std::abs(ref.energy[0]))) << a.task;
+    const auto got = evaluate_on_host(
+        device_engine, {on_device(a, opts.device, {-203.7, 58.1, 1021.3}, ++id)}, Request::all());
+    EXPECT_NEAR(got.energy[0], ref.energy[0], 1e-12 * std::max(1.0, std::abs(ref.energy[0])))
+        << a.task;
     EXPECT_LT(max_diff(got.forces, ref.forces), 1e-11) << a.task;
     EXPECT_LT(max_diff(got.atom_energy, ref.atom_energy), 1e-12) << a.task;
     EXPECT_LT(max_diff(got.virial, ref.virial), 1e-11) << a.task;
@@ -53,7 +59,8 @@ TEST(DeviceAtoms, OriginKeepsFloat32Accurate) {
   Engine device_engine(random_model(small_config()), opts);
   const Atoms a = molecule();
   const auto ref = evaluate_on_host(host_engine, {a}, Request::all());
-  const auto got = evaluate_on_host(device_engine, {on_device(a, opts.device, {3.0e4, -1.0e4, 2.0e4}, 1)}, Request::all());
+  const auto got = evaluate_on_host(
+      device_engine, {on_device(a, opts.device, {3.0e4, -1.0e4, 2.0e4}, 1)}, Request::all());
   // (float32 at 3e4 A without the origin: ~2e-3 A steps, relative force errors ~1e-3)
   EXPECT_LT(max_diff(got.forces, ref.forces) / ref.forces.abs().max().item<double>(), 1e-5);
   EXPECT_NEAR(got.energy[0], ref.energy[0], 1e-5 * std::max(1.0, std::abs(ref.energy[0])));
@@ -69,7 +76,9 @@ TEST(DeviceAtoms, SteadyStateMovesNoPerAtomData) {
   const Atoms cu = copper_cell();
   const int64_t header_bytes = 25 * sizeof(double);
   HostEvaluation r;
-  while (!engine.read(engine.evaluate({on_device(cu, opts.device, {1.0, 2.0, 3.0}, 7)}, Request()), r)) {}
+  while (!engine.read(engine.evaluate({on_device(cu, opts.device, {1.0, 2.0, 3.0}, 7)}, Request()),
+                      r)) {
+  }
   const auto merges = engine.stats().merges;
   for (int step = 0; step < 3; ++step) {
     Atoms moved = on_device(cu, opts.device, {1.0, 2.0, 3.0 + 0.01 * step}, 7);
@@ -88,7 +97,7 @@ TEST(DeviceAtoms, SteadyStateMovesNoPerAtomData) {
   engine.evaluate({on_device(cu, opts.device, {1.0, 2.0, 3.0}, 8)});
   EXPECT_EQ(host_read_count(), 1);
   EXPECT_EQ(upload_count(), 3);
-  EXPECT_EQ(engine.stats().merges, merges);   // same composition: no new merge
+  EXPECT_EQ(engine.stats().merges, merges);  // same composition: no new merge
 
   // Same id, other numbers: the caller broke its promise, and the engine
   // keeps the layout it has (the id is the whole key).  A new id picks the

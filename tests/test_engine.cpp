@@ -23,11 +23,12 @@ TEST(Transfers, SteadyStateEvaluationReadsNothingAndUploadsOnce) {
   const std::vector<Atoms> batch{copper_cell(), molecule(), triclinic_cell()};
   for (const auto* systems : {&one, &batch}) {
     HostEvaluation first;
-    while (!engine.read(engine.evaluate(*systems, Request::all()), first)) {}  // sizes the graph
+    while (!engine.read(engine.evaluate(*systems, Request::all()), first)) {
+    }  // sizes the graph
     for (int i = 0; i < 3; ++i) {
       std::vector<Atoms> step = *systems;
-      step[0].positions = step[0].positions + 0.01 * (i + 1);   // moves, and
-      step[0].cell[0][0] += 0.01 * (i + 1);                      // the cell changes (NPT)
+      step[0].positions = step[0].positions + 0.01 * (i + 1);  // moves, and
+      step[0].cell[0][0] += 0.01 * (i + 1);                    // the cell changes (NPT)
       reset_transfer_counts();
       Evaluation ev;
       {
@@ -41,7 +42,7 @@ TEST(Transfers, SteadyStateEvaluationReadsNothingAndUploadsOnce) {
       EXPECT_EQ(host_read_count(), 1);
       EXPECT_EQ(r.forces.size(0), ev.forces.size(0));
       EXPECT_EQ(r.energy.size(), systems->size());
-      EXPECT_FALSE(r.virial.defined());   // not asked for
+      EXPECT_FALSE(r.virial.defined());  // not asked for
     }
   }
   // A new layout (another charge, and one system after the batch of three)
@@ -68,7 +69,8 @@ TEST(Transfers, ReadReturnsWhatWasAsked) {
   Engine engine(random_model(small_config()), opts);
   const std::vector<Atoms> systems{copper_cell(), molecule()};
   HostEvaluation all;
-  while (!engine.read(engine.evaluate(systems, Request::all()), all)) {}
+  while (!engine.read(engine.evaluate(systems, Request::all()), all)) {
+  }
   Request some;
   some.energy = false;
   some.atom_virial = true;
@@ -102,7 +104,8 @@ std::set<std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t>> brute_force_ed
             if ((i && !a.pbc[0]) || (j && !a.pbc[1]) || (k && !a.pbc[2])) continue;
             double d2 = 0;
             for (int c = 0; c < 3; ++c) {
-              const double v = P[s][c] + i * a.cell[0][c] + j * a.cell[1][c] + k * a.cell[2][c] - P[t][c];
+              const double v =
+                  P[s][c] + i * a.cell[0][c] + j * a.cell[1][c] + k * a.cell[2][c] - P[t][c];
               d2 += v * v;
             }
             if (d2 > 0 && d2 <= cutoff * cutoff) edges.insert({t, s, i, j, k});
@@ -213,7 +216,8 @@ TEST(ModelFile, SaveLoadRoundTripIsExact) {
   ASSERT_EQ(p1.size(), p2.size());
   for (const auto& p : p1) EXPECT_TRUE(p.value().equal(p2[p.key()])) << p.key();
   Engine e1(model), e2(loaded);
-  EXPECT_EQ(evaluate_on_host(e1, {triclinic_cell()}).energy, evaluate_on_host(e2, {triclinic_cell()}).energy);
+  EXPECT_EQ(evaluate_on_host(e1, {triclinic_cell()}).energy,
+            evaluate_on_host(e2, {triclinic_cell()}).energy);
   std::filesystem::remove(path);
 }
 

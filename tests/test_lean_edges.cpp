@@ -47,10 +47,12 @@ Graph graph() {
 torch::Tensor wigner_of(const torch::Tensor& vec) { return edge_wigner(vec); }
 
 // The message pieces as block.cpp's LibTorch path makes them.
-MPieces rotate_in_reference(const torch::Tensor& D, const torch::Tensor& x, const Graph& g, const torch::Tensor& w) {
+MPieces rotate_in_reference(const torch::Tensor& D, const torch::Tensor& x, const Graph& g,
+                            const torch::Tensor& w) {
   const int64_t E = D.size(0), C2 = 2 * x.size(2);
   auto wigner = D.index_select(1, m_layout_permutation(D.device()));
-  auto msg = torch::bmm(wigner, torch::cat({x.index_select(0, g.src), x.index_select(0, g.tgt)}, 2));
+  auto msg =
+      torch::bmm(wigner, torch::cat({x.index_select(0, g.src), x.index_select(0, g.tgt)}, 2));
   auto by_m = msg.split_with_sizes({3, 4, 2}, 1);
   auto wm = w.split_with_sizes({3 * C2, 2 * C2, C2}, 1);
   return {(by_m[0].reshape({E, 3 * C2}) * wm[0]).view({E, 3, C2}),
@@ -61,14 +63,16 @@ MPieces rotate_in_reference(const torch::Tensor& D, const torch::Tensor& x, cons
 MPieces gate_reference(const torch::Tensor& y0, const torch::Tensor& y1, const torch::Tensor& y2) {
   const int64_t E = y0.size(0), H = y1.size(2);
   auto parts = y0.split_with_sizes({2 * H, 3 * H}, 1);
-  auto gated = gate_activation(parts[0], torch::cat({parts[1].view({E, 3, H}), y1, y2}, 1), Layout::kM);
+  auto gated =
+      gate_activation(parts[0], torch::cat({parts[1].view({E, 3, H}), y1, y2}, 1), Layout::kM);
   auto by_m = gated.split_with_sizes({3, 4, 2}, 1);
   return {by_m[0], by_m[1], by_m[2]};
 }
 
-torch::Tensor rotate_out_reference(const torch::Tensor& D, const torch::Tensor& env, const MPieces& y,
-                                   const Graph& g) {
-  auto inv = D.transpose(1, 2).index_select(2, m_layout_permutation(D.device())) * env.view({-1, 1, 1});
+torch::Tensor rotate_out_reference(const torch::Tensor& D, const torch::Tensor& env,
+                                   const MPieces& y, const Graph& g) {
+  auto inv =
+      D.transpose(1, 2).index_select(2, m_layout_permutation(D.device())) * env.view({-1, 1, 1});
   auto messages = y[1].defined() ? torch::bmm(inv, torch::cat({y[0], y[1], y[2]}, 1))
                                  : torch::bmm(inv.narrow(2, 0, 3), y[0]);
   return torch::zeros({kNodes, 9, y[0].size(2)}, y[0].options()).index_add(0, g.tgt, messages);
@@ -80,7 +84,8 @@ std::vector<torch::Tensor> value_and_grads(const std::vector<torch::Tensor>& out
   auto loss = torch::zeros({}, torch::kFloat64);
   std::vector<torch::Tensor> all;
   for (size_t i = 0; i < outputs.size(); ++i) {
-    auto w = torch::sin(torch::arange(outputs[i].numel(), torch::kFloat64) * (0.37 + 0.1 * i)).view(outputs[i].sizes());
+    auto w = torch::sin(torch::arange(outputs[i].numel(), torch::kFloat64) * (0.37 + 0.1 * i))
+                 .view(outputs[i].sizes());
     loss = loss + (outputs[i] * w).sum();
     all.push_back(outputs[i].detach());
   }
@@ -88,7 +93,8 @@ std::vector<torch::Tensor> value_and_grads(const std::vector<torch::Tensor>& out
   return all;
 }
 
-void expect_same(const std::vector<torch::Tensor>& lean, const std::vector<torch::Tensor>& reference) {
+void expect_same(const std::vector<torch::Tensor>& lean,
+                 const std::vector<torch::Tensor>& reference) {
   ASSERT_EQ(lean.size(), reference.size());
   for (size_t i = 0; i < lean.size(); ++i) {
     const double scale = reference[i].abs().max().item<double>();
@@ -99,7 +105,8 @@ void expect_same(const std::vector<torch::Tensor>& lean, const std::vector<torch
 
 TEST(LeanEdges, RotateToEdgeFrameMatchesTheComposition) {
   const auto g = graph();
-  auto vec = leaf({kEdges, 3}, 1), x = leaf({kNodes, 9, kChannels}, 2), w = leaf({kEdges, 12 * kChannels}, 3);
+  auto vec = leaf({kEdges, 3}, 1), x = leaf({kNodes, 9, kChannels}, 2),
+       w = leaf({kEdges, 12 * kChannels}, 3);
   auto lean = [&] {
     auto p = rotate_to_edge_frame(wigner_of(vec), x, g.src, g.tgt, w, g.by_source, g.by_target);
     return value_and_grads({p[0], p[1], p[2]}, {vec, x, w});
@@ -123,13 +130,15 @@ TEST(LeanEdges, GateMatchesGateActivation) {
 TEST(LeanEdges, RotateToNodesSummedMatchesBmmAndIndexAdd) {
   const auto g = graph();
   auto vec = leaf({kEdges, 3}, 7), env = leaf({kEdges}, 8);
-  auto y0 = leaf({kEdges, 3, kChannels}, 9), y1 = leaf({kEdges, 4, kChannels}, 10), y2 = leaf({kEdges, 2, kChannels}, 11);
+  auto y0 = leaf({kEdges, 3, kChannels}, 9), y1 = leaf({kEdges, 4, kChannels}, 10),
+       y2 = leaf({kEdges, 2, kChannels}, 11);
   for (bool all_rows : {true, false}) {
     SCOPED_TRACE(all_rows ? "9 rows" : "m = 0 rows only (edge degree)");
     MPieces y{y0, all_rows ? y1 : torch::Tensor(), all_rows ? y2 : torch::Tensor()};
     std::vector<torch::Tensor> inputs{vec, env, y0};
     if (all_rows) inputs.insert(inputs.end(), {y1, y2});
-    auto lean = value_and_grads({rotate_to_nodes_summed(wigner_of(vec), env, y, g.tgt, g.by_target, kNodes)}, inputs);
+    auto lean = value_and_grads(
+        {rotate_to_nodes_summed(wigner_of(vec), env, y, g.tgt, g.by_target, kNodes)}, inputs);
     auto reference = value_and_grads({rotate_out_reference(wigner_of(vec), env, y, g)}, inputs);
     expect_same(lean, reference);
     // node 6 has no edges, node 5 only beyond the operator's edges
@@ -139,10 +148,12 @@ TEST(LeanEdges, RotateToNodesSummedMatchesBmmAndIndexAdd) {
 
 TEST(LeanEdges, RefuseSecondDerivatives) {
   const auto g = graph();
-  auto vec = leaf({kEdges, 3}, 12), x = leaf({kNodes, 9, kChannels}, 13), w = leaf({kEdges, 12 * kChannels}, 14);
+  auto vec = leaf({kEdges, 3}, 12), x = leaf({kNodes, 9, kChannels}, 13),
+       w = leaf({kEdges, 12 * kChannels}, 14);
   auto p = rotate_to_edge_frame(wigner_of(vec), x, g.src, g.tgt, w, g.by_source, g.by_target);
-  auto out = rotate_to_nodes_summed(wigner_of(vec), w.narrow(1, 0, 1).squeeze(1),
-                                    {p[0].narrow(2, 0, kChannels), {}, {}}, g.tgt, g.by_target, kNodes);
+  auto out =
+      rotate_to_nodes_summed(wigner_of(vec), w.narrow(1, 0, 1).squeeze(1),
+                             {p[0].narrow(2, 0, kChannels), {}, {}}, g.tgt, g.by_target, kNodes);
   test::expect_error([&] { grad({out.pow(2).sum()}, {vec}, {}, true, /*create_graph=*/true); },
                      "no second derivative");
 }
@@ -171,11 +182,13 @@ TEST(EdgeBackends, ChosenOnceAndAgreeInFloat64) {
     EXPECT_TRUE(reference.stats().edge_backend->second_derivatives());
     for (const Atoms& a : {test::copper_cell(0.1), test::triclinic_cell(), test::molecule()}) {
       const auto x = evaluate_on_host(lean, {a}), y = evaluate_on_host(reference, {a});
-      SCOPED_TRACE("chunk " + std::to_string(chunk) + ", " + std::to_string(a.numbers.size()) + " atoms");
+      SCOPED_TRACE("chunk " + std::to_string(chunk) + ", " + std::to_string(a.numbers.size()) +
+                   " atoms");
       EXPECT_NEAR(x.energy[0], y.energy[0], 1e-12 * std::max(1.0, std::abs(y.energy[0])));
       EXPECT_LT((x.forces - y.forces).abs().max().item<double>(), 1e-12);
-      if (y.stress.defined())   // NaN for the molecule (no volume) in both
-        EXPECT_TRUE(torch::allclose(x.stress, y.stress, 0, 1e-12, /*equal_nan=*/true)) << x.stress << y.stress;
+      if (y.stress.defined())  // NaN for the molecule (no volume) in both
+        EXPECT_TRUE(torch::allclose(x.stress, y.stress, 0, 1e-12, /*equal_nan=*/true))
+            << x.stress << y.stress;
     }
   }
 }

@@ -17,9 +17,9 @@
 namespace uma {
 namespace {
 
+using test::expect_error;
 using test::random_model;
 using test::small_config;
-using test::expect_error;
 
 struct Cluster {
   std::vector<int64_t> z;
@@ -31,10 +31,10 @@ Cluster random_cluster(int n, uint64_t seed) {
   Cluster c;
   auto pos = torch::rand({4 * n, 3}, torch::kFloat64) * 9.0;
   for (int64_t i = 0; i < pos.size(0) && static_cast<int>(c.x.size()) < n; ++i) {
-    std::array<double, 3> p{pos[i][0].item<double>(), pos[i][1].item<double>(), pos[i][2].item<double>()};
+    std::array<double, 3> p{pos[i][0].item<double>(), pos[i][1].item<double>(),
+                            pos[i][2].item<double>()};
     bool clear = true;
-    for (const auto& q : c.x)
-      clear &= std::hypot(p[0] - q[0], p[1] - q[1], p[2] - q[2]) > 1.6;
+    for (const auto& q : c.x) clear &= std::hypot(p[0] - q[0], p[1] - q[1], p[2] - q[2]) > 1.6;
     if (!clear) continue;
     c.x.push_back(p);
     c.z.push_back(c.x.size() % 3 == 0 ? 8 : 29);
@@ -49,8 +49,8 @@ double distance(const std::array<double, 3>& a, const std::array<double, 3>& b) 
 // Owned = atoms of `piece`; ghosts = the others, ordered by hops (cutoffs)
 // from the nearest owned atom when `prune` (as pair_style uma orders them).
 Atoms make_piece(const Cluster& c, const std::vector<int>& owned, double cutoff, int layers,
-                      bool prune, std::vector<int>* order) {
-  std::vector<std::pair<int, int>> ghosts;   // (hops, atom)
+                 bool prune, std::vector<int>* order) {
+  std::vector<std::pair<int, int>> ghosts;  // (hops, atom)
   for (int i = 0; i < static_cast<int>(c.x.size()); ++i) {
     if (std::find(owned.begin(), owned.end(), i) != owned.end()) continue;
     double d = 1e9;
@@ -123,7 +123,8 @@ TEST_P(LocalEvaluation, TwoPiecesAddUpToTheWhole) {
     std::vector<int> order;
     const auto piece = make_piece(c, *owned, cutoff, layers, prune, &order);
     HostEvaluation r;
-    while (!local_engine.read(local_engine.evaluate({piece}, Request::all()), r)) {}
+    while (!local_engine.read(local_engine.evaluate({piece}, Request::all()), r)) {
+    }
     energy += r.energy[0];
     virial += r.virial[0];
     auto index = torch::tensor(std::vector<int64_t>(order.begin(), order.end()), torch::kLong);
@@ -142,7 +143,8 @@ INSTANTIATE_TEST_SUITE_P(Edges, LocalEvaluation,
                          ::testing::Values(Mode::kAllEdges, Mode::kPruned, Mode::kPrunedRecomputed),
                          [](const auto& info) {
                            return info.param == Mode::kAllEdges ? "all_edges"
-                                  : info.param == Mode::kPruned ? "pruned" : "pruned_recomputed";
+                                  : info.param == Mode::kPruned ? "pruned"
+                                                                : "pruned_recomputed";
                          });
 
 // A piece given on the device (DeviceAtoms, as pair_style uma/kk gives it)
@@ -169,11 +171,15 @@ TEST(LocalEvaluation, DeviceAtomsEqualHostNumbers) {
     dev.on_device.numbers = torch::tensor(host.numbers, torch::kLong).to(opts.device);
     dev.on_device.layout_id = prune ? 2 : 1;
     dev.on_device.origin = shift;
-    dev.positions = host.positions + torch::tensor({shift[0], shift[1], shift[2]}, host.positions.options());
+    dev.positions =
+        host.positions + torch::tensor({shift[0], shift[1], shift[2]}, host.positions.options());
     HostEvaluation ref, got;
-    while (!host_engine.read(host_engine.evaluate({host}, Request::all()), ref)) {}
-    while (!device_engine.read(device_engine.evaluate({dev}, Request::all()), got)) {}
-    EXPECT_NEAR(got.energy[0], ref.energy[0], 1e-12 * std::max(1.0, std::abs(ref.energy[0]))) << prune;
+    while (!host_engine.read(host_engine.evaluate({host}, Request::all()), ref)) {
+    }
+    while (!device_engine.read(device_engine.evaluate({dev}, Request::all()), got)) {
+    }
+    EXPECT_NEAR(got.energy[0], ref.energy[0], 1e-12 * std::max(1.0, std::abs(ref.energy[0])))
+        << prune;
     EXPECT_LT((got.forces - ref.forces).abs().max().item<double>(), 1e-11) << prune;
     EXPECT_LT((got.atom_energy - ref.atom_energy).abs().max().item<double>(), 1e-12) << prune;
     EXPECT_LT((got.virial - ref.virial).abs().max().item<double>(), 1e-11) << prune;
@@ -193,7 +199,8 @@ TEST(LocalEvaluation, ProcessWithoutAtomsRunsAPlaceholder) {
   empty.task = "omat";
   empty.piece.layer_targets = {0, 0};
   HostEvaluation r;
-  while (!engine.read(engine.evaluate({empty}, Request::all()), r)) {}
+  while (!engine.read(engine.evaluate({empty}, Request::all()), r)) {
+  }
   EXPECT_EQ(r.energy[0], 0.0);
   EXPECT_EQ(r.forces.size(0), 0);
 }
@@ -226,7 +233,8 @@ TEST_P(HaloExchange, PeriodicImagesEqualThePeriodicCell) {
          Cluster all = random_cluster(60, 11);
          std::vector<std::pair<int64_t, std::array<double, 3>>> inside;
          for (size_t i = 0; i < all.x.size(); ++i)
-           if (all.x[i][0] < 6.4 && all.x[i][1] < 6.1 && all.x[i][2] < 6.7) inside.push_back({all.z[i], all.x[i]});
+           if (all.x[i][0] < 6.4 && all.x[i][1] < 6.1 && all.x[i][2] < 6.7)
+             inside.push_back({all.z[i], all.x[i]});
          return inside;
        }()) {
     c.z.push_back(z);
@@ -239,7 +247,8 @@ TEST_P(HaloExchange, PeriodicImagesEqualThePeriodicCell) {
   std::vector<double> flat;
   for (const auto& p : c.x) flat.insert(flat.end(), p.begin(), p.end());
   a.positions = torch::tensor(flat, torch::kFloat64).view({-1, 3});
-  a.cell = {{{cell[0][0], cell[0][1], cell[0][2]}, {cell[1][0], cell[1][1], cell[1][2]},
+  a.cell = {{{cell[0][0], cell[0][1], cell[0][2]},
+             {cell[1][0], cell[1][1], cell[1][2]},
              {cell[2][0], cell[2][1], cell[2][2]}}};
   a.pbc = {true, true, true};
   a.task = "omat";
@@ -276,7 +285,9 @@ TEST_P(HaloExchange, PeriodicImagesEqualThePeriodicCell) {
   // call records whether it came from inside an autograd pass (which on a
   // GPU runs on LibTorch's worker thread, where MPI may not be called).
   int forwards = 0, backwards = 0, sums = 0, inside_autograd = 0;
-  auto outside_autograd = [&] { inside_autograd += torch::autograd::get_current_graph_task_id() != -1; };
+  auto outside_autograd = [&] {
+    inside_autograd += torch::autograd::get_current_graph_task_id() != -1;
+  };
   piece.piece.exchange_ghosts.owners_to_ghosts = [&](const torch::Tensor& x) {
     ++forwards;
     outside_autograd();
@@ -286,9 +297,10 @@ TEST_P(HaloExchange, PeriodicImagesEqualThePeriodicCell) {
     ++backwards;
     outside_autograd();
     auto ghost_rows = g.narrow(0, n, ghosts);
-    return torch::cat({g.narrow(0, 0, n).index_add(0, owners, ghost_rows), torch::zeros_like(ghost_rows)});
+    return torch::cat(
+        {g.narrow(0, 0, n).index_add(0, owners, ghost_rows), torch::zeros_like(ghost_rows)});
   };
-  if (GetParam().balanced)   // the whole-system sums (this process holds every owned atom)
+  if (GetParam().balanced)  // the whole-system sums (this process holds every owned atom)
     piece.piece.sum_over_processes = [&](const torch::Tensor& x) {
       ++sums;
       outside_autograd();
@@ -298,9 +310,11 @@ TEST_P(HaloExchange, PeriodicImagesEqualThePeriodicCell) {
   HostEvaluation r;
   while (!local_engine.read(local_engine.evaluate({piece}, Request::all()), r))
     forwards = backwards = sums = inside_autograd = 0;
-  EXPECT_EQ(forwards, 2);   // after the edge-degree embedding and the first of two blocks
+  EXPECT_EQ(forwards, 2);  // after the edge-degree embedding and the first of two blocks
   EXPECT_EQ(backwards, 2);
-  EXPECT_EQ(sums, GetParam().balanced ? 2 * 2 : 0);   // the charge channels: two blocks, forward and backward
+  EXPECT_EQ(sums, GetParam().balanced
+                      ? 2 * 2
+                      : 0);  // the charge channels: two blocks, forward and backward
   EXPECT_EQ(inside_autograd, 0);
   auto fold = torch::cat({torch::arange(n, torch::kLong), owners.cpu()});
   auto forces = torch::zeros({n, 3}, torch::kFloat64).index_add_(0, fold, r.forces);
@@ -317,12 +331,14 @@ TEST_P(HaloExchange, PeriodicImagesEqualThePeriodicCell) {
   // give another energy.
   auto identity = [](const torch::Tensor& x) { return x; };
   piece.piece.exchange_ghosts = {identity, identity};
-  while (!local_engine.read(local_engine.evaluate({piece}, Request::all()), r)) {}
+  while (!local_engine.read(local_engine.evaluate({piece}, Request::all()), r)) {
+  }
   EXPECT_GT(std::abs(r.energy[0] - ref.energy[0]), 1e-6 * scale);
 }
 
 INSTANTIATE_TEST_SUITE_P(Paths, HaloExchange,
-                         ::testing::Values(HaloCase{false, false}, HaloCase{true, false}, HaloCase{false, true}),
+                         ::testing::Values(HaloCase{false, false}, HaloCase{true, false},
+                                           HaloCase{false, true}),
                          [](const auto& info) {
                            return std::string(info.param.recompute ? "recomputed" : "stored") +
                                   (info.param.balanced ? "_balanced" : "");
@@ -341,14 +357,14 @@ TEST(HaloExchange, OnlyOwnedAtomsReceiveMessages) {
   auto identity = [](const torch::Tensor& x) { return x; };
   piece.piece.exchange_ghosts = {identity, identity};
   const std::string only_owned = "with the halo exchange only owned atoms receive messages";
-  expect_error([&] { engine.evaluate({piece}); }, only_owned);   // a ghost as a target
+  expect_error([&] { engine.evaluate({piece}); }, only_owned);  // a ghost as a target
   piece.piece.n_targets = 0;
   expect_error([&] { engine.evaluate({piece}); }, "n_targets must include every owned atom");
   piece.piece.n_targets = -1;
   piece.piece.layer_targets = {1, 1};
-  expect_error([&] { engine.evaluate({piece}); }, only_owned);   // per-block targets
+  expect_error([&] { engine.evaluate({piece}); }, only_owned);  // per-block targets
   piece.piece.layer_targets.clear();
-  EXPECT_NO_THROW(engine.evaluate({piece}));   // the same piece, asked rightly
+  EXPECT_NO_THROW(engine.evaluate({piece}));  // the same piece, asked rightly
 }
 
 }  // namespace

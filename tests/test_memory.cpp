@@ -4,7 +4,6 @@
 
 #include <algorithm>
 
-
 #include "memory_plan.h"
 #include "nn/edge_chunks.h"
 #include "storage_meter.h"
@@ -27,10 +26,11 @@ Atoms copper_supercell(int64_t n) {
       for (int64_t k = 0; k < n; ++k)
         for (int64_t atom = 0; atom < 4; ++atom)
           for (int c = 0; c < 3; ++c)
-            pos.push_back(unit.positions[atom][c].item<double>() + a * (c == 0 ? i : (c == 1 ? j : k)));
+            pos.push_back(unit.positions[atom][c].item<double>() +
+                          a * (c == 0 ? i : (c == 1 ? j : k)));
   const double L = a * static_cast<double>(n);
-  return atoms_from(std::vector<int64_t>(pos.size() / 3, 29), pos, {{{L, 0, 0}, {0, L, 0}, {0, 0, L}}},
-                    {true, true, true}, "omat");
+  return atoms_from(std::vector<int64_t>(pos.size() / 3, 29), pos,
+                    {{{L, 0, 0}, {0, L, 0}, {0, 0, L}}}, {true, true, true}, "omat");
 }
 
 Engine fp64_engine_with(int64_t chunk, bool merge, const nlohmann::json& config) {
@@ -50,16 +50,20 @@ TEST(Recompute, EqualsTheStoredPath) {
   const auto config = small_config(4, /*dataset_head=*/true, /*charge_balance=*/true);
   Atoms slab = copper_cell();
   slab.pbc = {true, true, false};
-  const std::vector<std::vector<Atoms>> cases{
-      {copper_cell()}, {triclinic_cell()}, {molecule()}, {slab}, {copper_cell(), molecule(), triclinic_cell(), slab}};
+  const std::vector<std::vector<Atoms>> cases{{copper_cell()},
+                                              {triclinic_cell()},
+                                              {molecule()},
+                                              {slab},
+                                              {copper_cell(), molecule(), triclinic_cell(), slab}};
   for (bool merge : {true, false}) {
     auto stored = fp64_engine_with(0, merge, config);
     for (int64_t chunk : {int64_t{1} << 40, int64_t{37}, int64_t{5}}) {
       auto recomputed = fp64_engine_with(chunk, merge, config);
       for (const auto& systems : cases) {
-        if (systems.size() > 1 && merge) continue;   // a mixed batch is never merged
-        const std::string where = "chunk " + std::to_string(chunk) + ", systems " + std::to_string(systems.size()) +
-                                  ", merged " + std::to_string(merge);
+        if (systems.size() > 1 && merge) continue;  // a mixed batch is never merged
+        const std::string where = "chunk " + std::to_string(chunk) + ", systems " +
+                                  std::to_string(systems.size()) + ", merged " +
+                                  std::to_string(merge);
         auto s = evaluate_on_host(stored, systems, Request::all());
         auto r = evaluate_on_host(recomputed, systems, Request::all());
         ASSERT_TRUE(recomputed.stats().memory_plan.recompute) << where;
@@ -80,17 +84,18 @@ TEST(Recompute, EqualsTheStoredPath) {
 // The budget decides: a generous one keeps the stored path, a small one
 // recomputes with the chunk that fits, an impossible one is refused.
 TEST(MemoryPlan, PicksStoredRecomputedOrRefuses) {
-  const auto model = memory_model(parse_model_config(small_config().dump()).backbone, torch::kFloat32, nn::lean_cpu_edges());
+  const auto model = memory_model(parse_model_config(small_config().dump()).backbone,
+                                  torch::kFloat32, nn::lean_cpu_edges());
   const int64_t nodes = 1000, edges = 80000;
   const double fixed = model.per_node * nodes + model.per_edge_graph * edges;
   const double stored = fixed + model.per_edge_stored * edges;
   auto plan = plan_memory(model, nodes, edges, stored * 1.01);
   EXPECT_FALSE(plan.recompute);
   EXPECT_DOUBLE_EQ(plan.predicted_bytes, stored);
-  const double budget = fixed + 1000.5 * model.per_edge_chunk;   // room for 1000 edges
+  const double budget = fixed + 1000.5 * model.per_edge_chunk;  // room for 1000 edges
   plan = plan_memory(model, nodes, edges, budget);
   EXPECT_TRUE(plan.recompute);
-  EXPECT_EQ(plan.chunk_edges, 1000);   // the largest chunk that fits
+  EXPECT_EQ(plan.chunk_edges, 1000);  // the largest chunk that fits
   EXPECT_LE(plan.predicted_bytes, budget);
   // Room to spare: the chunk stops at the cap.
   plan = plan_memory(model, nodes, edges, stored * 0.999);
@@ -114,17 +119,20 @@ TEST(MemoryPlan, EngineFollowsItsBudget) {
   Engine roomy(random_model(small_config()), opts);
   auto a = evaluate_on_host(roomy, {copper_cell()}, Request::all());
   EXPECT_FALSE(roomy.stats().memory_plan.recompute);
-  opts.memory_budget = 0.9 * roomy.stats().memory_plan.predicted_bytes;   // the stored path no longer fits
+  opts.memory_budget =
+      0.9 * roomy.stats().memory_plan.predicted_bytes;  // the stored path no longer fits
   Engine tight(random_model(small_config()), opts);
   auto b = evaluate_on_host(tight, {copper_cell()}, Request::all());
   EXPECT_TRUE(tight.stats().memory_plan.recompute);
-  EXPECT_LT(rel_diff(b.forces, a.forces), 1e-5);   // fp32
+  EXPECT_LT(rel_diff(b.forces, a.forces), 1e-5);  // fp32
   const auto plans = tight.stats().memory_plans;
-  evaluate_on_host(tight, {copper_cell(0.05, 9)}, Request::all());   // same atoms and capacity: no new plan
+  evaluate_on_host(tight, {copper_cell(0.05, 9)},
+                   Request::all());  // same atoms and capacity: no new plan
   EXPECT_EQ(tight.stats().memory_plans, plans);
   opts.memory_budget = 1e3;
   Engine hopeless(random_model(small_config()), opts);
-  expect_error([&] { evaluate_on_host(hopeless, {copper_cell()}, Request::all()); }, "memory budget");
+  expect_error([&] { evaluate_on_host(hopeless, {copper_cell()}, Request::all()); },
+               "memory budget");
 }
 
 // Measured, not predicted: on the CPU, the tensor storage an evaluation
@@ -136,7 +144,7 @@ TEST(MemoryPlan, MeasuredPeaksFollowTheBudget) {
   const auto config = small_config();
   const std::vector<Atoms> system{copper_supercell(4)};
   EngineOptions opts;
-  opts.device = torch::kCPU;   // the meter sees CPU storage
+  opts.device = torch::kCPU;  // the meter sees CPU storage
   opts.dtype = torch::kFloat64;
   opts.memory_budget = 1e12;
   CpuStorageMeter meter;
@@ -162,10 +170,12 @@ TEST(MemoryPlan, MeasuredPeaksFollowTheBudget) {
   const double tight_peak = measured_peak(tight);
   ASSERT_TRUE(tight.stats().memory_plan.recompute);
   const double tight_predicted = tight.stats().memory_plan.predicted_bytes;
-  std::printf("stored: measured %.1f MB, predicted %.1f MB; recomputed (chunks of %lld): measured %.1f MB, "
-              "predicted %.1f MB, budget %.1f MB\n",
-              stored_peak * 1e-6, stored_predicted * 1e-6, static_cast<long long>(tight.stats().memory_plan.chunk_edges),
-              tight_peak * 1e-6, tight_predicted * 1e-6, opts.memory_budget * 1e-6);
+  std::printf(
+      "stored: measured %.1f MB, predicted %.1f MB; recomputed (chunks of %lld): measured %.1f MB, "
+      "predicted %.1f MB, budget %.1f MB\n",
+      stored_peak * 1e-6, stored_predicted * 1e-6,
+      static_cast<long long>(tight.stats().memory_plan.chunk_edges), tight_peak * 1e-6,
+      tight_predicted * 1e-6, opts.memory_budget * 1e-6);
   EXPECT_LE(tight_peak, opts.memory_budget);
   EXPECT_LT(tight_peak, stored_peak / 4);
   EXPECT_LE(stored_peak, stored_predicted);
@@ -178,13 +188,14 @@ TEST(Recompute, RefusesSecondDerivatives) {
   auto x = torch::rand({3, 2}, torch::kFloat64).requires_grad_(true);
   auto vec = torch::rand({4, 3}, torch::kFloat64).requires_grad_(true);
   auto tgt = torch::tensor({0, 0, 1, 2}, torch::kLong);
-  auto out = nn::chunked_edge_sum(x, vec, 4, 3, {3, 1, 2},
-                                  [&](const torch::Tensor& h, const torch::Tensor& v, int64_t begin, int64_t end) {
-                                    auto chunk_tgt = tgt.narrow(0, begin, end - begin);
-                                    auto rows = h.index_select(0, chunk_tgt);
-                                    return torch::zeros({3, 1, 2}, h.options())
-                                        .index_add(0, chunk_tgt, (rows * v.pow(2).sum(1, true)).unsqueeze(1));
-                                  });
+  auto out = nn::chunked_edge_sum(
+      x, vec, 4, 3, {3, 1, 2},
+      [&](const torch::Tensor& h, const torch::Tensor& v, int64_t begin, int64_t end) {
+        auto chunk_tgt = tgt.narrow(0, begin, end - begin);
+        auto rows = h.index_select(0, chunk_tgt);
+        return torch::zeros({3, 1, 2}, h.options())
+            .index_add(0, chunk_tgt, (rows * v.pow(2).sum(1, true)).unsqueeze(1));
+      });
   auto once = torch::autograd::grad({out.sum()}, {vec}, {}, /*retain_graph=*/true)[0];
   // d/dv_e sum(h[tgt_e] |v_e|^2) = 2 v_e sum(h[tgt_e])
   auto expected = 2 * vec.detach() * x.detach().index_select(0, tgt).sum(1, true);

@@ -23,7 +23,6 @@ using test::fixtures_dir;
 
 using nlohmann::json;
 
-
 json load_fixtures() {
   std::ifstream in(fixtures_dir() + "/fixtures.json");
   if (!in) throw std::runtime_error("no fixtures.json in " + fixtures_dir());
@@ -66,11 +65,14 @@ Tolerance tolerance(const std::string& dtype) {
 // Whether an atom lies outside the cell along a periodic direction.
 bool outside_cell(const Atoms& a) {
   if (!(a.pbc[0] || a.pbc[1] || a.pbc[2])) return false;
-  auto cell = torch::tensor({a.cell[0][0], a.cell[0][1], a.cell[0][2], a.cell[1][0], a.cell[1][1], a.cell[1][2],
-                             a.cell[2][0], a.cell[2][1], a.cell[2][2]}, torch::kFloat64).view({3, 3});
+  auto cell = torch::tensor({a.cell[0][0], a.cell[0][1], a.cell[0][2], a.cell[1][0], a.cell[1][1],
+                             a.cell[1][2], a.cell[2][0], a.cell[2][1], a.cell[2][2]},
+                            torch::kFloat64)
+                  .view({3, 3});
   auto frac = a.positions.matmul(torch::linalg_inv(cell));
   for (int k = 0; k < 3; ++k)
-    if (a.pbc[k] && ((frac.select(1, k) < 0).any().item<bool>() || (frac.select(1, k) >= 1).any().item<bool>()))
+    if (a.pbc[k] &&
+        ((frac.select(1, k) < 0).any().item<bool>() || (frac.select(1, k) >= 1).any().item<bool>()))
       return true;
   return false;
 }
@@ -126,7 +128,8 @@ TEST_P(FairchemParity, EnergyForcesStress) {
       const double natoms = static_cast<double>(systems[b].numbers.size());
       if (dtype == "float64" && !random_roll) {
         w[0] = std::max(w[0], std::abs(r.energy[b] - e_ref) / std::max(1.0, std::abs(e_ref)));
-        EXPECT_NEAR(r.energy[b], e_ref, tol.energy_rel * std::max(1.0, std::abs(e_ref))) << "system " << b;
+        EXPECT_NEAR(r.energy[b], e_ref, tol.energy_rel * std::max(1.0, std::abs(e_ref)))
+            << "system " << b;
       } else {
         const double refs = reference_sum(*engines[key], systems[b]);
         const double e_int = r.energy[b] - refs, e_int_ref = e_ref - refs;
@@ -136,15 +139,18 @@ TEST_P(FairchemParity, EnergyForcesStress) {
       }
       for (size_t i = 0; i < systems[b].numbers.size(); ++i, ++atom)
         for (int k = 0; k < 3; ++k) {
-          const double f = r.forces[atom][k].item<double>(), f_ref = c["forces"][b][i][k].get<double>();
+          const double f = r.forces[atom][k].item<double>(),
+                       f_ref = c["forces"][b][i][k].get<double>();
           w[1] = std::max(w[1], std::abs(f - f_ref));
           EXPECT_NEAR(f, f_ref, tol.force) << "atom " << atom << " component " << k;
         }
       const bool periodic = systems[b].pbc[0] || systems[b].pbc[1] || systems[b].pbc[2];
-      if (periodic && !(systems[b].pbc[0] && systems[b].pbc[1] && systems[b].pbc[2])) ++partial_stress;
-      if (periodic)   // slabs too
+      if (periodic && !(systems[b].pbc[0] && systems[b].pbc[1] && systems[b].pbc[2]))
+        ++partial_stress;
+      if (periodic)  // slabs too
         for (int k = 0; k < 9; ++k) {
-          const double st = r.stress[b][k / 3][k % 3].item<double>(), st_ref = c["stress"][b][k].get<double>();
+          const double st = r.stress[b][k / 3][k % 3].item<double>(),
+                       st_ref = c["stress"][b][k].get<double>();
           w[2] = std::max(w[2], std::abs(st - st_ref));
           EXPECT_NEAR(st, st_ref, tol.stress) << "stress component " << k;
         }
@@ -152,13 +158,14 @@ TEST_P(FairchemParity, EnergyForcesStress) {
     ++compared;
   }
   EXPECT_GT(compared, 20);
-  EXPECT_GT(partial_stress, 2);   // the slab's stress, alone and in the batch
-  EXPECT_GT(unwrapped, 2);        // inputs with atoms outside the cell: the engine wraps them itself
+  EXPECT_GT(partial_stress, 2);  // the slab's stress, alone and in the batch
+  EXPECT_GT(unwrapped, 2);       // inputs with atoms outside the cell: the engine wraps them itself
   EXPECT_EQ(random_roll_cases, 3);
   for (const auto& [dtype, m] : worst)
     std::printf("[parity %s %s] max %s %.3g, max |dF| %.3g eV/A, max |dsigma| %.3g eV/A^3\n",
                 dtype.c_str(), merge ? "merged" : "unmerged",
-                dtype == "float64" ? "|dE|/max(1,|E|)" : "|dE_interaction|/atoms (eV)", m[0], m[1], m[2]);
+                dtype == "float64" ? "|dE|/max(1,|E|)" : "|dE_interaction|/atoms (eV)", m[0], m[1],
+                m[2]);
 }
 
 INSTANTIATE_TEST_SUITE_P(MergedAndUnmerged, FairchemParity, ::testing::Values(true, false),

@@ -27,7 +27,8 @@ Atoms displaced(const Atoms& a, int atom, int dim, double h) {
 
 torch::Tensor cell_tensor(const Atoms& a) {
   return torch::tensor({a.cell[0][0], a.cell[0][1], a.cell[0][2], a.cell[1][0], a.cell[1][1],
-                        a.cell[1][2], a.cell[2][0], a.cell[2][1], a.cell[2][2]}, torch::kFloat64)
+                        a.cell[1][2], a.cell[2][0], a.cell[2][1], a.cell[2][2]},
+                       torch::kFloat64)
       .view({3, 3});
 }
 
@@ -47,7 +48,8 @@ void expect_fd_forces(Engine& e, const Atoms& a) {
   const double h = 1e-5;
   for (int i = 0; i < a.positions.size(0); ++i)
     for (int d = 0; d < 3; ++d) {
-      const double fd = -(energy(e, displaced(a, i, d, h)) - energy(e, displaced(a, i, d, -h))) / (2 * h);
+      const double fd =
+          -(energy(e, displaced(a, i, d, h)) - energy(e, displaced(a, i, d, -h))) / (2 * h);
       EXPECT_NEAR(r.forces[i][d].item<double>(), fd, 1e-6) << "atom " << i << " dim " << d;
     }
 }
@@ -83,7 +85,8 @@ TEST(Physics, StressIsStrainDerivative) {
         for (auto [p, q] : {std::pair{i, j}, std::pair{j, i}}) {
           auto one_sided = torch::zeros({3, 3}, torch::kFloat64);
           one_sided[p][q] = h;
-          const double fd_pq = (energy(e, strained(a, one_sided)) - energy(e, strained(a, -one_sided))) / (2 * h);
+          const double fd_pq =
+              (energy(e, strained(a, one_sided)) - energy(e, strained(a, -one_sided))) / (2 * h);
           EXPECT_NEAR(r.stress[0][i][j].item<double>() * V, fd_pq, 1e-6) << "one-sided " << p << q;
         }
       }
@@ -99,13 +102,15 @@ TEST(Physics, RotationInvariance) {
     Atoms b = a;
     b.positions = a.positions.matmul(q.t());
     for (int i = 0; i < 3; ++i) {
-      auto row = torch::tensor({a.cell[i][0], a.cell[i][1], a.cell[i][2]}, torch::kFloat64).matmul(q.t());
+      auto row =
+          torch::tensor({a.cell[i][0], a.cell[i][1], a.cell[i][2]}, torch::kFloat64).matmul(q.t());
       for (int j = 0; j < 3; ++j) b.cell[i][j] = row[j].item<double>();
     }
     auto ra = evaluate_on_host(e, {a}), rb = evaluate_on_host(e, {b});
     EXPECT_NEAR(ra.energy[0], rb.energy[0], 1e-9 * std::max(1.0, std::abs(ra.energy[0])));
     EXPECT_TRUE(torch::allclose(ra.forces.matmul(q.t()), rb.forces, 1e-8, 1e-9));
-    if (a.pbc[0]) EXPECT_TRUE(torch::allclose(q.matmul(ra.stress[0]).matmul(q.t()), rb.stress[0], 1e-8, 1e-10));
+    if (a.pbc[0])
+      EXPECT_TRUE(torch::allclose(q.matmul(ra.stress[0]).matmul(q.t()), rb.stress[0], 1e-8, 1e-10));
   }
 }
 
@@ -134,7 +139,8 @@ TEST(Physics, TranslationPermutationAndImageInvariance) {
   perm.positions = a.positions.index_select(0, torch::tensor(order));
   auto rp = evaluate_on_host(e, {perm});
   EXPECT_NEAR(ref.energy[0], rp.energy[0], 1e-9);
-  EXPECT_TRUE(torch::allclose(ref.forces.index_select(0, torch::tensor(order)), rp.forces, 1e-8, 1e-9));
+  EXPECT_TRUE(
+      torch::allclose(ref.forces.index_select(0, torch::tensor(order)), rp.forces, 1e-8, 1e-9));
 }
 
 TEST(Physics, SupercellIsExtensive) {

@@ -23,14 +23,14 @@ namespace {
 
 constexpr double kCutoff = 6.0;
 
-using Edge = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t>;   // tgt, src, offset
+using Edge = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t>;  // tgt, src, offset
 
 // One system as a test builds it: host positions in Angstrom (double).
 struct TestSystem {
   std::string kind;
   Matrix3 cell{};
   std::array<bool, 3> pbc{};
-  std::vector<double> pos;   // [n * 3], wrapped
+  std::vector<double> pos;  // [n * 3], wrapped
   int64_t ntargets = -1;
   int64_t natoms() const { return static_cast<int64_t>(pos.size() / 3); }
 };
@@ -48,7 +48,8 @@ double volume(const Matrix3& c) {
 // the Gram matrix of those vectors (no use of graph_cell): the coefficients
 // of v's projection onto their span.  Written for the tests, independently
 // of the builder.
-std::vector<double> periodic_fractions(const Matrix3& cell, const std::array<bool, 3>& pbc, const double* v) {
+std::vector<double> periodic_fractions(const Matrix3& cell, const std::array<bool, 3>& pbc,
+                                       const double* v) {
   std::vector<int> dirs;
   for (int k = 0; k < 3; ++k)
     if (pbc[k]) dirs.push_back(k);
@@ -119,7 +120,8 @@ Batch make_batch(const std::vector<TestSystem>& list, torch::ScalarType dtype) {
 // Valid edges in slot order.
 std::vector<Edge> edge_list(const RadiusGraph& g) {
   std::vector<Edge> out;
-  auto src = g.src.cpu(), tgt = g.tgt.cpu(), valid = g.valid.cpu(), off = g.offsets.cpu().to(torch::kLong);
+  auto src = g.src.cpu(), tgt = g.tgt.cpu(), valid = g.valid.cpu(),
+       off = g.offsets.cpu().to(torch::kLong);
   auto s = src.accessor<int64_t, 1>(), t = tgt.accessor<int64_t, 1>();
   auto v = valid.accessor<bool, 1>();
   auto o = off.accessor<int64_t, 2>();
@@ -155,8 +157,10 @@ void expect_same_graph(const RadiusGraph& cell, const RadiusGraph& brute, const 
   EXPECT_TRUE(cell.offsets.equal(brute.offsets)) << what << ": offsets differ (padding included)";
   EXPECT_TRUE(cell.valid.equal(brute.valid)) << what;
   EXPECT_TRUE(cell.edge_system.equal(brute.edge_system)) << what;
-  EXPECT_TRUE(cell.counts.equal(brute.counts)) << what << ": counts " << cell.counts << " vs " << brute.counts;
-  EXPECT_TRUE(cell.close_atoms.equal(brute.close_atoms)) << what << cell.close_atoms << brute.close_atoms;
+  EXPECT_TRUE(cell.counts.equal(brute.counts))
+      << what << ": counts " << cell.counts << " vs " << brute.counts;
+  EXPECT_TRUE(cell.close_atoms.equal(brute.close_atoms))
+      << what << cell.close_atoms << brute.close_atoms;
 }
 
 // Builds with a fresh builder (probe, then sized build) and compares with the
@@ -167,13 +171,16 @@ void check_against_brute_force(const Batch& b, int64_t max_neighbors, const std:
   const auto sizes = g.sizes.cpu();
   const int64_t B = static_cast<int64_t>(b.systems.size());
   for (int64_t s = 0; s < B; ++s) {
-    ASSERT_LE(sizes[s].item<int64_t>(), builder.capacities()[s]) << what << ": the probe sized the edges";
+    ASSERT_LE(sizes[s].item<int64_t>(), builder.capacities()[s])
+        << what << ": the probe sized the edges";
     const auto& c = builder.graph_capacities()[s];
     ASSERT_LE(sizes[B + s].item<int64_t>(), c.candidates) << what;
     ASSERT_LE(sizes[2 * B + s].item<int64_t>(), c.neighbors) << what;
   }
-  auto ref = brute_force_radius_graph(b.pos, b.cells, b.systems, builder.capacities(), kCutoff, max_neighbors);
-  expect_same_graph(g, ref, what + " max_neighbors=" + std::to_string(max_neighbors) + ": " + b.describe);
+  auto ref = brute_force_radius_graph(b.pos, b.cells, b.systems, builder.capacities(), kCutoff,
+                                      max_neighbors);
+  expect_same_graph(g, ref,
+                    what + " max_neighbors=" + std::to_string(max_neighbors) + ": " + b.describe);
 }
 
 // ---- an independent reference ----------------------------------------------------
@@ -192,11 +199,12 @@ void check_against_brute_force(const Batch& b, int64_t max_neighbors, const std:
 struct ReferenceEdge {
   Edge edge;
   double d2 = 0;
-  bool required = true;   // false: within the band of a threshold
+  bool required = true;  // false: within the band of a threshold
 };
 
-std::vector<ReferenceEdge> independent_graph(const TestSystem& s, const torch::Tensor& pos_as_built, int64_t first,
-                                             double cutoff, int64_t max_neighbors, double band) {
+std::vector<ReferenceEdge> independent_graph(const TestSystem& s, const torch::Tensor& pos_as_built,
+                                             int64_t first, double cutoff, int64_t max_neighbors,
+                                             double band) {
   const int64_t n = s.natoms();
   auto P = pos_as_built.narrow(0, first, n).to(torch::kCPU, torch::kFloat64).contiguous();
   const double* p = P.data_ptr<double>();
@@ -259,7 +267,8 @@ std::vector<ReferenceEdge> independent_graph(const TestSystem& s, const torch::T
           const double d = p[3 * a + c] + im.shift[c] - p[3 * t + c];
           d2 += d * d;
         }
-        if (d2 <= cutoff2 + band) near.push_back({{first + t, first + a, im.i, im.j, im.k}, d2, d2 < cutoff2 - band});
+        if (d2 <= cutoff2 + band)
+          near.push_back({{first + t, first + a, im.i, im.j, im.k}, d2, d2 < cutoff2 - band});
       }
     if (max_neighbors > 0 && static_cast<int64_t>(near.size()) > max_neighbors) {
       // keep d^2 <= d^2_(T) + 0.01, d^2_(T) the (T+1)-th smallest
@@ -283,15 +292,17 @@ std::vector<ReferenceEdge> independent_graph(const TestSystem& s, const torch::T
 // The builder's graph against the independent reference: every required
 // edge present, nothing outside the reference, no duplicates, and edges in
 // the documented order (target, then source, then image lexicographically).
-void expect_matches_independent(const RadiusGraph& g, const std::vector<TestSystem>& list, const Batch& b,
-                                int64_t max_neighbors, double band, const std::string& what, int64_t* compared) {
+void expect_matches_independent(const RadiusGraph& g, const std::vector<TestSystem>& list,
+                                const Batch& b, int64_t max_neighbors, double band,
+                                const std::string& what, int64_t* compared) {
   const auto built = edge_list(g);
   std::vector<ReferenceEdge> ref;
   for (size_t k = 0; k < list.size(); ++k) {
-    auto part = independent_graph(list[k], b.pos, b.systems[k].first_atom, kCutoff, max_neighbors, band);
+    auto part =
+        independent_graph(list[k], b.pos, b.systems[k].first_atom, kCutoff, max_neighbors, band);
     ref.insert(ref.end(), part.begin(), part.end());
   }
-  std::map<Edge, bool> allowed;   // edge -> required
+  std::map<Edge, bool> allowed;  // edge -> required
   for (const auto& e : ref) allowed[e.edge] = e.required;
   std::set<Edge> seen;
   int64_t outside = 0, optional_found = 0;
@@ -310,9 +321,12 @@ void expect_matches_independent(const RadiusGraph& g, const std::vector<TestSyst
   for (const auto& e : ref)
     if (e.required && !seen.count(e.edge) && missing++ == 0) first_missing = show(e.edge);
   EXPECT_EQ(seen.size(), built.size()) << what << ": duplicate edges";
-  EXPECT_EQ(outside, 0) << what << ": " << outside << " edges the reference does not have, first " << first_outside;
-  EXPECT_EQ(missing, 0) << what << ": " << missing << " reference edges missing, first " << first_missing;
-  EXPECT_TRUE(std::is_sorted(built.begin(), built.end())) << what << ": edges not in (target, source, image) order";
+  EXPECT_EQ(outside, 0) << what << ": " << outside << " edges the reference does not have, first "
+                        << first_outside;
+  EXPECT_EQ(missing, 0) << what << ": " << missing << " reference edges missing, first "
+                        << first_missing;
+  EXPECT_TRUE(std::is_sorted(built.begin(), built.end()))
+      << what << ": edges not in (target, source, image) order";
   *compared += static_cast<int64_t>(built.size());
 }
 
@@ -321,8 +335,12 @@ void expect_matches_independent(const RadiusGraph& g, const std::vector<TestSyst
 class Generator {
  public:
   explicit Generator(uint64_t seed) : rng_(seed) {}
-  double uniform(double lo, double hi) { return std::uniform_real_distribution<double>(lo, hi)(rng_); }
-  int64_t integer(int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng_); }
+  double uniform(double lo, double hi) {
+    return std::uniform_real_distribution<double>(lo, hi)(rng_);
+  }
+  int64_t integer(int64_t lo, int64_t hi) {
+    return std::uniform_int_distribution<int64_t>(lo, hi)(rng_);
+  }
   bool chance(double p) { return uniform(0, 1) < p; }
 
   // Lower-triangular lattice with tilt factors up to 1 (angles down to 45 degrees).
@@ -340,7 +358,8 @@ class Generator {
   // Atoms at random fractional coordinates of the graph cell (periodic) or
   // spread over `extent` Angstrom (non-periodic), then moved by random
   // lattice vectors and wrapped back, as the engine would see them.
-  TestSystem fill(std::string kind, const Matrix3& cell, std::array<bool, 3> pbc, int64_t n, double extent) {
+  TestSystem fill(std::string kind, const Matrix3& cell, std::array<bool, 3> pbc, int64_t n,
+                  double extent) {
     TestSystem s;
     s.kind = std::move(kind);
     s.cell = cell;
@@ -352,7 +371,7 @@ class Generator {
       for (int j = 0; j < 3; ++j) {
         if (pbc[j]) {
           f[j] = uniform(0, 1);
-          if (chance(0.05)) f[j] = chance(0.5) ? 0.0 : 1.0 - 1e-12;   // on the cell's faces
+          if (chance(0.05)) f[j] = chance(0.5) ? 0.0 : 1.0 - 1e-12;  // on the cell's faces
           f[j] += double(integer(-2, 2));
         } else {
           f[j] = origin + uniform(0, extent);
@@ -372,24 +391,25 @@ class Generator {
 
   TestSystem random_system(int kind) {
     switch (kind) {
-      case 0: {   // skewed triclinic bulk
+      case 0: {  // skewed triclinic bulk
         const Matrix3 c = skewed_cell(6, 26, 1.0);
         const double v = volume(c);
         return fill("bulk", c, {true, true, true}, atoms_for(v, 1, 400), 0);
       }
-      case 1: {   // a cell smaller than the cutoff, one or two atoms
+      case 1: {  // a cell smaller than the cutoff, one or two atoms
         const Matrix3 c = skewed_cell(1.6, 5.5, 0.8);
         return fill("small cell", c, {true, true, true}, integer(1, 2), 0);
       }
-      case 2: {   // periodic in all directions, thinner than the cutoff in one
+      case 2: {  // periodic in all directions, thinner than the cutoff in one
         Matrix3 c = skewed_cell(7, 13, 0.7);
         const int k = static_cast<int>(integer(0, 2));
-        const double thin = uniform(1.5, 4.5) / std::sqrt(c[k][0] * c[k][0] + c[k][1] * c[k][1] + c[k][2] * c[k][2]);
+        const double thin = uniform(1.5, 4.5) /
+                            std::sqrt(c[k][0] * c[k][0] + c[k][1] * c[k][1] + c[k][2] * c[k][2]);
         for (double& x : c[k]) x *= thin;
         const double v = volume(c);
         return fill("thin cell", c, {true, true, true}, atoms_for(v, 1, 120), 0);
       }
-      case 3: {   // slab: periodic in two directions
+      case 3: {  // slab: periodic in two directions
         Matrix3 c = skewed_cell(3, 24, 1.0);
         std::array<bool, 3> pbc{true, true, true};
         const int free = static_cast<int>(integer(0, 2));
@@ -399,9 +419,10 @@ class Generator {
         const double area = std::sqrt(n[0] * n[0] + n[1] * n[1] + n[2] * n[2]);
         return fill("slab", c, pbc, atoms_for(area * extent, 1, 300), extent);
       }
-      case 4: {   // molecule: no periodicity
+      case 4: {  // molecule: no periodicity
         const double extent = uniform(1, 22);
-        return fill("molecule", Matrix3{}, {false, false, false}, atoms_for(extent * extent * extent, 1, 160), extent);
+        return fill("molecule", Matrix3{}, {false, false, false},
+                    atoms_for(extent * extent * extent, 1, 160), extent);
       }
       default: {  // chain: one periodic direction
         Matrix3 c = skewed_cell(2, 12, 1.0);
@@ -432,13 +453,14 @@ TEST(RadiusGraphCellList, MatchesBruteForceOnRandomSystems) {
       TestSystem s = gen.random_system(kind);
       const auto dtype = round % 3 == 2 ? torch::kFloat64 : torch::kFloat32;
       const int64_t max_nb = round % 4 == 3 ? 0 : (round % 4 == 1 ? 8 : 30);
-      const std::string what = "round " + std::to_string(round) + (dtype == torch::kFloat64 ? " fp64 " : " fp32 ") +
+      const std::string what = "round " + std::to_string(round) +
+                               (dtype == torch::kFloat64 ? " fp64 " : " fp32 ") +
                                "max_neighbors=" + std::to_string(max_nb);
       const Batch b = make_batch({s}, dtype);
       check_against_brute_force(b, max_nb, what);
       RadiusGraphBuilder builder(kCutoff, max_nb);
-      expect_matches_independent(builder.build(b.pos, b.cells, b.systems), {s}, b, max_nb, band_for(dtype),
-                                 what + ": " + b.describe, &compared);
+      expect_matches_independent(builder.build(b.pos, b.cells, b.systems), {s}, b, max_nb,
+                                 band_for(dtype), what + ": " + b.describe, &compared);
       ++systems;
     }
   }
@@ -451,15 +473,16 @@ TEST(RadiusGraphCellList, MatchesBruteForceOnMixedBatches) {
   for (int round = 0; round < 8; ++round) {
     std::vector<TestSystem> list;
     const int64_t count = gen.integer(2, 5);
-    for (int64_t i = 0; i < count; ++i) list.push_back(gen.random_system(static_cast<int>(gen.integer(0, 5))));
+    for (int64_t i = 0; i < count; ++i)
+      list.push_back(gen.random_system(static_cast<int>(gen.integer(0, 5))));
     const int64_t max_nb = round % 2 ? 0 : 30;
     const Batch b = make_batch(list, torch::kFloat32);
     check_against_brute_force(b, max_nb, "batch " + std::to_string(round));
     RadiusGraphBuilder builder(kCutoff, max_nb);
     int64_t compared = 0;
     expect_matches_independent(builder.build(b.pos, b.cells, b.systems), list, b, max_nb,
-                               band_for(torch::kFloat32), "batch " + std::to_string(round) + ": " + b.describe,
-                               &compared);
+                               band_for(torch::kFloat32),
+                               "batch " + std::to_string(round) + ": " + b.describe, &compared);
   }
 }
 
@@ -476,7 +499,8 @@ TEST(RadiusGraphCellList, TiesAtMaxNeighborsInPerfectFcc) {
     for (int64_t i = 0; i < cells; ++i)
       for (int64_t j = 0; j < cells; ++j)
         for (int64_t k = 0; k < cells; ++k)
-          for (const auto& q : basis) s.pos.insert(s.pos.end(), {(i + q[0]) * a, (j + q[1]) * a, (k + q[2]) * a});
+          for (const auto& q : basis)
+            s.pos.insert(s.pos.end(), {(i + q[0]) * a, (j + q[1]) * a, (k + q[2]) * a});
     for (auto dtype : {torch::kFloat32, torch::kFloat64}) {
       const Batch b = make_batch({s}, dtype);
       // T inside the 1st, 2nd and 3rd shells, and on their edges.
@@ -487,7 +511,8 @@ TEST(RadiusGraphCellList, TiesAtMaxNeighborsInPerfectFcc) {
         auto g = builder.build(b.pos, b.cells, b.systems);
         const int64_t n = s.natoms();
         EXPECT_EQ(g.counts[0].item<int64_t>(), n * per_target) << "T " << T << " cells " << cells;
-        auto ref = brute_force_radius_graph(b.pos, b.cells, b.systems, builder.capacities(), kCutoff, T);
+        auto ref =
+            brute_force_radius_graph(b.pos, b.cells, b.systems, builder.capacities(), kCutoff, T);
         expect_same_graph(g, ref, "fcc " + std::to_string(cells) + "^3, T " + std::to_string(T));
       }
     }
@@ -514,7 +539,8 @@ TEST(RadiusGraphCellList, SteadyStateReadsAndUploadsNothing) {
   auto g = builder.build(moved.pos, moved.cells, moved.systems);
   EXPECT_EQ(host_read_count(), 0);
   EXPECT_EQ(upload_count(), 0);
-  auto ref = brute_force_radius_graph(moved.pos, moved.cells, moved.systems, builder.capacities(), kCutoff, 30);
+  auto ref = brute_force_radius_graph(moved.pos, moved.cells, moved.systems, builder.capacities(),
+                                      kCutoff, 30);
   expect_same_graph(g, ref, "moved");
 
   // a slightly strained cell: same bins and image ranges
@@ -527,7 +553,8 @@ TEST(RadiusGraphCellList, SteadyStateReadsAndUploadsNothing) {
   g = builder.build(strained.pos, strained.cells, strained.systems);
   EXPECT_EQ(host_read_count(), 0);
   EXPECT_EQ(upload_count(), 0);
-  ref = brute_force_radius_graph(strained.pos, strained.cells, strained.systems, builder.capacities(), kCutoff, 30);
+  ref = brute_force_radius_graph(strained.pos, strained.cells, strained.systems,
+                                 builder.capacities(), kCutoff, 30);
   expect_same_graph(g, ref, "strained");
 
   // a cell compressed below two bins' width: new constants, one upload
@@ -558,8 +585,8 @@ RadiusGraph build_until_it_fits(RadiusGraphBuilder& builder, const Batch& b, boo
       builder.grow(c);
     } else {
       auto sizes = g.sizes.cpu();
-      EXPECT_TRUE(builder.grow_to_fit(
-          std::vector<int64_t>(sizes.data_ptr<int64_t>(), sizes.data_ptr<int64_t>() + sizes.numel())));
+      EXPECT_TRUE(builder.grow_to_fit(std::vector<int64_t>(
+          sizes.data_ptr<int64_t>(), sizes.data_ptr<int64_t>() + sizes.numel())));
     }
   }
 }
@@ -571,7 +598,8 @@ TEST(RadiusGraphCellList, BinOverflowIsFlaggedAndGrowthRecovers) {
   for (bool read_counts_only : {false, true}) {
     Generator gen(11);
     // 5 bins per direction: a bin's stencil holds about 27/125 of the atoms
-    TestSystem s = gen.fill("bulk", {{{32.0, 0, 0}, {0, 32.0, 0}, {0, 0, 32.0}}}, {true, true, true}, 600, 0);
+    TestSystem s =
+        gen.fill("bulk", {{{32.0, 0, 0}, {0, 32.0, 0}, {0, 0, 32.0}}}, {true, true, true}, 600, 0);
     s.ntargets = -1;
     RadiusGraphBuilder builder(kCutoff, 30);
     Batch b = make_batch({s}, torch::kFloat32);
@@ -590,8 +618,10 @@ TEST(RadiusGraphCellList, BinOverflowIsFlaggedAndGrowthRecovers) {
     g = build_until_it_fits(builder, c, read_counts_only, &builds);
     EXPECT_GT(builds, 1);
     EXPECT_GT(builder.graph_capacities()[0].candidates, before.candidates);
-    auto ref = brute_force_radius_graph(c.pos, c.cells, c.systems, builder.capacities(), kCutoff, 30);
-    expect_same_graph(g, ref, std::string("clustered, ") + (read_counts_only ? "grow(counts)" : "grow_to_fit"));
+    auto ref =
+        brute_force_radius_graph(c.pos, c.cells, c.systems, builder.capacities(), kCutoff, 30);
+    expect_same_graph(
+        g, ref, std::string("clustered, ") + (read_counts_only ? "grow(counts)" : "grow_to_fit"));
   }
 }
 
@@ -600,7 +630,8 @@ TEST(RadiusGraphCellList, BinOverflowIsFlaggedAndGrowthRecovers) {
 TEST(RadiusGraphCellList, NeighbourOverflowIsFlaggedAndGrowthRecovers) {
   Generator gen(12);
   // 3 bins per direction; compressed to 0.7 x, 2 bins with 2.9 x the density
-  TestSystem s = gen.fill("bulk", {{{20.0, 0, 0}, {0, 20.0, 0}, {0, 0, 20.0}}}, {true, true, true}, 300, 0);
+  TestSystem s =
+      gen.fill("bulk", {{{20.0, 0, 0}, {0, 20.0, 0}, {0, 0, 20.0}}}, {true, true, true}, 300, 0);
   RadiusGraphBuilder builder(kCutoff, 0);
   Batch b = make_batch({s}, torch::kFloat32);
   builder.build(b.pos, b.cells, b.systems);

@@ -72,16 +72,17 @@ TEST(ReplayCache, ANewEpochFreesEveryCapture) {
   step(cache, &live, kB);
   step(cache, &live, kB, 2);
   ASSERT_EQ(live, 2);
-  EXPECT_EQ(step(cache, &live, kA, 0, kLater), Action::kEager);   // a capacity grew, say
+  EXPECT_EQ(step(cache, &live, kA, 0, kLater), Action::kEager);  // a capacity grew, say
   EXPECT_EQ(live, 0);
   EXPECT_EQ(cache.held(), 0u);
-  EXPECT_EQ(step(cache, &live, kA, 3, kLater), Action::kCapture);   // warm up again
+  EXPECT_EQ(step(cache, &live, kA, 3, kLater), Action::kCapture);  // warm up again
 }
 
 TEST(ReplayCache, AKeyThatChangesEveryStepNeverCaptures) {
   int live = 0;
   Cache cache;
-  for (int i = 0; i < 6; ++i) EXPECT_EQ(step(cache, &live, i % 2 ? kA : kB), Action::kEager) << "step " << i;
+  for (int i = 0; i < 6; ++i)
+    EXPECT_EQ(step(cache, &live, i % 2 ? kA : kB), Action::kEager) << "step " << i;
   EXPECT_EQ(cache.captures(), 0);
 }
 
@@ -92,7 +93,7 @@ TEST(ReplayCache, TheLeastRecentlyUsedCaptureGoesFirst) {
   step(cache, &live, kA, 1);
   step(cache, &live, kB);
   step(cache, &live, kB, 2);
-  EXPECT_EQ(step(cache, &live, kA), Action::kReplay);   // kB is now the least recently used
+  EXPECT_EQ(step(cache, &live, kA), Action::kReplay);  // kB is now the least recently used
   step(cache, &live, kC);
   step(cache, &live, kC, 3);
   EXPECT_EQ(live, 2);
@@ -109,11 +110,12 @@ TEST(ReplayCache, TheMemoryLimitKeepsOnlyTheCaptureInUse) {
   step(cache, &live, kA);
   step(cache, &live, kA, 1, kEpoch, 6);
   step(cache, &live, kB);
-  step(cache, &live, kB, 2, kEpoch, 6);   // 12 bytes together: kA goes
+  step(cache, &live, kB, 2, kEpoch, 6);  // 12 bytes together: kA goes
   EXPECT_EQ(live, 1);
   EXPECT_EQ(cache.held_bytes(), 6);
   EXPECT_EQ(step(cache, &live, kC), Action::kEager);
-  EXPECT_EQ(step(cache, &live, kC, 3, kEpoch, 25), Action::kCapture);   // alone above the limit: kept
+  EXPECT_EQ(step(cache, &live, kC, 3, kEpoch, 25),
+            Action::kCapture);  // alone above the limit: kept
   EXPECT_EQ(cache.held(), 1u);
   EXPECT_EQ(step(cache, &live, kC), Action::kReplay);
   EXPECT_EQ(cache.current().id, 3);
@@ -121,7 +123,7 @@ TEST(ReplayCache, TheMemoryLimitKeepsOnlyTheCaptureInUse) {
   step(cache, &live, kB);
   step(cache, &live, kB, 4, kEpoch, 6);
   EXPECT_EQ(cache.held(), 2u);
-  cache.set_limits(1, 100.0);   // the cache shrinks at once, to the most recent
+  cache.set_limits(1, 100.0);  // the cache shrinks at once, to the most recent
   EXPECT_EQ(live, 1);
   EXPECT_EQ(step(cache, &live, kB), Action::kReplay);
   EXPECT_EQ(cache.current().id, 4);
@@ -134,15 +136,16 @@ TEST(ReplayCache, ARefusedKeyRunsEagerForItsEpochAndIsReportedOnce) {
   ASSERT_EQ(cache.next(kEpoch, kA), Action::kCapture);
   EXPECT_TRUE(cache.refused("an operator read the host"));
   EXPECT_EQ(cache.last_refusal(), "an operator read the host");
-  for (int i = 0; i < 3; ++i) EXPECT_EQ(cache.next(kEpoch, kA), Action::kEager) << "never tried again";
+  for (int i = 0; i < 3; ++i)
+    EXPECT_EQ(cache.next(kEpoch, kA), Action::kEager) << "never tried again";
   EXPECT_EQ(step(cache, &live, kB), Action::kEager);
-  EXPECT_EQ(cache.next(kEpoch, kB), Action::kCapture);   // another key may still capture
+  EXPECT_EQ(cache.next(kEpoch, kB), Action::kCapture);  // another key may still capture
   EXPECT_TRUE(cache.refused("another reason")) << "a key refused for the first time";
   EXPECT_EQ(cache.last_refusal(), "another reason");
-  EXPECT_EQ(cache.next(kEpoch, kA), Action::kEager);     // back to kA: still refused, no new attempt
+  EXPECT_EQ(cache.next(kEpoch, kA), Action::kEager);  // back to kA: still refused, no new attempt
   EXPECT_EQ(cache.next(kEpoch, kA), Action::kEager);
   EXPECT_FALSE(cache.refused("again")) << "kA was refused before: reported once";
-  EXPECT_EQ(cache.next(kLater, kA), Action::kEager);     // a new epoch tries again
+  EXPECT_EQ(cache.next(kLater, kA), Action::kEager);  // a new epoch tries again
   EXPECT_EQ(cache.next(kLater, kA), Action::kCapture);
 }
 
@@ -151,7 +154,7 @@ TEST(ReplayCache, InvalidateFreesEveryCapture) {
   Cache cache;
   step(cache, &live, kA);
   step(cache, &live, kA, 1);
-  cache.invalidate();   // new weights
+  cache.invalidate();  // new weights
   EXPECT_EQ(live, 0);
   EXPECT_EQ(step(cache, &live, kA), Action::kEager);
   EXPECT_EQ(step(cache, &live, kA), Action::kCapture);
@@ -179,7 +182,8 @@ TEST(Replay, ReplayedStepsEqualEagerOnesOrAreRefused) {
   Engine eager(model(), opts);
   Atoms a = copper_cell();
   for (int step = 0; step < 12; ++step) {
-    a.positions = a.positions + 0.003 * torch::sin(torch::arange(12, torch::kFloat64).view({4, 3}) + step);
+    a.positions =
+        a.positions + 0.003 * torch::sin(torch::arange(12, torch::kFloat64).view({4, 3}) + step);
     if (step == 5) a.cell[0][0] += 0.02;
     const bool per_atom = step == 6 || step == 7 || step == 9;
     Request what = Request::all();
@@ -191,8 +195,12 @@ TEST(Replay, ReplayedStepsEqualEagerOnesOrAreRefused) {
     EXPECT_TRUE(torch::allclose(got.forces, want.forces, 1e-11, 1e-12)) << "step " << step;
     EXPECT_TRUE(torch::allclose(got.stress, want.stress, 1e-11, 1e-12)) << "step " << step;
     ASSERT_EQ(got.atom_virial.defined(), per_atom) << "step " << step;
-    if (per_atom) EXPECT_TRUE(torch::allclose(got.atom_virial, want.atom_virial, 1e-11, 1e-12)) << "step " << step;
-    if (step >= 8) EXPECT_EQ(replayed.stats().graph_replays, replays_before + 1) << "step " << step << " replays its key";
+    if (per_atom)
+      EXPECT_TRUE(torch::allclose(got.atom_virial, want.atom_virial, 1e-11, 1e-12))
+          << "step " << step;
+    if (step >= 8)
+      EXPECT_EQ(replayed.stats().graph_replays, replays_before + 1)
+          << "step " << step << " replays its key";
   }
   EXPECT_EQ(replayed.stats().graph_refusal, "");
   EXPECT_EQ(replayed.stats().graph_captures, 2);

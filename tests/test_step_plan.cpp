@@ -15,9 +15,9 @@ TEST(PackedRead, FieldsComeBackByNameWithTheirShapes) {
   PackedRead packed;
   const auto counts = torch::tensor({3, 7}, torch::kLong);
   const auto forces = torch::arange(12, torch::kFloat32).view({4, 3});
-  const auto flag = torch::tensor(1, torch::kLong);   // 0-dim
+  const auto flag = torch::tensor(1, torch::kLong);  // 0-dim
   EXPECT_TRUE(packed.add("counts", counts));
-  EXPECT_FALSE(packed.add("stress", torch::Tensor()));   // not computed: not registered
+  EXPECT_FALSE(packed.add("stress", torch::Tensor()));  // not computed: not registered
   EXPECT_TRUE(packed.add("forces", forces));
   EXPECT_TRUE(packed.add("flag", flag));
   EXPECT_EQ(packed.size(), 2 + 12 + 1);
@@ -49,10 +49,15 @@ TEST(PackedRead, DeclaredFieldsUnpackABroadcastBuffer) {
   received.declare("energy", {1});
   received.declare("forces", {2, 3});
   expect_error([&] { received.scalar("energy"); }, "read before its values");
-  expect_error([&] { received.unpack({1.0, 2.0}); }, "a packed buffer of 2 values where 7 were registered");
+  expect_error(
+      [&] {
+        received.unpack({1.0, 2.0});
+      },
+      "a packed buffer of 2 values where 7 were registered");
   received.unpack(buffer);
   EXPECT_EQ(received.scalar("energy"), -3.5);
-  EXPECT_TRUE(torch::equal(received.tensor("forces"), torch::arange(6, torch::kFloat64).view({2, 3})));
+  EXPECT_TRUE(
+      torch::equal(received.tensor("forces"), torch::arange(6, torch::kFloat64).view({2, 3})));
   expect_error([&] { received.flat(); }, "no values to send");
 }
 
@@ -79,7 +84,7 @@ TEST(StepPlan, OneKeyDecidesWhenAPlanIsBuilt) {
   EXPECT_EQ(plans(), 1) << "positions and cell are not part of the key";
 
   Atoms reordered = a;
-  reordered.numbers = {29, 29, 28, 29};   // same composition
+  reordered.numbers = {29, 29, 28, 29};  // same composition
   evaluate_on_host(engine, {reordered});
   EXPECT_EQ(plans(), 2);
   EXPECT_EQ(merges(), 1) << "the same composition keeps the merged experts";
@@ -126,12 +131,14 @@ TEST(StepPlan, KeysOfDifferentLayoutsDiffer) {
   device_ids.on_device.layout_id = 1;
   Atoms device_other = device_ids;
   device_other.on_device.layout_id = 2;
-  const std::vector<std::vector<int64_t>> keys{plan_key({whole}, config), plan_key({piece}, config),
-                                               plan_key({larger}, config), plan_key({device_ids}, config),
-                                               plan_key({device_other}, config), plan_key({whole, whole}, config)};
+  const std::vector<std::vector<int64_t>> keys{
+      plan_key({whole}, config),        plan_key({piece}, config),
+      plan_key({larger}, config),       plan_key({device_ids}, config),
+      plan_key({device_other}, config), plan_key({whole, whole}, config)};
   for (size_t i = 0; i < keys.size(); ++i)
     for (size_t j = i + 1; j < keys.size(); ++j) EXPECT_NE(keys[i], keys[j]) << i << " " << j;
-  EXPECT_EQ(plan_key({whole}, config), plan_key({copper_cell(0.2, 11)}, config)) << "positions are not in the key";
+  EXPECT_EQ(plan_key({whole}, config), plan_key({copper_cell(0.2, 11)}, config))
+      << "positions are not in the key";
 }
 
 }  // namespace

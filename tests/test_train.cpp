@@ -57,7 +57,8 @@ double loss_and_gradient(Trainer& t, const std::vector<int64_t>& ids) {
 }
 
 std::vector<int64_t> add_samples(Trainer& t) {
-  return {t.add_sample(labelled(copper_cell(), -14.0)), t.add_sample(labelled(triclinic_cell(), -9.0)),
+  return {t.add_sample(labelled(copper_cell(), -14.0)),
+          t.add_sample(labelled(triclinic_cell(), -9.0)),
           t.add_sample(labelled(molecule(), -30.0, false))};
 }
 
@@ -79,7 +80,7 @@ TEST(Training, StepReadsNothingFromTheDevice) {
     for (int i = 0; i < 4; ++i) trainer.step(sampler.next(natoms));
   }
   EXPECT_EQ(host_read_count(), 0);
-  auto stats = trainer.read_stats();   // reading is where the host waits, once
+  auto stats = trainer.read_stats();  // reading is where the host waits, once
   EXPECT_EQ(host_read_count(), 1);
   EXPECT_EQ(stats.steps, 5);
   EXPECT_TRUE(std::isfinite(stats.loss));
@@ -93,11 +94,11 @@ TEST(Training, ConservingGradientMatchesFiniteDifferences) {
   auto ids = add_samples(trainer);
   loss_and_gradient(trainer, ids);
   auto grad = trainer.gradient().clone();
-  std::vector<torch::Tensor> params;   // the flat gradient's order: trainable parameters
+  std::vector<torch::Tensor> params;  // the flat gradient's order: trainable parameters
   for (const auto& p : trainer.model()->parameters())
     if (p.requires_grad()) params.push_back(p);
   auto order = std::get<1>(grad.abs().sort(0, /*descending=*/true));
-  int compared = 0;   // finite differences actually compared (not loop passes)
+  int compared = 0;  // finite differences actually compared (not loop passes)
   for (int64_t r = 0, picked = 0; r < order.size(0) && picked < 6; r += 97, ++picked) {
     const int64_t k = order[r].item<int64_t>();
     // Find parameter and element for flat index k.
@@ -136,7 +137,8 @@ TEST(Training, BatchedMoleEqualsSplitViews) {
   auto lb = loss_and_gradient(b, ids);
   EXPECT_NEAR(la, lb, 1e-12 * std::abs(la));
   EXPECT_TRUE(torch::isfinite(b.gradient()).all().item<bool>());
-  EXPECT_LT((a.gradient() - b.gradient()).abs().max().item<double>(), 1e-10 * a.gradient().abs().max().item<double>());
+  EXPECT_LT((a.gradient() - b.gradient()).abs().max().item<double>(),
+            1e-10 * a.gradient().abs().max().item<double>());
 }
 
 TEST(Training, LossFallsOnAFixedBatch) {
@@ -158,7 +160,8 @@ TEST(Training, LossFallsOnAFixedBatch) {
 TEST(Training, NonFiniteStepLeavesWeightsAlone) {
   Trainer trainer(random_model(small_config()), options());
   const int64_t good = trainer.add_sample(labelled(copper_cell(), -14.0));
-  const int64_t bad = trainer.add_sample(labelled(triclinic_cell(), DBL_MAX));   // loss overflows to inf
+  const int64_t bad =
+      trainer.add_sample(labelled(triclinic_cell(), DBL_MAX));  // loss overflows to inf
   auto before = weights(trainer);
   trainer.step({bad});
   EXPECT_TRUE(torch::equal(before, weights(trainer)));
@@ -188,7 +191,8 @@ TEST(Training, OptimizerStateRoundTrip) {
   a.save_model((dir / "avg.safetensors").string(), true);
   auto loaded = load_model((dir / "avg.safetensors").string());
   EXPECT_EQ(loaded->parameters().size(), a.model()->parameters().size());
-  expect_error([&] { b.load_state((dir / "avg.safetensors").string()); }, "not a lammps-uma optimizer state");
+  expect_error([&] { b.load_state((dir / "avg.safetensors").string()); },
+               "not a lammps-uma optimizer state");
 }
 
 TEST(Training, BadSamplesAreRefused) {
@@ -201,7 +205,8 @@ TEST(Training, BadSamplesAreRefused) {
   expect_error([&] { trainer.add_sample(s); }, "forces label has 6 numbers for 4 atoms");
   s = labelled(copper_cell(), -14.0);
   s.atoms.positions[1] = s.atoms.positions[0];
-  expect_error([&] { trainer.add_sample(s); }, "atoms 0 and 1 (0-based, in input order) are 0 A apart");
+  expect_error([&] { trainer.add_sample(s); },
+               "atoms 0 and 1 (0-based, in input order) are 0 A apart");
   EXPECT_EQ(trainer.num_samples(), 0);
 }
 
@@ -243,7 +248,8 @@ TEST(TrainingParity, OneStepMatchesFairchem) {
     a.task = s["task"];
     sample.labels.has_energy = sample.labels.has_forces = true;
     sample.labels.energy = s["energy"];
-    for (const auto& f : s["forces"]) sample.labels.forces.insert(sample.labels.forces.end(), f.begin(), f.end());
+    for (const auto& f : s["forces"])
+      sample.labels.forces.insert(sample.labels.forces.end(), f.begin(), f.end());
     if (!s["stress"].is_null()) {
       sample.labels.has_stress = true;
       for (int k = 0; k < 9; ++k) sample.labels.stress[k] = s["stress"][k];
@@ -268,11 +274,16 @@ TEST(TrainingParity, OneStepMatchesFairchem) {
     auto flat = p.value().detach().reshape({-1});
     for (size_t k = 0; k < u["index"].size(); ++k) {
       const double got = flat[u["index"][k].get<int64_t>()].item<double>();
-      EXPECT_NEAR(got, u["value"][k].get<double>(), 1e-12 + 1e-9 * o.optimizer.lr) << p.key() << "[" << k << "]";
+      EXPECT_NEAR(got, u["value"][k].get<double>(), 1e-12 + 1e-9 * o.optimizer.lr)
+          << p.key() << "[" << k << "]";
       ++compared;
     }
   }
-  EXPECT_EQ(compared, [&] { int n = 0; for (const auto& [k, v] : fx["updated"].items()) n += v["index"].size(); return n; }());
+  EXPECT_EQ(compared, [&] {
+    int n = 0;
+    for (const auto& [k, v] : fx["updated"].items()) n += v["index"].size();
+    return n;
+  }());
 }
 
 // Deterministic algorithms are on inside step() only: the MD evaluations
@@ -325,7 +336,7 @@ TEST(Training, FailuresAreAgreedBeforeEachCollective) {
   EXPECT_EQ(seen[0], "");
   EXPECT_NE(seen[1].find("injected"), std::string::npos);
   // Another process's failure stops this one too, with that message.
-  int meetings = 0;   // the second meeting reports another process's failure
+  int meetings = 0;  // the second meeting reports another process's failure
   opts.first_failure = [&](const std::string&) {
     return ++meetings == 2 ? std::string("rank 1: out of memory") : std::string();
   };
@@ -346,11 +357,13 @@ TEST(Sampler, PacksDeterministicallyAndSplitsOverProcesses) {
     for (int64_t i : batch) atoms += natoms[i], seen.insert(i);
     EXPECT_LE(atoms, 10);
   }
-  EXPECT_EQ(one.left_out(), 1);   // the 30-atom sample
+  EXPECT_EQ(one.left_out(), 1);  // the 30-atom sample
   EXPECT_EQ(seen, (std::multiset<int64_t>{0, 1, 2, 3, 4, 5, 6, 7, 8}));
   // Same seed, same plan; two processes share the batches of one.
-  train::MaxAtomsSampler again(10, 42), same(10, 42), r0(10, 42, 2, 0), r1(10, 42, 2, 1), whole(10, 42);
-  for (int step = 0; step < 12; ++step) EXPECT_EQ(again.next(natoms), same.next(natoms)) << "step " << step;
+  train::MaxAtomsSampler again(10, 42), same(10, 42), r0(10, 42, 2, 0), r1(10, 42, 2, 1),
+      whole(10, 42);
+  for (int step = 0; step < 12; ++step)
+    EXPECT_EQ(again.next(natoms), same.next(natoms)) << "step " << step;
   auto a0 = r0.next(natoms), a1 = r1.next(natoms), w0 = whole.next(natoms), w1 = whole.next(natoms);
   EXPECT_EQ(a0, w0);
   EXPECT_EQ(a1, w1);
@@ -362,7 +375,7 @@ TEST(Sampler, ResumeRepeatsAnEpochThatGainedSamples) {
   std::vector<int64_t> natoms{4, 4, 4, 4, 4, 4};
   train::MaxAtomsSampler run(4, 9);
   run.next(natoms);
-  natoms.insert(natoms.end(), {4, 4, 4});   // three frames labelled during the epoch
+  natoms.insert(natoms.end(), {4, 4, 4});  // three frames labelled during the epoch
   run.next(natoms);
   const int64_t epoch = run.epoch(), position = run.position(), planned = run.planned_samples();
   EXPECT_EQ(planned, 6);

@@ -21,9 +21,9 @@ std::string write_temp(const std::string& name, const std::string& text) {
   return path;
 }
 
-
 TEST(TrainingData, LabelsMasksAndStressLayouts) {
-  const auto path = write_temp("labels.extxyz",
+  const auto path = write_temp(
+      "labels.extxyz",
       "2\n"
       "Lattice=\"3 0 0 0 3 0 0 0 3\" Properties=species:S:1:pos:R:3:forces:R:3 energy=-7.5 "
       "stress=\"1 2 3 2 4 5 3 5 6\" task=omat pbc=\"T T T\"\n"
@@ -33,7 +33,8 @@ TEST(TrainingData, LabelsMasksAndStressLayouts) {
       "Properties=species:S:1:pos:R:3 task=omol charge=1 spin=2 pbc=\"F F F\"\n"
       "O 0 0 0\nH 0.96 0 0\nH -0.24 0.93 0\n"
       "1\n"
-      "Lattice=\"2 0 0 0 2 0 0 0 2\" Properties=species:S:1:pos:R:3 stress=\"1 2 3 4 5 6\" pbc=\"T T T\"\n"
+      "Lattice=\"2 0 0 0 2 0 0 0 2\" Properties=species:S:1:pos:R:3 stress=\"1 2 3 4 5 6\" pbc=\"T "
+      "T T\"\n"
       "Ni 0 0 0\n");
   const auto s = read_training_data(path, "oc20");
   ASSERT_EQ(s.size(), 3u);
@@ -59,8 +60,10 @@ TEST(TrainingData, WrongShapesAreErrors) {
   const std::string head = "1\nProperties=species:S:1:pos:R:3";
   // (file name, comment-line labels and atom line, what the error must say)
   const std::vector<std::array<std::string, 3>> cases = {
-      {"forces2", ":forces:R:2 task=omat\nCu 0 0 0 1 2\n", "frame 0: column 'forces' must have 3 components"},
-      {"stress4", " task=omat stress=\"1 2 3 4\"\nCu 0 0 0\n", "label 'stress' needs 9 or 6 (Voigt) numbers, has 4"},
+      {"forces2", ":forces:R:2 task=omat\nCu 0 0 0 1 2\n",
+       "frame 0: column 'forces' must have 3 components"},
+      {"stress4", " task=omat stress=\"1 2 3 4\"\nCu 0 0 0\n",
+       "label 'stress' needs 9 or 6 (Voigt) numbers, has 4"},
       {"energy", " task=omat energy=abc\nCu 0 0 0\n", "label 'energy': 'abc' is not a number"},
       {"charge", " task=omol charge=0.5\nCu 0 0 0\n", "label 'charge' must be one integer"},
       {"notask", "\nCu 0 0 0\n", "no 'task' label and no default task"},

@@ -47,14 +47,16 @@ class NoSyncGuard {
     // Built without the CUDA headers, the guard cannot arm: a CUDA test run
     // would then prove nothing about synchronisations, so it fails here.
     if (test_device().is_cuda())
-      throw std::runtime_error("UMA_TEST_DEVICE is a CUDA device, but the tests were built without "
-                               "cuda_runtime_api.h, so the synchronisation guard cannot be armed");
+      throw std::runtime_error(
+          "UMA_TEST_DEVICE is a CUDA device, but the tests were built without "
+          "cuda_runtime_api.h, so the synchronisation guard cannot be armed");
 #endif
   }
   bool active() const { return active_; }
   ~NoSyncGuard() {
 #ifdef UMA_TEST_HAS_CUDA_HEADERS
-    if (active_) c10::cuda::warning_state().set_sync_debug_mode(c10::cuda::SyncDebugMode::L_DISABLED);
+    if (active_)
+      c10::cuda::warning_state().set_sync_debug_mode(c10::cuda::SyncDebugMode::L_DISABLED);
 #endif
   }
   NoSyncGuard(const NoSyncGuard&) = delete;
@@ -72,19 +74,30 @@ inline std::string fixtures_dir() {
   if (fixtures && *fixtures) return fixtures;
   const char* source = std::getenv("UMA_SOURCE_DIR");
   if (!source || !*source)
-    throw std::runtime_error("set UMA_FIXTURES_DIR or UMA_SOURCE_DIR (ctest sets it) to find the parity fixtures");
+    throw std::runtime_error(
+        "set UMA_FIXTURES_DIR or UMA_SOURCE_DIR (ctest sets it) to find the parity fixtures");
   return std::string(source) + "/tests/fixtures";
 }
 
 // A small UMA-S-shaped configuration (same structure, tiny widths).
 inline nlohmann::json small_config(int experts = 4, bool dataset_head = false,
                                    bool charge_balance = false, int max_neighbors = 300) {
-  nlohmann::json b = {{"max_num_elements", 100}, {"sphere_channels", 8},  {"hidden_channels", 12},
-                      {"lmax", 2},               {"mmax", 2},             {"num_layers", 2},
-                      {"edge_channels", 6},      {"num_distance_basis", 10}, {"cutoff", 5.0},
-                      {"num_experts", experts},  {"max_neighbors", max_neighbors},
-                      {"use_composition_embedding", true}, {"act_type", "gate"}, {"ff_type", "spectral"},
-                      {"norm_type", "rms_norm_sh"}, {"chg_spin_emb_type", "rand_emb"},
+  nlohmann::json b = {{"max_num_elements", 100},
+                      {"sphere_channels", 8},
+                      {"hidden_channels", 12},
+                      {"lmax", 2},
+                      {"mmax", 2},
+                      {"num_layers", 2},
+                      {"edge_channels", 6},
+                      {"num_distance_basis", 10},
+                      {"cutoff", 5.0},
+                      {"num_experts", experts},
+                      {"max_neighbors", max_neighbors},
+                      {"use_composition_embedding", true},
+                      {"act_type", "gate"},
+                      {"ff_type", "spectral"},
+                      {"norm_type", "rms_norm_sh"},
+                      {"chg_spin_emb_type", "rand_emb"},
                       {"dataset_mapping", {{"omat", "omat"}, {"omol", "omol"}, {"oc20", "oc20"}}}};
   if (charge_balance) b["charge_balanced_channels"] = {0, 1, 2};
   nlohmann::json j = {{"model_id", "test"}, {"backbone", b}};
@@ -95,8 +108,10 @@ inline nlohmann::json small_config(int experts = 4, bool dataset_head = false,
   j["tasks"] = nlohmann::json::array();
   for (const char* ds : {"omat", "omol", "oc20"})
     for (const char* prop : {"energy", "forces", "stress"})
-      j["tasks"].push_back({{"name", std::string(ds) + "_" + prop}, {"property", prop},
-                            {"datasets", {ds}}, {"normalizer", {{"mean", 0.0}, {"rmsd", 1.5}}}});
+      j["tasks"].push_back({{"name", std::string(ds) + "_" + prop},
+                            {"property", prop},
+                            {"datasets", {ds}},
+                            {"normalizer", {{"mean", 0.0}, {"rmsd", 1.5}}}});
   return j;
 }
 
@@ -147,18 +162,21 @@ inline Atoms copper_cell(double rattle = 0.07, uint64_t seed = 3) {
   torch::manual_seed(seed);
   auto noise = torch::empty({12}, torch::kFloat64).uniform_(-rattle, rattle);
   for (int i = 0; i < 12; ++i) pos[i] += noise[i].item<double>();
-  return atoms_from({29, 29, 29, 29}, pos, {{{a, 0, 0}, {0, a, 0}, {0, 0, a}}}, {true, true, true}, "omat");
+  return atoms_from({29, 29, 29, 29}, pos, {{{a, 0, 0}, {0, a, 0}, {0, 0, a}}}, {true, true, true},
+                    "omat");
 }
 
 // Skewed triclinic cell with two elements.
 inline Atoms triclinic_cell() {
   return atoms_from({13, 8, 8}, {0.1, 0.2, 0.3, 1.9, 0.4, 0.7, 0.9, 1.8, 1.6},
-                    {{{3.1, 0.0, 0.0}, {1.4, 2.9, 0.0}, {0.8, -1.1, 3.3}}}, {true, true, true}, "omat");
+                    {{{3.1, 0.0, 0.0}, {1.4, 2.9, 0.0}, {0.8, -1.1, 3.3}}}, {true, true, true},
+                    "omat");
 }
 
 // A small molecule without periodicity.
 inline Atoms molecule(int64_t charge = 1, int64_t spin = 2) {
-  return atoms_from({6, 8, 1, 1, 7}, {0, 0, 0, 1.22, 0.05, 0, -0.55, 0.93, 0.1, -0.5, -0.95, -0.1, 0.3, 0.2, 1.4},
+  return atoms_from({6, 8, 1, 1, 7},
+                    {0, 0, 0, 1.22, 0.05, 0, -0.55, 0.93, 0.1, -0.5, -0.95, -0.1, 0.3, 0.2, 1.4},
                     {}, {false, false, false}, "omol", charge, spin);
 }
 

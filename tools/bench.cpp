@@ -37,7 +37,8 @@ double forward_flops_per_edge(const BackboneConfig& b) {
                K = b.num_distance_basis;
   const double radial = (K + 2 * E) * E + E * E;
   const double conv1_radial = radial + E * (6 * 2 * C);
-  const double conv1 = 3 * 2 * C * (3 * H + 2 * H) + 2 * (2 * 2 * C) * (2 * 2 * H) + 2 * (2 * C) * (2 * H);
+  const double conv1 =
+      3 * 2 * C * (3 * H + 2 * H) + 2 * (2 * 2 * C) * (2 * 2 * H) + 2 * (2 * C) * (2 * H);
   const double conv2 = 3 * H * 3 * C + 2 * (2 * H) * (2 * 2 * C) + 2 * H * 2 * C;
   const double rotations = 35 * 2 * C + 35 * C;
   const double per_block = conv1_radial + conv1 + conv2 + rotations;
@@ -89,13 +90,14 @@ int bench(const BenchArgs& a) {
   opt.merge_mole = a.merge;
   opt.memory_budget = a.memory_gb * 1e9;
   if (a.chunk > 0) opt.recompute_chunk = a.chunk;
-  opt.edge_ops = a.edge_ops == "lean" ? EngineOptions::EdgeOps::kLean : EngineOptions::EdgeOps::kReference;
+  opt.edge_ops =
+      a.edge_ops == "lean" ? EngineOptions::EdgeOps::kLean : EngineOptions::EdgeOps::kReference;
   opt.cuda_graph = a.cuda_graph;
   const auto t_load = Clock::now();
   Engine engine(load_model(a.model), opt);
   const double load_s = seconds_since(t_load);
   rusage loaded{};
-  getrusage(RUSAGE_SELF, &loaded);   // the process baseline: libraries, model, file reading
+  getrusage(RUSAGE_SELF, &loaded);  // the process baseline: libraries, model, file reading
   const auto frame = read_extxyz(a.structure).at(0);
   Atoms atoms;
   atoms.numbers = frame.numbers;
@@ -124,7 +126,8 @@ int bench(const BenchArgs& a) {
   const int64_t edges = first.edges[0];
   const int64_t natoms = static_cast<int64_t>(atoms.numbers.size());
   // forward + input-gradient backward: each GEMM runs once more for dX
-  const double flops = 2.0 * (forward_flops_per_edge(cfg) * edges + forward_flops_per_atom(cfg) * natoms);
+  const double flops =
+      2.0 * (forward_flops_per_edge(cfg) * edges + forward_flops_per_atom(cfg) * natoms);
   std::vector<double> sorted = times;
   std::sort(sorted.begin(), sorted.end());
   const double median = sorted[sorted.size() / 2];
@@ -135,7 +138,8 @@ int bench(const BenchArgs& a) {
   // A plain float32 GEMM of similar size: [edges, 512] x [512, 512].
   // (On a GPU each timed product ends with a read of one element, so that the
   // time covers the kernel.)
-  auto A = torch::randn({std::max<int64_t>(edges, 512), 512}, torch::TensorOptions().device(opt.device));
+  auto A =
+      torch::randn({std::max<int64_t>(edges, 512), 512}, torch::TensorOptions().device(opt.device));
   auto B = torch::randn({512, 512}, torch::TensorOptions().device(opt.device));
   auto gemm = [&] { torch::mm(A, B)[0][0].item<float>(); };
   gemm();
@@ -158,7 +162,7 @@ int bench(const BenchArgs& a) {
       {"graph_captures", es.graph_captures},
       {"graph_replays", es.graph_replays},
       {"graph_refusal", es.graph_refusal},
-      {"graph_pool_mb", es.graph_held_bytes / 1e6},   // device memory the held captures keep
+      {"graph_pool_mb", es.graph_held_bytes / 1e6},  // device memory the held captures keep
       {"alloc_mb_per_eval", alloc_mb},
       {"edge_alloc_mb_per_eval", edge_alloc_mb},
       {"steps_per_s", 1.0 / median},

@@ -32,7 +32,9 @@ struct Stats {
     return s[s.size() / 2];
   }
   double max() const { return *std::max_element(all.begin(), all.end()); }
-  nlohmann::json json() const { return {{"min", min()}, {"median", median()}, {"max", max()}, {"all", all}}; }
+  nlohmann::json json() const {
+    return {{"min", min()}, {"median", median()}, {"max", max()}, {"all", all}};
+  }
 };
 
 // n x n x n conventional fcc cells (4 atoms each), every atom moved by up to
@@ -84,13 +86,15 @@ int bench_graph(const BenchGraphArgs& a) {
 
   nlohmann::json sizes = nlohmann::json::array();
   if (!a.json)
-    std::printf("radius graph of rattled fcc Cu (a = %.3f A), cutoff %g A, max_neighbors %lld, %s %s, "
-                "cell list: %d repeats after one warm-up build, brute force: %d repeats\n",
-                lattice, a.cutoff, static_cast<long long>(a.max_neighbors), a.device.c_str(),
-                a.precision.c_str(), a.repeats, a.brute_repeats);
+    std::printf(
+        "radius graph of rattled fcc Cu (a = %.3f A), cutoff %g A, max_neighbors %lld, %s %s, "
+        "cell list: %d repeats after one warm-up build, brute force: %d repeats\n",
+        lattice, a.cutoff, static_cast<long long>(a.max_neighbors), a.device.c_str(),
+        a.precision.c_str(), a.repeats, a.brute_repeats);
   if (!a.json)
-    std::printf("%8s %9s | %-28s | %-28s | %9s | %s\n", "atoms", "edges", "cell list s (min/med/max)",
-                "brute force s (min/med/max)", "speed-up", "same graph");
+    std::printf("%8s %9s | %-28s | %-28s | %9s | %s\n", "atoms", "edges",
+                "cell list s (min/med/max)", "brute force s (min/med/max)", "speed-up",
+                "same graph");
   std::vector<std::pair<int64_t, double>> cell_medians;
   for (int64_t n : a.sizes) {
     const int64_t natoms = 4 * n * n * n;
@@ -107,26 +111,30 @@ int bench_graph(const BenchGraphArgs& a) {
     RadiusGraphBuilder builder(a.cutoff, a.max_neighbors);
     wait_for(device);
     const auto t_first = Clock::now();
-    RadiusGraph graph = builder.build(pos, cells, systems);   // warm-up: sizes the buffers (probe)
+    RadiusGraph graph = builder.build(pos, cells, systems);  // warm-up: sizes the buffers (probe)
     wait_for(device);
     const double first_build = std::chrono::duration<double>(Clock::now() - t_first).count();
-    const Stats cell_list = time_repeats(a.repeats, device, [&] { graph = builder.build(pos, cells, systems); });
+    const Stats cell_list =
+        time_repeats(a.repeats, device, [&] { graph = builder.build(pos, cells, systems); });
     const int64_t edges = graph.counts.cpu()[0].item<int64_t>();
     const auto& cap = builder.graph_capacities()[0];
 
-    nlohmann::json row = {{"n", n},
-                          {"atoms", natoms},
-                          {"edges", edges},
-                          {"capacity", {{"edges", cap.edges}, {"candidates", cap.candidates}, {"neighbors", cap.neighbors}}},
-                          {"cell_list_first_build", first_build},
-                          {"cell_list", cell_list.json()}};
+    nlohmann::json row = {
+        {"n", n},
+        {"atoms", natoms},
+        {"edges", edges},
+        {"capacity",
+         {{"edges", cap.edges}, {"candidates", cap.candidates}, {"neighbors", cap.neighbors}}},
+        {"cell_list_first_build", first_build},
+        {"cell_list", cell_list.json()}};
     cell_medians.emplace_back(natoms, cell_list.median());
     char brute_text[64] = "skipped (--max-brute)", speedup[32] = "-", same[16] = "-";
     if (natoms <= a.max_brute) {
       // No warm-up: nothing is sized or cached, and at 10k atoms one build takes minutes.
       RadiusGraph ref;
       const Stats brute = time_repeats(a.brute_repeats, device, [&] {
-        ref = brute_force_radius_graph(pos, cells, systems, builder.capacities(), a.cutoff, a.max_neighbors);
+        ref = brute_force_radius_graph(pos, cells, systems, builder.capacities(), a.cutoff,
+                                       a.max_neighbors);
       });
       const bool identical = ref.src.equal(graph.src) && ref.tgt.equal(graph.tgt) &&
                              ref.offsets.equal(graph.offsets) && ref.valid.equal(graph.valid) &&
@@ -134,17 +142,19 @@ int bench_graph(const BenchGraphArgs& a) {
       row["brute_force"] = brute.json();
       row["speedup_median"] = brute.median() / cell_list.median();
       row["identical"] = identical;
-      std::snprintf(brute_text, sizeof brute_text, "%.4f / %.4f / %.4f", brute.min(), brute.median(), brute.max());
+      std::snprintf(brute_text, sizeof brute_text, "%.4f / %.4f / %.4f", brute.min(),
+                    brute.median(), brute.max());
       std::snprintf(speedup, sizeof speedup, "%.1fx", brute.median() / cell_list.median());
       std::snprintf(same, sizeof same, "%s", identical ? "yes" : "NO");
     } else {
       row["brute_force"] = nullptr;
-      row["note"] = "brute force skipped: more atoms than --max-brute " + std::to_string(a.max_brute);
+      row["note"] =
+          "brute force skipped: more atoms than --max-brute " + std::to_string(a.max_brute);
     }
     if (!a.json) {
       char cell_text[64];
-      std::snprintf(cell_text, sizeof cell_text, "%.4f / %.4f / %.4f", cell_list.min(), cell_list.median(),
-                    cell_list.max());
+      std::snprintf(cell_text, sizeof cell_text, "%.4f / %.4f / %.4f", cell_list.min(),
+                    cell_list.median(), cell_list.max());
       std::printf("%8lld %9lld | %-28s | %-28s | %9s | %s\n", static_cast<long long>(natoms),
                   static_cast<long long>(edges), cell_text, brute_text, speedup, same);
       std::fflush(stdout);
@@ -152,10 +162,16 @@ int bench_graph(const BenchGraphArgs& a) {
     sizes.push_back(row);
   }
 
-  nlohmann::json out = {{"lattice", lattice},       {"cutoff", a.cutoff},     {"max_neighbors", a.max_neighbors},
-                        {"device", a.device},       {"precision", a.precision}, {"repeats", a.repeats},
+  nlohmann::json out = {{"lattice", lattice},
+                        {"cutoff", a.cutoff},
+                        {"max_neighbors", a.max_neighbors},
+                        {"device", a.device},
+                        {"precision", a.precision},
+                        {"repeats", a.repeats},
                         {"brute_repeats", a.brute_repeats},
-                        {"rattle", a.rattle},       {"max_brute", a.max_brute}, {"sizes", sizes}};
+                        {"rattle", a.rattle},
+                        {"max_brute", a.max_brute},
+                        {"sizes", sizes}};
   if (cell_medians.size() >= 2) {
     const auto& first = cell_medians.front();
     const auto& last = cell_medians.back();
@@ -169,7 +185,8 @@ int bench_graph(const BenchGraphArgs& a) {
   const bool skipped = std::any_of(a.sizes.begin(), a.sizes.end(),
                                    [&](int64_t n) { return 4 * n * n * n > a.max_brute; });
   if (!a.json && skipped)
-    std::printf("note: brute force skipped above %lld atoms (--max-brute)\n", static_cast<long long>(a.max_brute));
+    std::printf("note: brute force skipped above %lld atoms (--max-brute)\n",
+                static_cast<long long>(a.max_brute));
   if (a.json) std::cout << out.dump(1) << "\n";
   return 0;
 }

@@ -21,7 +21,7 @@ namespace uma::tool {
 namespace {
 
 std::atomic<int64_t> aten_calls{0};
-std::map<std::string, int64_t> aten_names;   // with --ops: calls per operator
+std::map<std::string, int64_t> aten_names;  // with --ops: calls per operator
 bool by_name = false;
 
 std::unique_ptr<at::ObserverContext> count_aten(const at::RecordFunction& fn) {
@@ -55,7 +55,8 @@ int bench_train(const BenchTrainArgs& a) {
 
   aten_calls = 0;
   by_name = a.ops;
-  auto handle = at::addGlobalCallback(at::RecordFunctionCallback(count_aten).scopes({at::RecordScope::FUNCTION}));
+  auto handle = at::addGlobalCallback(
+      at::RecordFunctionCallback(count_aten).scopes({at::RecordScope::FUNCTION}));
   reset_transfer_counts();
   trainer.step(batch);
   const int64_t reads = host_read_count();
@@ -79,7 +80,12 @@ int bench_train(const BenchTrainArgs& a) {
                         {"median_seconds", times[times.size() / 2]},
                         {"host_reads_per_step", reads},
                         {"aten_ops_per_step", op_count},
-                        {"atoms", [&] { int64_t n = 0; for (auto i : batch) n += trainer.sample(i).atoms.numbers.size(); return n; }()},
+                        {"atoms",
+                         [&] {
+                           int64_t n = 0;
+                           for (auto i : batch) n += trainer.sample(i).atoms.numbers.size();
+                           return n;
+                         }()},
                         {"loss", stats.loss},
                         {"threads", at::get_num_threads()}};
   if (a.ops) {

@@ -12,15 +12,15 @@ struct BenchArgs {
   std::string model, structure, task = "omat", precision = "fp32", device = "cpu";
   int repeats = 5;
   bool merge = true;
-  double memory_gb = 0;   // 0: automatic
-  int64_t chunk = 0;      // > 0: recompute in chunks of this many edges (overrides the plan)
-  std::string edge_ops = "lean";   // lean or reference (EngineOptions::edge_ops)
-  bool cuda_graph = false;         // replay a CUDA graph of the step (EngineOptions::cuda_graph)
+  double memory_gb = 0;  // 0: automatic
+  int64_t chunk = 0;     // > 0: recompute in chunks of this many edges (overrides the plan)
+  std::string edge_ops = "lean";  // lean or reference (EngineOptions::edge_ops)
+  bool cuda_graph = false;        // replay a CUDA graph of the step (EngineOptions::cuda_graph)
 };
 
 struct TrainArgs {
   std::string model, data, out, validate, task, device = "cpu";
-  std::string raw_out;   // also the raw weights (--out holds the averaged ones when ema > 0)
+  std::string raw_out;  // also the raw weights (--out holds the averaged ones when ema > 0)
   int64_t steps = 100, max_atoms = 200, print_every = 10;
   bool shuffle = true;
   // (name, value) of the training options given, in order: uma::train's
@@ -41,7 +41,7 @@ int test(const TestArgs& args);
 struct BenchTrainArgs {
   std::string model, data, device = "cpu";
   int steps = 5, warmup = 2;
-  bool ops = false;   // also list the most frequent ATen operators
+  bool ops = false;  // also list the most frequent ATen operators
 };
 
 // Times training steps on one fixed batch and counts host reads and ATen ops.
@@ -51,9 +51,9 @@ int bench_train(const BenchTrainArgs& args);
 int bench(const BenchArgs& args);
 
 struct BenchGraphArgs {
-  std::vector<int64_t> sizes{6, 13, 25};   // fcc supercells n x n x n (4 n^3 atoms)
+  std::vector<int64_t> sizes{6, 13, 25};  // fcc supercells n x n x n (4 n^3 atoms)
   int repeats = 5, brute_repeats = 3;
-  int64_t max_brute = 2000;                 // atoms: larger sizes skip the brute force
+  int64_t max_brute = 2000;  // atoms: larger sizes skip the brute force
   int64_t max_neighbors = 30;
   double cutoff = 6.0, rattle = 0.05;
   std::string device = "cpu", precision = "fp32";

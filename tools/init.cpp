@@ -59,11 +59,13 @@ int init(const InitArgs& a) {
   for (const auto& task : config.tasks) {
     if (task.property != Property::kEnergy || task.element_references.empty()) continue;
     for (const auto& ds : task.datasets)
-      model->set_element_references(ds, torch::zeros({config.backbone.max_num_elements}, torch::kFloat64));
+      model->set_element_references(
+          ds, torch::zeros({config.backbone.max_num_elements}, torch::kFloat64));
   }
   save_model(model, a.out);
   std::printf("wrote %s: %lld parameters, seeded random weights (seed %llu): for timing only\n",
-              a.out.c_str(), static_cast<long long>(params), static_cast<unsigned long long>(a.seed));
+              a.out.c_str(), static_cast<long long>(params),
+              static_cast<unsigned long long>(a.seed));
   return 0;
 }
 

@@ -22,17 +22,19 @@ std::vector<int64_t> add_all(train::Trainer& trainer, const std::vector<Sample>&
 }
 
 void print_errors(const char* what, const train::Trainer::Errors& e) {
-  std::printf("%-10s  energy MAE %.5f eV/atom   forces MAE %.5f eV/A   stress MAE %.6f eV/A^3\n", what,
-              e.energy, e.forces, e.stress);
+  std::printf("%-10s  energy MAE %.5f eV/atom   forces MAE %.5f eV/A   stress MAE %.6f eV/A^3\n",
+              what, e.energy, e.forces, e.stress);
 }
 
 }  // namespace
 
 int train(const TrainArgs& a) {
   train::TrainOptions o;
-  o.optimizer.total_steps = a.steps;   // the schedule spans the run unless --total-steps says otherwise
+  o.optimizer.total_steps =
+      a.steps;  // the schedule spans the run unless --total-steps says otherwise
   for (const auto& [name, value] : a.options)
-    if (!train::set_train_option(o, name, value)) throw Error("internal: no training option '" + name + "'");
+    if (!train::set_train_option(o, name, value))
+      throw Error("internal: no training option '" + name + "'");
   o.device = resolve_device(a.device);
   auto model = load_model(a.model);
   torch::manual_seed(o.seed);
@@ -46,32 +48,37 @@ int train(const TrainArgs& a) {
   for (const auto& s : data) natoms.push_back(static_cast<int64_t>(s.atoms.numbers.size()));
   std::vector<int64_t> held;
   if (!a.validate.empty()) held = add_all(trainer, read_training_data(a.validate, a.task));
-  std::printf("training %s on %zu frames of %s, %lld steps, max %lld atoms per batch, %s\n", a.model.c_str(),
-              data.size(), a.data.c_str(), static_cast<long long>(a.steps), static_cast<long long>(a.max_atoms),
+  std::printf("training %s on %zu frames of %s, %lld steps, max %lld atoms per batch, %s\n",
+              a.model.c_str(), data.size(), a.data.c_str(), static_cast<long long>(a.steps),
+              static_cast<long long>(a.max_atoms),
               train::train_option_value(o, "precision").c_str());
   if (!held.empty()) print_errors("start", trainer.errors(held, false));
 
   train::MaxAtomsSampler sampler(a.max_atoms, o.seed, 1, 0, a.shuffle);
   auto start = std::chrono::steady_clock::now();
-  std::printf("%8s %12s %12s %12s %12s %10s %10s %8s\n", "step", "loss", "E_MAE/atom", "F_MAE", "S_MAE",
-              "grad_norm", "lr", "s/step");
+  std::printf("%8s %12s %12s %12s %12s %10s %10s %8s\n", "step", "loss", "E_MAE/atom", "F_MAE",
+              "S_MAE", "grad_norm", "lr", "s/step");
   for (int64_t step = 1; step <= a.steps; ++step) {
     auto batch = sampler.next(natoms);
-    if (batch.empty()) throw Error("no frame has at most --max-atoms " + std::to_string(a.max_atoms) + " atoms");
+    if (batch.empty())
+      throw Error("no frame has at most --max-atoms " + std::to_string(a.max_atoms) + " atoms");
     trainer.step(batch);
     if (step % a.print_every == 0 || step == a.steps) {
       auto s = trainer.read_stats();
-      const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      std::printf("%8lld %12.6g %12.6g %12.6g %12.6g %10.4g %10.4g %8.3f\n", static_cast<long long>(step), s.loss,
-                  s.energy_mae, s.forces_mae, s.stress_mae, s.grad_norm, s.lr, dt / s.steps);
+      const double dt =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      std::printf("%8lld %12.6g %12.6g %12.6g %12.6g %10.4g %10.4g %8.3f\n",
+                  static_cast<long long>(step), s.loss, s.energy_mae, s.forces_mae, s.stress_mae,
+                  s.grad_norm, s.lr, dt / s.steps);
       // every task's loss, mean per step since the last line, with the digits a float64 comparison needs
       std::printf("         losses:");
       for (size_t t = 0; t < s.task_losses.size(); ++t)
         std::printf(" %s %.17g", trainer.tasks()[t].name.c_str(), s.task_losses[t]);
       if (trainer.has_committee()) std::printf(" committee %.17g", s.committee_loss);
       std::printf("\n");
-      if (s.skipped > 0) std::printf("         %lld step(s) skipped so far: non-finite loss or gradient\n",
-                                     static_cast<long long>(s.skipped));
+      if (s.skipped > 0)
+        std::printf("         %lld step(s) skipped so far: non-finite loss or gradient\n",
+                    static_cast<long long>(s.skipped));
       std::fflush(stdout);
       start = std::chrono::steady_clock::now();
     }
@@ -80,7 +87,8 @@ int train(const TrainArgs& a) {
   // Both in the training precision (the model's parameters as trained).
   const std::string precision = train::train_option_value(o, "precision");
   trainer.save_model(a.out, averaged);
-  std::printf("wrote %s (%s weights, %s)\n", a.out.c_str(), averaged ? "averaged" : "raw", precision.c_str());
+  std::printf("wrote %s (%s weights, %s)\n", a.out.c_str(), averaged ? "averaged" : "raw",
+              precision.c_str());
   if (!a.raw_out.empty()) {
     trainer.save_model(a.raw_out, false);
     std::printf("wrote %s (raw weights, %s)\n", a.raw_out.c_str(), precision.c_str());

@@ -5,18 +5,18 @@
 namespace uma::nn {
 
 EdgewiseImpl::EdgewiseImpl(int64_t sphere_channels, int64_t hidden_channels,
-                           const std::vector<int64_t>& radial_channels, int64_t num_experts)
-{
-  so2_conv_1 = register_module(
-      "so2_conv_1", SO2Conv(2 * sphere_channels, hidden_channels, 2 * hidden_channels,
-                            radial_channels, num_experts));
-  so2_conv_2 = register_module(
-      "so2_conv_2", SO2Conv(hidden_channels, sphere_channels, 0, std::vector<int64_t>{}, num_experts));
+                           const std::vector<int64_t>& radial_channels, int64_t num_experts) {
+  so2_conv_1 =
+      register_module("so2_conv_1", SO2Conv(2 * sphere_channels, hidden_channels,
+                                            2 * hidden_channels, radial_channels, num_experts));
+  so2_conv_2 = register_module("so2_conv_2", SO2Conv(hidden_channels, sphere_channels, 0,
+                                                     std::vector<int64_t>{}, num_experts));
 }
 
 EdgeFrame EdgeFrame::first(int64_t n) const {
   EdgeFrame part = *this;
-  for (auto* t : {&part.src, &part.tgt, &part.x_edge, &part.wigner, &part.wigner_inv_envelope, &part.D, &part.envelope})
+  for (auto* t : {&part.src, &part.tgt, &part.x_edge, &part.wigner, &part.wigner_inv_envelope,
+                  &part.D, &part.envelope})
     if (t->defined()) *t = t->narrow(0, 0, n);
   return part;
 }
@@ -53,7 +53,8 @@ BlockImpl::BlockImpl(int64_t sphere_channels, int64_t hidden_channels,
   atom_wise = register_module("atom_wise", SpectralAtomwise(sphere_channels, hidden_channels));
 }
 
-torch::Tensor BlockImpl::before_edges(const torch::Tensor& x, const torch::Tensor& system_embedding) {
+torch::Tensor BlockImpl::before_edges(const torch::Tensor& x,
+                                      const torch::Tensor& system_embedding) {
   auto h = norm_1->forward(x);
   auto parts = h.split_with_sizes({1, 8}, 1);
   return torch::cat({parts[0] + system_embedding.unsqueeze(1), parts[1]}, 1);

@@ -19,15 +19,16 @@ namespace uma::nn {
 // prepared and reads.
 struct EdgeFrame {
   const EdgeBackend* backend = &reference_edges();
-  torch::Tensor src, tgt;              // [E] source (neighbour) and target atoms
-  torch::Tensor x_edge;                // [E, K + 2 * edge_channels]
+  torch::Tensor src, tgt;  // [E] source (neighbour) and target atoms
+  torch::Tensor x_edge;    // [E, K + 2 * edge_channels]
   // reference (LibTorch composition)
-  torch::Tensor wigner;                // [E, 9(M), 9(L)] rotation into the edge frame
-  torch::Tensor wigner_inv_envelope;   // [E, 9(L), 9(M)] back-rotation times envelope
+  torch::Tensor wigner;               // [E, 9(M), 9(L)] rotation into the edge frame
+  torch::Tensor wigner_inv_envelope;  // [E, 9(L), 9(M)] back-rotation times envelope
   // lean
-  torch::Tensor D;                     // [E, 9(L), 9(L)] block-diagonal Wigner matrices
-  torch::Tensor envelope;              // [E]
-  EdgeSegments by_source, by_target;   // over the frame's edges (or a longer graph's: see lean_edges.h)
+  torch::Tensor D;         // [E, 9(L), 9(L)] block-diagonal Wigner matrices
+  torch::Tensor envelope;  // [E]
+  EdgeSegments by_source,
+      by_target;  // over the frame's edges (or a longer graph's: see lean_edges.h)
 
   // The first n edges (layer pruning), the segments kept.
   EdgeFrame first(int64_t n) const;

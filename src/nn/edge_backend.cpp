@@ -14,20 +14,23 @@ class ReferenceEdges final : public EdgeBackend {
   bool second_derivatives() const override { return true; }
   bool skips_padding() const override { return false; }
 
-  void prepare(EdgeFrame& frame, const torch::Tensor& D, const torch::Tensor& envelope, int64_t) const override {
+  void prepare(EdgeFrame& frame, const torch::Tensor& D, const torch::Tensor& envelope,
+               int64_t) const override {
     auto perm = m_layout_permutation(D.device());
-    frame.wigner = D.index_select(1, perm);                                              // [E, 9(M), 9(L)]
+    frame.wigner = D.index_select(1, perm);  // [E, 9(M), 9(L)]
     frame.wigner_inv_envelope = D.transpose(1, 2).index_select(2, perm) * envelope.view({-1, 1, 1});
   }
   std::vector<torch::Tensor*> rotations(EdgeFrame& frame) const override {
     return {&frame.wigner, &frame.wigner_inv_envelope};
   }
-  torch::Tensor degree(const EdgeFrame& frame, const torch::Tensor& radial, int64_t nodes) const override {
-    auto messages = edge_matmul(frame.wigner_inv_envelope.narrow(2, 0, 3), radial);   // [E, 9, C]
-    return torch::zeros({nodes, 9, radial.size(2)}, messages.options()).index_add(0, frame.tgt, messages);
+  torch::Tensor degree(const EdgeFrame& frame, const torch::Tensor& radial,
+                       int64_t nodes) const override {
+    auto messages = edge_matmul(frame.wigner_inv_envelope.narrow(2, 0, 3), radial);  // [E, 9, C]
+    return torch::zeros({nodes, 9, radial.size(2)}, messages.options())
+        .index_add(0, frame.tgt, messages);
   }
-  torch::Tensor messages_summed(EdgewiseImpl& edgewise, const torch::Tensor& x, const EdgeFrame& frame,
-                                const MoleContext& ctx) const override {
+  torch::Tensor messages_summed(EdgewiseImpl& edgewise, const torch::Tensor& x,
+                                const EdgeFrame& frame, const MoleContext& ctx) const override {
     return torch::zeros_like(x).index_add(0, frame.tgt, edgewise.messages(x, frame, ctx));
   }
   double frame_bytes(const EdgeWidths& w, double s) const override {
@@ -56,22 +59,27 @@ class LeanCpuEdges final : public EdgeBackend {
     frame.by_source = segments_by_node(frame.src, nodes);
     frame.by_target = segments_by_node(frame.tgt, nodes);
   }
-  std::vector<torch::Tensor*> rotations(EdgeFrame& frame) const override { return {&frame.D, &frame.envelope}; }
-  torch::Tensor degree(const EdgeFrame& frame, const torch::Tensor& radial, int64_t nodes) const override {
-    return rotate_to_nodes_summed(frame.D, frame.envelope, {radial, {}, {}}, frame.tgt, frame.by_target, nodes);
+  std::vector<torch::Tensor*> rotations(EdgeFrame& frame) const override {
+    return {&frame.D, &frame.envelope};
   }
-  torch::Tensor messages_summed(EdgewiseImpl& edgewise, const torch::Tensor& x, const EdgeFrame& frame,
-                                const MoleContext& ctx) const override {
+  torch::Tensor degree(const EdgeFrame& frame, const torch::Tensor& radial,
+                       int64_t nodes) const override {
+    return rotate_to_nodes_summed(frame.D, frame.envelope, {radial, {}, {}}, frame.tgt,
+                                  frame.by_target, nodes);
+  }
+  torch::Tensor messages_summed(EdgewiseImpl& edgewise, const torch::Tensor& x,
+                                const EdgeFrame& frame, const MoleContext& ctx) const override {
     const int64_t E = frame.src.size(0);
     auto& conv1 = edgewise.first_conv();
     auto& conv2 = edgewise.second_conv();
-    auto msg = rotate_to_edge_frame(frame.D, x, frame.src, frame.tgt, conv1->radial_weights(frame.x_edge),
-                                    frame.by_source, frame.by_target);
+    auto msg =
+        rotate_to_edge_frame(frame.D, x, frame.src, frame.tgt, conv1->radial_weights(frame.x_edge),
+                             frame.by_source, frame.by_target);
     auto y = conv1->convolve(msg[0].view({E, -1}), msg[1].view({E, 2, -1}), msg[2], ctx);
     auto h = gate_m_pieces(y[0], y[1], y[2]);
     auto z = conv2->convolve(h[0].view({E, -1}), h[1].view({E, 2, -1}), h[2], ctx);
-    return rotate_to_nodes_summed(frame.D, frame.envelope, {z[0].view({E, 3, -1}), z[1], z[2]}, frame.tgt,
-                                  frame.by_target, x.size(0));
+    return rotate_to_nodes_summed(frame.D, frame.envelope, {z[0].view({E, 3, -1}), z[1], z[2]},
+                                  frame.tgt, frame.by_target, x.size(0));
   }
   double frame_bytes(const EdgeWidths& w, double s) const override {
     // D and its intermediates, basis and embeddings; the segments by source

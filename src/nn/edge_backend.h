@@ -23,7 +23,7 @@ class EdgewiseImpl;
 
 // Widths of a backbone, for the per-edge byte counts of the memory model.
 struct EdgeWidths {
-  double sphere = 0, hidden = 0, edge = 0, basis = 0;   // C, H, edge channels, K
+  double sphere = 0, hidden = 0, edge = 0, basis = 0;  // C, H, edge channels, K
 };
 
 class EdgeBackend {
@@ -46,11 +46,12 @@ class EdgeBackend {
   virtual std::vector<torch::Tensor*> rotations(EdgeFrame& frame) const = 0;
   // radial: [E, 3, C], the m = 0 rows in the edge frame.  Returns [nodes, 9, C]:
   // rotated to the node frame, enveloped, summed into the targets.
-  virtual torch::Tensor degree(const EdgeFrame& frame, const torch::Tensor& radial, int64_t nodes) const = 0;
+  virtual torch::Tensor degree(const EdgeFrame& frame, const torch::Tensor& radial,
+                               int64_t nodes) const = 0;
   // x: [N, 9, C] -> [N, 9, C]: the block's edgewise convolution of x, its
   // messages summed into their targets.
-  virtual torch::Tensor messages_summed(EdgewiseImpl& edgewise, const torch::Tensor& x, const EdgeFrame& frame,
-                                        const MoleContext& ctx) const = 0;
+  virtual torch::Tensor messages_summed(EdgewiseImpl& edgewise, const torch::Tensor& x,
+                                        const EdgeFrame& frame, const MoleContext& ctx) const = 0;
   // Bytes per edge (s: bytes of the float type) kept by the frame and by one
   // block's stored edge work (memory_plan.h).
   virtual double frame_bytes(const EdgeWidths& w, double s) const = 0;

@@ -6,7 +6,8 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::tensor_list;
 
-torch::Tensor gather_pair(const torch::Tensor& x, const torch::Tensor& src, const torch::Tensor& tgt) {
+torch::Tensor gather_pair(const torch::Tensor& x, const torch::Tensor& src,
+                          const torch::Tensor& tgt) {
   return torch::cat({x.index_select(0, src), x.index_select(0, tgt)}, 2);
 }
 
@@ -38,8 +39,8 @@ torch::Tensor edge_matmul(const torch::Tensor& A, const torch::Tensor& x, bool t
   return torch::bmm(transpose ? A.transpose(1, 2) : A, x);
 }
 
-torch::Tensor edge_gather_matmul(const torch::Tensor& A, const torch::Tensor& x, const torch::Tensor& src,
-                                 const torch::Tensor& tgt) {
+torch::Tensor edge_gather_matmul(const torch::Tensor& A, const torch::Tensor& x,
+                                 const torch::Tensor& src, const torch::Tensor& tgt) {
   return EdgeGatherMatmul::apply(A, x, src, tgt);
 }
 

@@ -7,8 +7,8 @@
 namespace uma::nn {
 
 struct EdgeSegments {
-  torch::Tensor order;     // [E] long: edge indices sorted by node (stable)
-  torch::Tensor offsets;   // [N + 1] long: node n's edges are order[offsets[n] : offsets[n+1]]
+  torch::Tensor order;    // [E] long: edge indices sorted by node (stable)
+  torch::Tensor offsets;  // [N + 1] long: node n's edges are order[offsets[n] : offsets[n+1]]
   bool defined() const { return order.defined(); }
 };
 

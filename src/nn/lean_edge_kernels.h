@@ -16,10 +16,10 @@
 
 namespace uma::nn::kernels {
 
-constexpr int kLRow[9] = {0, 2, 6, 3, 7, 1, 5, 8, 4};       // M row j holds L row kLRow[j]
+constexpr int kLRow[9] = {0, 2, 6, 3, 7, 1, 5, 8, 4};        // M row j holds L row kLRow[j]
 constexpr int kBlockStart[9] = {0, 1, 1, 1, 4, 4, 4, 4, 4};  // first column of L row r's l-block
 constexpr int kBlockSize[9] = {1, 3, 3, 3, 5, 5, 5, 5, 5};
-constexpr int kRadialRow[9] = {0, 1, 2, 3, 4, 3, 4, 5, 5};   // radial weight row of M row j
+constexpr int kRadialRow[9] = {0, 1, 2, 3, 4, 3, 4, 5, 5};  // radial weight row of M row j
 constexpr bool kRadialFirst[9] = {true, true, true, true, true, false, false, true, false};
 constexpr int kPiece[9] = {0, 0, 0, 1, 1, 1, 1, 2, 2};
 constexpr int kPieceRow[9] = {0, 1, 2, 0, 1, 2, 3, 0, 1};
@@ -49,23 +49,38 @@ UMA_ALWAYS_INLINE void rotate_row(const T* d, const T* x, int64_t C, const T* w,
 // The backward of rotate_row for the radial weights and D: gw (+)= g * rotated,
 // gd[k] += sum_c g w x[k].
 template <int K, bool Accumulate, typename T>
-UMA_ALWAYS_INLINE void rotate_row_grad_edge(const T* d, const T* x, int64_t C, const T* w, const T* g, T* gw,
-                                            T* gd) {
+UMA_ALWAYS_INLINE void rotate_row_grad_edge(const T* d, const T* x, int64_t C, const T* w,
+                                            const T* g, T* gw, T* gd) {
   T a0 = 0, a1 = 0, a2 = 0, a3 = 0, a4 = 0;
 #pragma omp simd reduction(+ : a0, a1, a2, a3, a4)
   for (int64_t c = 0; c < C; ++c) {
     T rotated = d[0] * x[c];
     for (int k = 1; k < K; ++k) rotated += d[k] * x[k * C + c];
     const T gc = g[c];
-    if constexpr (Accumulate) gw[c] += gc * rotated; else gw[c] = gc * rotated;
+    if constexpr (Accumulate)
+      gw[c] += gc * rotated;
+    else
+      gw[c] = gc * rotated;
     const T gr = gc * w[c];
     a0 += gr * x[c];
-    if constexpr (K > 1) { a1 += gr * x[C + c]; a2 += gr * x[2 * C + c]; }
-    if constexpr (K > 3) { a3 += gr * x[3 * C + c]; a4 += gr * x[4 * C + c]; }
+    if constexpr (K > 1) {
+      a1 += gr * x[C + c];
+      a2 += gr * x[2 * C + c];
+    }
+    if constexpr (K > 3) {
+      a3 += gr * x[3 * C + c];
+      a4 += gr * x[4 * C + c];
+    }
   }
   gd[0] += a0;
-  if constexpr (K > 1) { gd[1] += a1; gd[2] += a2; }
-  if constexpr (K > 3) { gd[3] += a3; gd[4] += a4; }
+  if constexpr (K > 1) {
+    gd[1] += a1;
+    gd[2] += a2;
+  }
+  if constexpr (K > 3) {
+    gd[3] += a3;
+    gd[4] += a4;
+  }
 }
 
 // The backward of rotate_row for x: gx[k, c] += d[k] g[c] w[c].
@@ -93,7 +108,8 @@ UMA_ALWAYS_INLINE void unrotate_row_add(const T* d, T s, const T* y, int64_t C, 
 // The backward of unrotate_row_add: gy[c] = s sum_k d[k] gt[k, c],
 // a[k] = sum_c gt[k, c] y[c].
 template <int K, typename T>
-UMA_ALWAYS_INLINE void unrotate_row_grad(const T* d, T s, const T* gt, const T* y, int64_t C, T* gy, T* a) {
+UMA_ALWAYS_INLINE void unrotate_row_grad(const T* d, T s, const T* gt, const T* y, int64_t C, T* gy,
+                                         T* a) {
   T a0 = 0, a1 = 0, a2 = 0, a3 = 0, a4 = 0;
 #pragma omp simd reduction(+ : a0, a1, a2, a3, a4)
   for (int64_t c = 0; c < C; ++c) {
@@ -102,18 +118,31 @@ UMA_ALWAYS_INLINE void unrotate_row_grad(const T* d, T s, const T* gt, const T* 
     gy[c] = s * acc;
     const T yc = y[c];
     a0 += gt[c] * yc;
-    if constexpr (K > 1) { a1 += gt[C + c] * yc; a2 += gt[2 * C + c] * yc; }
-    if constexpr (K > 3) { a3 += gt[3 * C + c] * yc; a4 += gt[4 * C + c] * yc; }
+    if constexpr (K > 1) {
+      a1 += gt[C + c] * yc;
+      a2 += gt[2 * C + c] * yc;
+    }
+    if constexpr (K > 3) {
+      a3 += gt[3 * C + c] * yc;
+      a4 += gt[4 * C + c] * yc;
+    }
   }
   a[0] = a0;
-  if constexpr (K > 1) { a[1] = a1; a[2] = a2; }
-  if constexpr (K > 3) { a[3] = a3; a[4] = a4; }
+  if constexpr (K > 1) {
+    a[1] = a1;
+    a[2] = a2;
+  }
+  if constexpr (K > 3) {
+    a[3] = a3;
+    a[4] = a4;
+  }
 }
 
 // Ranges of edges or nodes; each is called from at::parallel_for.
 template <typename T>
-UMA_VECTOR_CLONES void rotate_in(const T* D, const T* x, const int64_t* src, const int64_t* tgt, const T* radial,
-                                 Rows<T> out, int64_t C, int64_t begin, int64_t end) {
+UMA_VECTOR_CLONES void rotate_in(const T* D, const T* x, const int64_t* src, const int64_t* tgt,
+                                 const T* radial, Rows<T> out, int64_t C, int64_t begin,
+                                 int64_t end) {
   for (int64_t e = begin; e < end; ++e) {
     const T* node[2] = {x + src[e] * 9 * C, x + tgt[e] * 9 * C};
     for (int j = 0; j < 9; ++j) {
@@ -124,9 +153,15 @@ UMA_VECTOR_CLONES void rotate_in(const T* D, const T* x, const int64_t* src, con
       for (int h = 0; h < 2; ++h) {
         const T* xh = node[h] + k0 * C;
         switch (kBlockSize[r]) {
-          case 1: rotate_row<1>(d, xh, C, w + h * C, o + h * C); break;
-          case 3: rotate_row<3>(d, xh, C, w + h * C, o + h * C); break;
-          default: rotate_row<5>(d, xh, C, w + h * C, o + h * C); break;
+          case 1:
+            rotate_row<1>(d, xh, C, w + h * C, o + h * C);
+            break;
+          case 3:
+            rotate_row<3>(d, xh, C, w + h * C, o + h * C);
+            break;
+          default:
+            rotate_row<5>(d, xh, C, w + h * C, o + h * C);
+            break;
         }
       }
     }
@@ -135,9 +170,10 @@ UMA_VECTOR_CLONES void rotate_in(const T* D, const T* x, const int64_t* src, con
 
 // gD ([E, 81], zeroed) and gradial ([E, 6, 2C]) of rotate_in, per edge.
 template <typename T>
-UMA_VECTOR_CLONES void rotate_in_grad_edges(const T* D, const T* x, const int64_t* src, const int64_t* tgt,
-                                            const T* radial, Rows<const T> g, int64_t C, T* gD, T* gradial,
-                                            int64_t begin, int64_t end) {
+UMA_VECTOR_CLONES void rotate_in_grad_edges(const T* D, const T* x, const int64_t* src,
+                                            const int64_t* tgt, const T* radial, Rows<const T> g,
+                                            int64_t C, T* gD, T* gradial, int64_t begin,
+                                            int64_t end) {
   for (int64_t e = begin; e < end; ++e) {
     const T* node[2] = {x + src[e] * 9 * C, x + tgt[e] * 9 * C};
     for (int j = 0; j < 9; ++j) {
@@ -153,13 +189,19 @@ UMA_VECTOR_CLONES void rotate_in_grad_edges(const T* D, const T* x, const int64_
         const T* gh = gj + h * C;
         const int K = kBlockSize[r];
         if (kRadialFirst[j]) {
-          if (K == 1) rotate_row_grad_edge<1, false>(d, xh, C, w, gh, gw, gd);
-          else if (K == 3) rotate_row_grad_edge<3, false>(d, xh, C, w, gh, gw, gd);
-          else rotate_row_grad_edge<5, false>(d, xh, C, w, gh, gw, gd);
+          if (K == 1)
+            rotate_row_grad_edge<1, false>(d, xh, C, w, gh, gw, gd);
+          else if (K == 3)
+            rotate_row_grad_edge<3, false>(d, xh, C, w, gh, gw, gd);
+          else
+            rotate_row_grad_edge<5, false>(d, xh, C, w, gh, gw, gd);
         } else {
-          if (K == 1) rotate_row_grad_edge<1, true>(d, xh, C, w, gh, gw, gd);
-          else if (K == 3) rotate_row_grad_edge<3, true>(d, xh, C, w, gh, gw, gd);
-          else rotate_row_grad_edge<5, true>(d, xh, C, w, gh, gw, gd);
+          if (K == 1)
+            rotate_row_grad_edge<1, true>(d, xh, C, w, gh, gw, gd);
+          else if (K == 3)
+            rotate_row_grad_edge<3, true>(d, xh, C, w, gh, gw, gd);
+          else
+            rotate_row_grad_edge<5, true>(d, xh, C, w, gh, gw, gd);
         }
       }
     }
@@ -169,10 +211,11 @@ UMA_VECTOR_CLONES void rotate_in_grad_edges(const T* D, const T* x, const int64_
 // gx ([N, 9, C], zeroed) of rotate_in, per node: its edges as target (the
 // second half of the channels), then as source (the first half).
 template <typename T>
-UMA_VECTOR_CLONES void rotate_in_grad_nodes(const T* D, const T* radial, Rows<const T> g, const int64_t* src_order,
-                                            const int64_t* src_offsets, const int64_t* tgt_order,
-                                            const int64_t* tgt_offsets, int64_t edges, int64_t C, T* gx,
-                                            int64_t begin, int64_t end) {
+UMA_VECTOR_CLONES void rotate_in_grad_nodes(const T* D, const T* radial, Rows<const T> g,
+                                            const int64_t* src_order, const int64_t* src_offsets,
+                                            const int64_t* tgt_order, const int64_t* tgt_offsets,
+                                            int64_t edges, int64_t C, T* gx, int64_t begin,
+                                            int64_t end) {
   for (int64_t n = begin; n < end; ++n) {
     T* out = gx + n * 9 * C;
     for (int h = 0; h < 2; ++h) {
@@ -187,9 +230,15 @@ UMA_VECTOR_CLONES void rotate_in_grad_nodes(const T* D, const T* radial, Rows<co
           const T* w = radial + (e * 6 + kRadialRow[j]) * 2 * C + h * C;
           const T* gj = g.row(e, j) + h * C;
           switch (kBlockSize[r]) {
-            case 1: rotate_row_grad_node<1>(d, gj, w, C, out + k0 * C); break;
-            case 3: rotate_row_grad_node<3>(d, gj, w, C, out + k0 * C); break;
-            default: rotate_row_grad_node<5>(d, gj, w, C, out + k0 * C); break;
+            case 1:
+              rotate_row_grad_node<1>(d, gj, w, C, out + k0 * C);
+              break;
+            case 3:
+              rotate_row_grad_node<3>(d, gj, w, C, out + k0 * C);
+              break;
+            default:
+              rotate_row_grad_node<5>(d, gj, w, C, out + k0 * C);
+              break;
           }
         }
       }
@@ -199,9 +248,9 @@ UMA_VECTOR_CLONES void rotate_in_grad_nodes(const T* D, const T* radial, Rows<co
 
 // out ([N, 9, C], zeroed) of rotate_to_nodes_summed, per node; rows: 3 or 9.
 template <typename T>
-UMA_VECTOR_CLONES void rotate_out(const T* D, const T* envelope, Rows<const T> y, int rows, const int64_t* order,
-                                  const int64_t* offsets, int64_t edges, int64_t C, T* out, int64_t begin,
-                                  int64_t end) {
+UMA_VECTOR_CLONES void rotate_out(const T* D, const T* envelope, Rows<const T> y, int rows,
+                                  const int64_t* order, const int64_t* offsets, int64_t edges,
+                                  int64_t C, T* out, int64_t begin, int64_t end) {
   for (int64_t n = begin; n < end; ++n) {
     T* o = out + n * 9 * C;
     for (int64_t p = offsets[n]; p < offsets[n + 1]; ++p) {
@@ -212,9 +261,15 @@ UMA_VECTOR_CLONES void rotate_out(const T* D, const T* envelope, Rows<const T> y
         const int r = kLRow[j], k0 = kBlockStart[r];
         const T* d = D + e * 81 + r * 9 + k0;
         switch (kBlockSize[r]) {
-          case 1: unrotate_row_add<1>(d, s, y.row(e, j), C, o + k0 * C); break;
-          case 3: unrotate_row_add<3>(d, s, y.row(e, j), C, o + k0 * C); break;
-          default: unrotate_row_add<5>(d, s, y.row(e, j), C, o + k0 * C); break;
+          case 1:
+            unrotate_row_add<1>(d, s, y.row(e, j), C, o + k0 * C);
+            break;
+          case 3:
+            unrotate_row_add<3>(d, s, y.row(e, j), C, o + k0 * C);
+            break;
+          default:
+            unrotate_row_add<5>(d, s, y.row(e, j), C, o + k0 * C);
+            break;
         }
       }
     }
@@ -223,9 +278,9 @@ UMA_VECTOR_CLONES void rotate_out(const T* D, const T* envelope, Rows<const T> y
 
 // gy (pieces), gD ([E, 81], zeroed) and genvelope ([E]) of rotate_out, per edge.
 template <typename T>
-UMA_VECTOR_CLONES void rotate_out_grad(const T* D, const T* envelope, Rows<const T> y, int rows, const int64_t* tgt,
-                                       const T* gout, int64_t C, Rows<T> gy, T* gD, T* genvelope, int64_t begin,
-                                       int64_t end) {
+UMA_VECTOR_CLONES void rotate_out_grad(const T* D, const T* envelope, Rows<const T> y, int rows,
+                                       const int64_t* tgt, const T* gout, int64_t C, Rows<T> gy,
+                                       T* gD, T* genvelope, int64_t begin, int64_t end) {
   for (int64_t e = begin; e < end; ++e) {
     const T* gt = gout + tgt[e] * 9 * C;
     const T s = envelope[e];
@@ -234,9 +289,12 @@ UMA_VECTOR_CLONES void rotate_out_grad(const T* D, const T* envelope, Rows<const
       const int r = kLRow[j], k0 = kBlockStart[r], K = kBlockSize[r];
       const T* d = D + e * 81 + r * 9 + k0;
       T a[5];
-      if (K == 1) unrotate_row_grad<1>(d, s, gt + k0 * C, y.row(e, j), C, gy.row(e, j), a);
-      else if (K == 3) unrotate_row_grad<3>(d, s, gt + k0 * C, y.row(e, j), C, gy.row(e, j), a);
-      else unrotate_row_grad<5>(d, s, gt + k0 * C, y.row(e, j), C, gy.row(e, j), a);
+      if (K == 1)
+        unrotate_row_grad<1>(d, s, gt + k0 * C, y.row(e, j), C, gy.row(e, j), a);
+      else if (K == 3)
+        unrotate_row_grad<3>(d, s, gt + k0 * C, y.row(e, j), C, gy.row(e, j), a);
+      else
+        unrotate_row_grad<5>(d, s, gt + k0 * C, y.row(e, j), C, gy.row(e, j), a);
       for (int k = 0; k < K; ++k) {
         gD[e * 81 + r * 9 + k0 + k] = s * a[k];
         ge += d[k] * a[k];
@@ -251,13 +309,13 @@ UMA_VECTOR_CLONES void rotate_out_grad(const T* D, const T* envelope, Rows<const
 // l0m0); the M rows 3..8 come from the pieces.
 template <typename T>
 struct GateEdge {
-  const T *s1, *s2, *s0;   // sigmoid of the l = 1 and l = 2 logits and of l0m0
-  const T* y[9];           // the M rows of the input
+  const T *s1, *s2, *s0;  // sigmoid of the l = 1 and l = 2 logits and of l0m0
+  const T* y[9];          // the M rows of the input
 };
 
 template <typename T>
-UMA_ALWAYS_INLINE GateEdge<T> gate_edge(const T* y0, int64_t y0_stride, const Rows<const T>& rows, const T* sig,
-                                        int64_t H, int64_t e) {
+UMA_ALWAYS_INLINE GateEdge<T> gate_edge(const T* y0, int64_t y0_stride, const Rows<const T>& rows,
+                                        const T* sig, int64_t H, int64_t e) {
   GateEdge<T> g;
   g.s1 = sig + e * 3 * H;
   g.s2 = g.s1 + H;
@@ -270,8 +328,8 @@ UMA_ALWAYS_INLINE GateEdge<T> gate_edge(const T* y0, int64_t y0_stride, const Ro
 // The gate between the convolutions: silu on l0m0, sigmoid(logit_l) on every
 // other row of degree l.
 template <typename T>
-UMA_VECTOR_CLONES void gate(const T* y0, int64_t y0_stride, Rows<const T> rows, const T* sig, Rows<T> q, int64_t H,
-                            int64_t begin, int64_t end) {
+UMA_VECTOR_CLONES void gate(const T* y0, int64_t y0_stride, Rows<const T> rows, const T* sig,
+                            Rows<T> q, int64_t H, int64_t begin, int64_t end) {
   for (int64_t e = begin; e < end; ++e) {
     const auto in = gate_edge(y0, y0_stride, rows, sig, H, e);
     const T *s0 = in.s0, *s1 = in.s1, *s2 = in.s2;
@@ -295,21 +353,23 @@ UMA_VECTOR_CLONES void gate(const T* y0, int64_t y0_stride, Rows<const T> rows, 
 
 // gy0 ([E, 5H] contiguous) and gy (pieces 1 and 2) of gate.
 template <typename T>
-UMA_VECTOR_CLONES void gate_grad(const T* y0, int64_t y0_stride, Rows<const T> rows, const T* sig, Rows<const T> gq,
-                                 T* gy0, Rows<T> gy, int64_t H, int64_t begin, int64_t end) {
+UMA_VECTOR_CLONES void gate_grad(const T* y0, int64_t y0_stride, Rows<const T> rows, const T* sig,
+                                 Rows<const T> gq, T* gy0, Rows<T> gy, int64_t H, int64_t begin,
+                                 int64_t end) {
   for (int64_t e = begin; e < end; ++e) {
     const auto in = gate_edge(y0, y0_stride, rows, sig, H, e);
     const T *s0 = in.s0, *s1 = in.s1, *s2 = in.s2;
     const T* const* y = in.y;
     const T* g[9];
     for (int j = 0; j < 9; ++j) g[j] = gq.row(e, j);
-    T* o0 = gy0 + e * 5 * H;   // the two logit rows, then rows 0..2
-    T* o[9] = {};              // rows 3..8
+    T* o0 = gy0 + e * 5 * H;  // the two logit rows, then rows 0..2
+    T* o[9] = {};             // rows 3..8
     for (int j = 3; j < 9; ++j) o[j] = gy.row(e, j);
 #pragma omp simd
     for (int64_t c = 0; c < H; ++c) {
       const T gs1 = g[1][c] * y[1][c] + g[3][c] * y[3][c] + g[5][c] * y[5][c];
-      const T gs2 = g[2][c] * y[2][c] + g[4][c] * y[4][c] + g[6][c] * y[6][c] + g[7][c] * y[7][c] + g[8][c] * y[8][c];
+      const T gs2 = g[2][c] * y[2][c] + g[4][c] * y[4][c] + g[6][c] * y[6][c] + g[7][c] * y[7][c] +
+                    g[8][c] * y[8][c];
       o0[c] = gs1 * s1[c] * (1 - s1[c]);
       o0[H + c] = gs2 * s2[c] * (1 - s2[c]);
       o0[2 * H + c] = g[0][c] * s0[c] * (1 + y[0][c] * (1 - s0[c]));

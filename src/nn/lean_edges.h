@@ -29,14 +29,15 @@
 
 namespace uma::nn {
 
-using MPieces = std::array<torch::Tensor, 3>;   // [E, 3, ch], [E, 4, ch], [E, 2, ch]
+using MPieces = std::array<torch::Tensor, 3>;  // [E, 3, ch], [E, 4, ch], [E, 2, ch]
 
 // x: [N, 9, C] L-layout; radial: [E, 6 * 2C] with rows (l0m0, l1m0, l2m0,
 // l1 for m = +-1, l2 for m = +-1, l2 for m = +-2) of 2C channels (source C
 // first).  Returns the M-layout message pieces with 2C channels each.
-MPieces rotate_to_edge_frame(const torch::Tensor& D, const torch::Tensor& x, const torch::Tensor& src,
-                             const torch::Tensor& tgt, const torch::Tensor& radial,
-                             const EdgeSegments& by_source, const EdgeSegments& by_target);
+MPieces rotate_to_edge_frame(const torch::Tensor& D, const torch::Tensor& x,
+                             const torch::Tensor& src, const torch::Tensor& tgt,
+                             const torch::Tensor& radial, const EdgeSegments& by_source,
+                             const EdgeSegments& by_target);
 
 // y0: [E, 2H + 3H] (the gate logits of l = 1 and 2, then the three m = 0
 // rows), y1: [E, 4, H], y2: [E, 2, H].  Returns the gated pieces: silu on
@@ -46,7 +47,8 @@ MPieces gate_m_pieces(const torch::Tensor& y0, const torch::Tensor& y1, const to
 // pieces: M-layout [E, 3, C], [E, 4, C], [E, 2, C] (pieces 1 and 2 may be
 // undefined: rows m != 0 are zero).  Returns [nodes, 9, C] L-layout:
 // out[n] = sum over edges e into n of envelope[e] * D[e]^T y[e].
-torch::Tensor rotate_to_nodes_summed(const torch::Tensor& D, const torch::Tensor& envelope, const MPieces& pieces,
-                                     const torch::Tensor& tgt, const EdgeSegments& by_target, int64_t nodes);
+torch::Tensor rotate_to_nodes_summed(const torch::Tensor& D, const torch::Tensor& envelope,
+                                     const MPieces& pieces, const torch::Tensor& tgt,
+                                     const EdgeSegments& by_target, int64_t nodes);
 
 }  // namespace uma::nn

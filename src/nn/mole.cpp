@@ -10,7 +10,8 @@ MoleLinearImpl::MoleLinearImpl(int64_t num_experts, int64_t in, int64_t out, boo
     : num_experts_(num_experts), in_(in), out_(out) {
   const double bound = 1.0 / std::sqrt(static_cast<double>(in));
   if (num_experts > 0)
-    weights_ = register_parameter("weights", torch::empty({num_experts, out, in}).uniform_(-bound, bound));
+    weights_ =
+        register_parameter("weights", torch::empty({num_experts, out, in}).uniform_(-bound, bound));
   else
     weights_ = register_parameter("weight", torch::empty({out, in}).uniform_(-bound, bound));
   if (bias) bias_ = register_parameter("bias", torch::empty({out}).uniform_(-bound, bound));
@@ -21,10 +22,12 @@ torch::Tensor MoleLinearImpl::mixed_weights(const torch::Tensor& coefficients) c
   return coefficients.matmul(weights_.view({num_experts_, -1})).view({-1, out_, in_});
 }
 
-MergedExperts::MergedExperts(const std::vector<MoleLinear>& layers, const torch::Tensor& coefficients_row) {
+MergedExperts::MergedExperts(const std::vector<MoleLinear>& layers,
+                             const torch::Tensor& coefficients_row) {
   torch::NoGradGuard no_grad;
   for (const auto& layer : layers)
-    layers_[layer.get()].weight = layer->mixed_weights(coefficients_row.view({1, -1}))[0].contiguous();
+    layers_[layer.get()].weight =
+        layer->mixed_weights(coefficients_row.view({1, -1}))[0].contiguous();
 }
 
 MergedExperts::Merged& MergedExperts::at(const MoleLinearImpl* layer) {
@@ -57,12 +60,14 @@ torch::Tensor MoleLinearImpl::forward_transformed(const torch::Tensor& x, const 
   } else if (ctx.merged) {
     w = ctx.merged->transformed(this, transform);
   } else {
-    return per_system_linear(x, transform(mixed_weights(ctx.coefficients)), torch::Tensor(), ctx.row_offsets);
+    return per_system_linear(x, transform(mixed_weights(ctx.coefficients)), torch::Tensor(),
+                             ctx.row_offsets);
   }
   return folded_linear(x, w, torch::Tensor());
 }
 
-torch::Tensor per_system_linear(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& bias,
+torch::Tensor per_system_linear(const torch::Tensor& x, const torch::Tensor& w,
+                                const torch::Tensor& bias,
                                 const std::vector<int64_t>& row_offsets) {
   const int64_t systems = w.size(0);
   if (systems == 1) return folded_linear(x, w[0], bias);

@@ -14,18 +14,19 @@ class MergedExperts;
 
 // How the rows of a MoLE input map to systems.
 struct MoleContext {
-  torch::Tensor coefficients;         // [B, X]
-  std::vector<int64_t> row_offsets;   // B + 1 host offsets of each system's rows
-  MergedExperts* merged = nullptr;    // set: every system has these merged weights
+  torch::Tensor coefficients;        // [B, X]
+  std::vector<int64_t> row_offsets;  // B + 1 host offsets of each system's rows
+  MergedExperts* merged = nullptr;   // set: every system has these merged weights
 };
 
 // y = x W^T + b as one 2-D GEMM over all leading dimensions of x.
-torch::Tensor folded_linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias);
+torch::Tensor folded_linear(const torch::Tensor& x, const torch::Tensor& weight,
+                            const torch::Tensor& bias);
 
 // Rows [row_offsets[b], row_offsets[b+1]) of x times w[b]^T (+ bias): one
 // batched GEMM when the blocks are equal, else one GEMM per split view.
-torch::Tensor per_system_linear(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& bias,
-                                const std::vector<int64_t>& row_offsets);
+torch::Tensor per_system_linear(const torch::Tensor& x, const torch::Tensor& w,
+                                const torch::Tensor& bias, const std::vector<int64_t>& row_offsets);
 
 class MoleLinearImpl : public torch::nn::Module {
  public:
@@ -38,7 +39,8 @@ class MoleLinearImpl : public torch::nn::Module {
   // The same with the (mixed or merged) weight passed through `transform`
   // first, e.g. to build a block matrix; merged weights are transformed once.
   using WeightTransform = torch::Tensor (*)(const torch::Tensor&);
-  torch::Tensor forward_transformed(const torch::Tensor& x, const MoleContext& ctx, WeightTransform transform);
+  torch::Tensor forward_transformed(const torch::Tensor& x, const MoleContext& ctx,
+                                    WeightTransform transform);
 
   // Mixed weights for every system: [B, out, in].
   torch::Tensor mixed_weights(const torch::Tensor& coefficients) const;
@@ -62,7 +64,8 @@ class MergedExperts {
   // [out, in]
   const torch::Tensor& weight(const MoleLinearImpl* layer) const;
   // transform(weight), made at the first call and kept.
-  const torch::Tensor& transformed(const MoleLinearImpl* layer, MoleLinearImpl::WeightTransform transform);
+  const torch::Tensor& transformed(const MoleLinearImpl* layer,
+                                   MoleLinearImpl::WeightTransform transform);
 
  private:
   struct Merged {

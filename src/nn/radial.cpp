@@ -5,8 +5,9 @@
 namespace uma::nn {
 
 GaussianBasis::GaussianBasis(double cutoff, int num_basis) {
-  auto coeff = [](const torch::Tensor& mu) {   // mu: a CPU tensor
-    const double spacing = (mu[1] - mu[0]).to(torch::kFloat64).sum().data_ptr<double>()[0];  // host data
+  auto coeff = [](const torch::Tensor& mu) {  // mu: a CPU tensor
+    const double spacing =
+        (mu[1] - mu[0]).to(torch::kFloat64).sum().data_ptr<double>()[0];  // host data
     return -0.5 / ((2.0 * spacing) * (2.0 * spacing));
   };
   offsets32_ = torch::linspace(0.0, cutoff, num_basis, torch::kFloat32);
@@ -18,7 +19,7 @@ GaussianBasis::GaussianBasis(double cutoff, int num_basis) {
 torch::Tensor GaussianBasis::operator()(const torch::Tensor& distance) const {
   const bool fp64 = distance.scalar_type() == torch::kFloat64;
   auto& on_device = fp64 ? device64_ : device32_;
-  if (!on_device.defined() || on_device.device() != distance.device())   // once per device
+  if (!on_device.defined() || on_device.device() != distance.device())  // once per device
     on_device = upload(fp64 ? offsets64_ : offsets32_, distance.options());
   const auto& mu = on_device;
   auto diff = distance.view({-1, 1}) - mu.view({1, -1});

@@ -17,7 +17,7 @@ class GaussianBasis {
   torch::Tensor operator()(const torch::Tensor& distance) const;  // [E] -> [E, K]
 
  private:
-  torch::Tensor offsets32_, offsets64_;  // [K] on the host
+  torch::Tensor offsets32_, offsets64_;        // [K] on the host
   mutable torch::Tensor device32_, device64_;  // the same on the device in use
   double coeff32_, coeff64_;
 };

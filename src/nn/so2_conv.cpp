@@ -12,7 +12,8 @@ SO2mConvImpl::SO2mConvImpl(int64_t m, int64_t in_channels, int64_t out_channels,
 torch::Tensor complex_block(const torch::Tensor& w) {
   // w: [..., 2h, in] = [W_re; W_im] -> [..., 2h, 2in] = [[W_re, -W_im], [W_im, W_re]]
   auto parts = w.chunk(2, -2);
-  return torch::cat({torch::cat({parts[0], -parts[1]}, -1), torch::cat({parts[1], parts[0]}, -1)}, -2);
+  return torch::cat({torch::cat({parts[0], -parts[1]}, -1), torch::cat({parts[1], parts[0]}, -1)},
+                    -2);
 }
 
 torch::Tensor SO2mConvImpl::forward(const torch::Tensor& x, const MoleContext& ctx) {
@@ -43,7 +44,8 @@ torch::Tensor SO2ConvImpl::radial_weights(const torch::Tensor& x_edge) {
 }
 
 std::array<torch::Tensor, 3> SO2ConvImpl::convolve(const torch::Tensor& x0, const torch::Tensor& x1,
-                                                   const torch::Tensor& x2, const MoleContext& ctx) {
+                                                   const torch::Tensor& x2,
+                                                   const MoleContext& ctx) {
   return {fc_m0->forward(x0, ctx), m_convs_[0]->forward(x1, ctx), m_convs_[1]->forward(x2, ctx)};
 }
 

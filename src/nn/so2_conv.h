@@ -51,8 +51,8 @@ class SO2ConvImpl : public torch::nn::Module {
   torch::Tensor radial_weights(const torch::Tensor& x_edge);
   // x0: [E, 3 * in], x1: [E, 2, 2 * in] (+m row, -m row), x2: [E, 2, in] ->
   // (y0 [E, extra + 3 * out] with the gating first, y1 [E, 4, out], y2 [E, 2, out]).
-  std::array<torch::Tensor, 3> convolve(const torch::Tensor& x0, const torch::Tensor& x1, const torch::Tensor& x2,
-                                        const MoleContext& ctx);
+  std::array<torch::Tensor, 3> convolve(const torch::Tensor& x0, const torch::Tensor& x1,
+                                        const torch::Tensor& x2, const MoleContext& ctx);
 
   std::vector<MoleLinear> mole_layers() const;
 

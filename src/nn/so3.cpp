@@ -13,8 +13,10 @@ SO3LinearImpl::SO3LinearImpl(int64_t in, int64_t out) {
 torch::Tensor SO3LinearImpl::forward(const torch::Tensor& x) {
   auto by_l = x.split_with_sizes({1, 3, 5}, 1);
   auto w = weight.unbind(0);
-  return torch::cat({folded_linear(by_l[0], w[0], bias), folded_linear(by_l[1], w[1], torch::Tensor()),
-                     folded_linear(by_l[2], w[2], torch::Tensor())}, 1);
+  return torch::cat(
+      {folded_linear(by_l[0], w[0], bias), folded_linear(by_l[1], w[1], torch::Tensor()),
+       folded_linear(by_l[2], w[2], torch::Tensor())},
+      1);
 }
 
 RMSNormSHImpl::RMSNormSHImpl(int64_t channels) {
@@ -29,7 +31,8 @@ torch::Tensor RMSNormSHImpl::forward(const torch::Tensor& x) {
   auto sq = x0.pow(2) + by_l[1].pow(2).sum(1, true) / 3.0 + by_l[2].pow(2).sum(1, true) / 5.0;
   auto scale = ((sq / 3.0).mean(2, true) + 1e-5).pow(-0.5);
   auto w = affine_weight.unbind(0);
-  return torch::cat({x0 * (scale * w[0]) + affine_bias, by_l[1] * (scale * w[1]), by_l[2] * (scale * w[2])}, 1);
+  return torch::cat(
+      {x0 * (scale * w[0]) + affine_bias, by_l[1] * (scale * w[1]), by_l[2] * (scale * w[2])}, 1);
 }
 
 torch::Tensor gate_activation(const torch::Tensor& gates, const torch::Tensor& x, Layout layout) {
@@ -49,8 +52,8 @@ torch::Tensor gate_activation(const torch::Tensor& gates, const torch::Tensor& x
 
 SpectralAtomwiseImpl::SpectralAtomwiseImpl(int64_t sphere_channels, int64_t hidden_channels) {
   scalar_mlp = register_module(
-      "scalar_mlp",
-      torch::nn::Sequential(torch::nn::Linear(sphere_channels, 2 * hidden_channels), torch::nn::SiLU()));
+      "scalar_mlp", torch::nn::Sequential(torch::nn::Linear(sphere_channels, 2 * hidden_channels),
+                                          torch::nn::SiLU()));
   so3_linear_1 = register_module("so3_linear_1", SO3Linear(sphere_channels, hidden_channels));
   so3_linear_2 = register_module("so3_linear_2", SO3Linear(hidden_channels, sphere_channels));
 }

@@ -10,7 +10,7 @@
 namespace uma::train {
 namespace {
 
-uint64_t mix(uint64_t x) {   // splitmix64's finaliser
+uint64_t mix(uint64_t x) {  // splitmix64's finaliser
   x += 0x9e3779b97f4a7c15ull;
   x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
   x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
@@ -43,7 +43,8 @@ std::vector<double> ranks(const std::vector<double>& v) {
 CommitteeImpl::CommitteeImpl(int64_t K, int64_t C, int64_t H, uint64_t seed) : members_(K) {
   if (K < 2) throw Error("a committee needs at least 2 members, got " + std::to_string(K));
   auto gen = at::detail::createCPUGenerator(seed);
-  const double bc = 1.0 / std::sqrt(static_cast<double>(C)), bh = 1.0 / std::sqrt(static_cast<double>(H));
+  const double bc = 1.0 / std::sqrt(static_cast<double>(C)),
+               bh = 1.0 / std::sqrt(static_cast<double>(H));
   w0_ = register_parameter("w0", uniform(gen, K, C, H, bc));
   b0_ = register_parameter("b0", uniform(gen, K, 1, H, bc));
   w1_ = register_parameter("w1", uniform(gen, K, H, H, bh));
@@ -53,15 +54,16 @@ CommitteeImpl::CommitteeImpl(int64_t K, int64_t C, int64_t H, uint64_t seed) : m
 }
 
 torch::Tensor CommitteeImpl::forward(const torch::Tensor& scalars) {
-  auto x = scalars.unsqueeze(0).expand({members_, scalars.size(0), scalars.size(1)});   // [K, N, C]
-  auto h = torch::silu(torch::baddbmm(b0_, x, w0_));                                     // [K, N, H]
-  h = torch::silu(torch::baddbmm(b1_, h, w1_));                                          // [K, N, H]
-  return torch::baddbmm(b2_, h, w2_).squeeze(2);                                         // [K, N]
+  auto x = scalars.unsqueeze(0).expand({members_, scalars.size(0), scalars.size(1)});  // [K, N, C]
+  auto h = torch::silu(torch::baddbmm(b0_, x, w0_));                                   // [K, N, H]
+  h = torch::silu(torch::baddbmm(b1_, h, w1_));                                        // [K, N, H]
+  return torch::baddbmm(b2_, h, w2_).squeeze(2);                                       // [K, N]
 }
 
 int bootstrap_count(uint64_t seed, int64_t member, int64_t sample) {
-  const uint64_t h = mix(mix(mix(seed) ^ static_cast<uint64_t>(member)) ^ static_cast<uint64_t>(sample));
-  const double u = static_cast<double>(h >> 11) * 0x1.0p-53;   // [0, 1)
+  const uint64_t h =
+      mix(mix(mix(seed) ^ static_cast<uint64_t>(member)) ^ static_cast<uint64_t>(sample));
+  const double u = static_cast<double>(h >> 11) * 0x1.0p-53;  // [0, 1)
   // Poisson(1) by inversion: P(0) = P(1) = e^-1, P(k) = e^-1 / k!
   double p = std::exp(-1.0), cumulative = p;
   int k = 0;
@@ -73,9 +75,9 @@ int bootstrap_count(uint64_t seed, int64_t member, int64_t sample) {
   return k;
 }
 
-torch::Tensor committee_loss(const torch::Tensor& e, const torch::Tensor& target, const torch::Tensor& weights,
-                             const torch::Tensor& inverse_totals) {
-  auto d = e.to(torch::kFloat64) - target.to(torch::kFloat64).view({1, -1});   // [K, N]
+torch::Tensor committee_loss(const torch::Tensor& e, const torch::Tensor& target,
+                             const torch::Tensor& weights, const torch::Tensor& inverse_totals) {
+  auto d = e.to(torch::kFloat64) - target.to(torch::kFloat64).view({1, -1});  // [K, N]
   return ((d * d * weights).sum(1) * inverse_totals).sum();
 }
 

@@ -32,7 +32,8 @@ class CommitteeImpl : public torch::nn::Module {
 
  private:
   int64_t members_;
-  torch::Tensor w0_, b0_, w1_, b1_, w2_, b2_;   // [K, C, H] [K, 1, H] [K, H, H] [K, 1, H] [K, H, 1] [K, 1, 1]
+  torch::Tensor w0_, b0_, w1_, b1_, w2_,
+      b2_;  // [K, C, H] [K, 1, H] [K, H, H] [K, 1, H] [K, H, 1] [K, 1, 1]
 };
 TORCH_MODULE(Committee);
 

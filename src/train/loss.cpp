@@ -28,7 +28,8 @@ std::vector<LossTask> loss_tasks(const UmaModel& model, const LossOptions& optio
     switch (t.property) {
       case Property::kEnergy:
         task.coefficient = options.energy_coefficient;
-        if (!t.datasets.empty()) task.element_references = model->outputs(t.datasets[0]).element_references;
+        if (!t.datasets.empty())
+          task.element_references = model->outputs(t.datasets[0]).element_references;
         break;
       case Property::kForces:
         task.coefficient = options.forces_coefficient;
@@ -44,7 +45,8 @@ std::vector<LossTask> loss_tasks(const UmaModel& model, const LossOptions& optio
   return tasks;
 }
 
-std::vector<TaskTargets> make_targets(const std::vector<LossTask>& tasks, const std::vector<const Sample*>& batch,
+std::vector<TaskTargets> make_targets(const std::vector<LossTask>& tasks,
+                                      const std::vector<const Sample*>& batch,
                                       const torch::TensorOptions& fopts) {
   const int64_t B = static_cast<int64_t>(batch.size());
   int64_t N = 0;
@@ -58,8 +60,10 @@ std::vector<TaskTargets> make_targets(const std::vector<LossTask>& tasks, const 
         const Sample& s = *sp;
         double refs = 0;
         if (task.element_references.defined())
-          for (int64_t z : s.atoms.numbers) refs += task.element_references.data_ptr<double>()[z];  // host data
-        const bool ok = has_dataset(task, s.atoms.task) && s.labels.has_energy && std::isfinite(s.labels.energy);
+          for (int64_t z : s.atoms.numbers)
+            refs += task.element_references.data_ptr<double>()[z];  // host data
+        const bool ok = has_dataset(task, s.atoms.task) && s.labels.has_energy &&
+                        std::isfinite(s.labels.energy);
         target.push_back(ok ? (s.labels.energy - refs - task.mean) / task.rmsd : 0.0);
         mask.push_back(ok);
         tt.count += ok;
@@ -90,8 +94,7 @@ std::vector<TaskTargets> make_targets(const std::vector<LossTask>& tasks, const 
       }
       tt.target = upload(target, fopts).view({N, 3});
       tt.mask = upload(mask, fopts);
-      if (task.reduction == Reduction::kPerStructure)
-        tt.free_atoms = upload(free_atoms, fopts);
+      if (task.reduction == Reduction::kPerStructure) tt.free_atoms = upload(free_atoms, fopts);
     } else {  // stress
       for (const Sample* sp : batch) {
         const Sample& s = *sp;
@@ -114,7 +117,8 @@ std::vector<TaskTargets> make_targets(const std::vector<LossTask>& tasks, const 
 }
 
 LossTerms compute_losses(const std::vector<LossTask>& tasks, const Predictions& pred,
-                         const std::vector<TaskTargets>& targets, const std::vector<int64_t>& global_counts) {
+                         const std::vector<TaskTargets>& targets,
+                         const std::vector<int64_t>& global_counts) {
   std::vector<torch::Tensor> losses, errors;
   for (size_t t = 0; t < tasks.size(); ++t) {
     const auto& task = tasks[t];
@@ -123,14 +127,15 @@ LossTerms compute_losses(const std::vector<LossTask>& tasks, const Predictions& 
     torch::Tensor loss_sum, error_sum;
     if (task.property == Property::kEnergy) {
       auto n = pred.natoms.to(torch::kFloat64);
-      auto err = (pred.energy / n - tt.target / n).abs() * tt.mask;   // [B]
+      auto err = (pred.energy / n - tt.target / n).abs() * tt.mask;  // [B]
       loss_sum = err.sum();
       error_sum = loss_sum * task.rmsd;
     } else if (task.property == Property::kForces) {
-      auto diff = pred.forces - tt.target;                              // [N, 3]
-      auto per_atom = torch::linalg_vector_norm(diff, 2, {1}) * tt.mask;   // [N]
+      auto diff = pred.forces - tt.target;                                // [N, 3]
+      auto per_atom = torch::linalg_vector_norm(diff, 2, {1}) * tt.mask;  // [N]
       if (task.reduction == Reduction::kPerStructure) {
-        auto per_structure = torch::zeros({pred.natoms.size(0)}, per_atom.options()).index_add(0, pred.batch, per_atom);
+        auto per_structure = torch::zeros({pred.natoms.size(0)}, per_atom.options())
+                                 .index_add(0, pred.batch, per_atom);
         loss_sum = (per_structure / tt.free_atoms).sum();
       } else {
         loss_sum = per_atom.sum();
@@ -138,7 +143,7 @@ LossTerms compute_losses(const std::vector<LossTask>& tasks, const Predictions& 
       error_sum = (diff.detach().abs().sum(1) * tt.mask).sum() * task.rmsd;
     } else {
       if (!pred.stress.defined()) throw Error("internal: stress task without stress predictions");
-      auto err = (pred.stress - tt.target).abs() * tt.mask;             // [B, 9]
+      auto err = (pred.stress - tt.target).abs() * tt.mask;  // [B, 9]
       loss_sum = err.sum();
       error_sum = loss_sum * task.rmsd;
     }

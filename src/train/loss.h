@@ -33,7 +33,7 @@ struct LossOptions {
 
 // One term of the loss: a task of the model file.
 struct LossTask {
-  std::string name;       // e.g. omat_forces
+  std::string name;  // e.g. omat_forces
   Property property = Property::kEnergy;
   std::vector<std::string> datasets;
   double mean = 0.0, rmsd = 1.0;
@@ -46,26 +46,29 @@ std::vector<LossTask> loss_tasks(const UmaModel& model, const LossOptions& optio
 
 // One task's targets for one batch, on the device.
 struct TaskTargets {
-  torch::Tensor target;      // energy [B] f64, forces [N, 3], stress [B, 9]; normalised, 0 where masked
-  torch::Tensor mask;        // [B], [N] or [B, 9]; 1 valid, 0 not (prediction dtype)
-  torch::Tensor free_atoms;  // per_structure only: [B] valid atoms per structure (natoms where none)
-  int64_t count = 0;         // valid samples here (loss denominator: atoms, structures or stress elements)
+  torch::Tensor target;  // energy [B] f64, forces [N, 3], stress [B, 9]; normalised, 0 where masked
+  torch::Tensor mask;    // [B], [N] or [B, 9]; 1 valid, 0 not (prediction dtype)
+  torch::Tensor
+      free_atoms;     // per_structure only: [B] valid atoms per structure (natoms where none)
+  int64_t count = 0;  // valid samples here (loss denominator: atoms, structures or stress elements)
   int64_t metric_count = 0;  // MAE denominator: structures, force components or stress elements
 };
 
 // Host labels -> device targets for every task.
-std::vector<TaskTargets> make_targets(const std::vector<LossTask>& tasks, const std::vector<const Sample*>& batch,
+std::vector<TaskTargets> make_targets(const std::vector<LossTask>& tasks,
+                                      const std::vector<const Sample*>& batch,
                                       const torch::TensorOptions& float_options);
 
 // Raw model outputs for a batch.
 struct Predictions {
-  torch::Tensor energy;   // [B] float64
-  torch::Tensor forces;   // [N, 3]
-  torch::Tensor stress;   // [B, 9] or undefined
-  torch::Tensor natoms;   // [B] long
-  torch::Tensor batch;    // [N] long
-  torch::Tensor features;        // [N, C] l = 0 node features, detached (for a committee), or undefined
-  torch::Tensor atom_energies;   // [N] raw per-atom energies, detached (the committee's target), or undefined
+  torch::Tensor energy;    // [B] float64
+  torch::Tensor forces;    // [N, 3]
+  torch::Tensor stress;    // [B, 9] or undefined
+  torch::Tensor natoms;    // [B] long
+  torch::Tensor batch;     // [N] long
+  torch::Tensor features;  // [N, C] l = 0 node features, detached (for a committee), or undefined
+  torch::Tensor
+      atom_energies;  // [N] raw per-atom energies, detached (the committee's target), or undefined
 };
 
 // Per-task losses [T] (float64, each times its coefficient) and absolute-error
@@ -77,6 +80,7 @@ struct LossTerms {
   torch::Tensor error_sums;
 };
 LossTerms compute_losses(const std::vector<LossTask>& tasks, const Predictions& pred,
-                         const std::vector<TaskTargets>& targets, const std::vector<int64_t>& global_counts);
+                         const std::vector<TaskTargets>& targets,
+                         const std::vector<int64_t>& global_counts);
 
 }  // namespace uma::train

@@ -15,10 +15,12 @@ double cosine_lr_factor(const OptimizerOptions& o, int64_t step) {
     return o.warmup_factor * (1.0 - alpha) + alpha;
   }
   if (step >= o.total_steps) return o.lr_min_factor;
-  return o.lr_min_factor + 0.5 * (1.0 - o.lr_min_factor) * (1.0 + std::cos(M_PI * s / o.total_steps));
+  return o.lr_min_factor +
+         0.5 * (1.0 - o.lr_min_factor) * (1.0 + std::cos(M_PI * s / o.total_steps));
 }
 
-FlatParameters::FlatParameters(const std::vector<torch::Tensor>& parameters) : parameters_(parameters) {
+FlatParameters::FlatParameters(const std::vector<torch::Tensor>& parameters)
+    : parameters_(parameters) {
   if (parameters_.empty()) throw Error("internal: no parameters to train");
   int64_t total = 0;
   for (const auto& p : parameters_) total += p.numel();
@@ -30,14 +32,15 @@ FlatParameters::FlatParameters(const std::vector<torch::Tensor>& parameters) : p
   for (auto& p : parameters_) {
     const int64_t n = p.numel();
     auto slot = values_.narrow(0, offset, n);
-    slot.copy_(p.reshape({-1}));   // same device
-    p.set_data(slot.view(p.sizes()));   // same device
+    slot.copy_(p.reshape({-1}));       // same device
+    p.set_data(slot.view(p.sizes()));  // same device
     p.mutable_grad() = grads_.narrow(0, offset, n).view(p.sizes());
     offset += n;
   }
 }
 
-AdamW::AdamW(FlatParameters& params, OptimizerOptions options) : params_(params), options_(options) {
+AdamW::AdamW(FlatParameters& params, OptimizerOptions options)
+    : params_(params), options_(options) {
   const auto& v = params_.values();
   exp_avg_ = torch::zeros_like(v);
   exp_avg_sq_ = torch::zeros_like(v);
@@ -68,7 +71,8 @@ void AdamW::step(const torch::Tensor& loss) {
   applied_ += ok.to(torch::kFloat64);
   // clip_grad_norm_: scale by max_norm / (norm + 1e-6) when that is below 1.
   auto scale = options_.clip_norm > 0
-                   ? torch::clamp_max(options_.clip_norm / (grad_norm_ + 1e-6), 1.0) : torch::ones_like(grad_norm_);
+                   ? torch::clamp_max(options_.clip_norm / (grad_norm_ + 1e-6), 1.0)
+                   : torch::ones_like(grad_norm_);
   // A rejected step's gradient becomes zero (masked, so NaN cannot leak through).
   g.mul_(scale).masked_fill_(ok.logical_not(), 0.0);
 
@@ -81,7 +85,9 @@ void AdamW::step(const torch::Tensor& loss) {
   auto bias2_sqrt = torch::sqrt(1.0 - torch::pow(b2, t));
   // w -= step_size * m / denom, as m / (denom / -step_size); a rejected step
   // divides by -0 and adds -0.
-  auto denom = exp_avg_sq_.sqrt().div_(bias2_sqrt.to(w.scalar_type())).add_(options_.eps)
+  auto denom = exp_avg_sq_.sqrt()
+                   .div_(bias2_sqrt.to(w.scalar_type()))
+                   .add_(options_.eps)
                    .div_(-step_size.to(w.scalar_type()));
   w.addcdiv_(exp_avg_, denom);
   // AveragedModel: the first update copies, then ema += (1 - decay)(w - ema).
@@ -93,16 +99,19 @@ AdamW::State AdamW::state() const {
 }
 
 void AdamW::load_state(const State& s, int64_t steps) {
-  auto fits = [](const torch::Tensor& t, const torch::Tensor& like) { return t.defined() && t.numel() == like.numel(); };
-  if (!fits(s.exp_avg, exp_avg_) || !fits(s.exp_avg_sq, exp_avg_sq_) || !fits(s.applied, applied_.view({1})) ||
-      !fits(s.skipped, skipped_.view({1})) || s.ema.defined() != ema_.defined() || (ema_.defined() && !fits(s.ema, ema_)))
+  auto fits = [](const torch::Tensor& t, const torch::Tensor& like) {
+    return t.defined() && t.numel() == like.numel();
+  };
+  if (!fits(s.exp_avg, exp_avg_) || !fits(s.exp_avg_sq, exp_avg_sq_) ||
+      !fits(s.applied, applied_.view({1})) || !fits(s.skipped, skipped_.view({1})) ||
+      s.ema.defined() != ema_.defined() || (ema_.defined() && !fits(s.ema, ema_)))
     throw Error("the optimizer state does not match this model and these settings");
   torch::NoGradGuard no_grad;
-  exp_avg_.copy_(s.exp_avg);         // same device
-  exp_avg_sq_.copy_(s.exp_avg_sq);   // same device
-  applied_.copy_(s.applied[0]);      // same device
-  skipped_.copy_(s.skipped[0]);      // same device
-  if (ema_.defined()) ema_.copy_(s.ema);   // same device
+  exp_avg_.copy_(s.exp_avg);              // same device
+  exp_avg_sq_.copy_(s.exp_avg_sq);        // same device
+  applied_.copy_(s.applied[0]);           // same device
+  skipped_.copy_(s.skipped[0]);           // same device
+  if (ema_.defined()) ema_.copy_(s.ema);  // same device
   steps_ = steps;
 }
 

@@ -19,8 +19,8 @@ struct OptimizerOptions {
   double lr = 4e-4;
   double weight_decay = 1e-3;
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
-  double clip_norm = 100.0;      // 0: no clipping (the norm is still computed)
-  double ema_decay = 0.999;      // 0: no moving average
+  double clip_norm = 100.0;  // 0: no clipping (the norm is still computed)
+  double ema_decay = 0.999;  // 0: no moving average
   // fairchem CosineLRLambda: warm-up from warmup_factor over warmup_steps,
   // cosine from step 0 to total_steps, then lr_min_factor.
   int64_t warmup_steps = 0;
@@ -37,8 +37,8 @@ double cosine_lr_factor(const OptimizerOptions& o, int64_t step);
 class FlatParameters {
  public:
   explicit FlatParameters(const std::vector<torch::Tensor>& parameters);
-  torch::Tensor& values() { return values_; }     // [P]
-  torch::Tensor& grads() { return grads_; }       // [P]
+  torch::Tensor& values() { return values_; }  // [P]
+  torch::Tensor& grads() { return grads_; }    // [P]
   const std::vector<torch::Tensor>& parameters() const { return parameters_; }
   int64_t numel() const { return values_.numel(); }
 
@@ -55,24 +55,27 @@ class AdamW {
   // the gradient norm are finite.  `step` counts calls (the schedule's step).
   void step(const torch::Tensor& loss);
 
-  const torch::Tensor& grad_norm() const { return grad_norm_; }        // [] of the last step
-  const torch::Tensor& skipped() const { return skipped_; }            // [] steps not applied
-  const torch::Tensor& average() const { return ema_; }                // [P] or undefined
+  const torch::Tensor& grad_norm() const { return grad_norm_; }  // [] of the last step
+  const torch::Tensor& skipped() const { return skipped_; }      // [] steps not applied
+  const torch::Tensor& average() const { return ema_; }          // [P] or undefined
   int64_t steps_taken() const { return steps_; }
-  double current_lr() const;   // of the next step
-  double last_lr() const;      // of the step just taken (the first step's before any)
+  double current_lr() const;  // of the next step
+  double last_lr() const;     // of the step just taken (the first step's before any)
   const OptimizerOptions& options() const { return options_; }
 
   // The optimizer's state for checkpoints, by name (the names are the
   // tensors' names in a state file).
   struct State {
-    torch::Tensor exp_avg, exp_avg_sq;   // [P] Adam moments
-    torch::Tensor applied, skipped;      // [1] float64 update counts
-    torch::Tensor ema;                   // [P] moving average, undefined without one
+    torch::Tensor exp_avg, exp_avg_sq;  // [P] Adam moments
+    torch::Tensor applied, skipped;     // [1] float64 update counts
+    torch::Tensor ema;                  // [P] moving average, undefined without one
     // Each field with its name, for writers and readers of state files.
     std::vector<std::pair<const char*, torch::Tensor*>> fields() {
-      return {{"exp_avg", &exp_avg}, {"exp_avg_sq", &exp_avg_sq}, {"applied", &applied},
-              {"skipped", &skipped}, {"ema", &ema}};
+      return {{"exp_avg", &exp_avg},
+              {"exp_avg_sq", &exp_avg_sq},
+              {"applied", &applied},
+              {"skipped", &skipped},
+              {"ema", &ema}};
     }
   };
   State state() const;
@@ -83,8 +86,8 @@ class AdamW {
   FlatParameters& params_;
   OptimizerOptions options_;
   torch::Tensor exp_avg_, exp_avg_sq_, ema_;
-  torch::Tensor applied_;    // [] float64 updates applied (AdamW's bias-correction step)
-  torch::Tensor skipped_;    // [] float64
+  torch::Tensor applied_;  // [] float64 updates applied (AdamW's bias-correction step)
+  torch::Tensor skipped_;  // [] float64
   torch::Tensor grad_norm_;
   int64_t steps_ = 0;
 };

@@ -13,11 +13,12 @@ namespace {
 // One row of the table: how a value is read and checked, where it goes.
 struct Row {
   TrainOptionSpec spec;
-  std::function<void(TrainOptions&, const std::string&)> set;   // throws uma::Error on a bad value
+  std::function<void(TrainOptions&, const std::string&)> set;  // throws uma::Error on a bad value
   std::function<std::string(const TrainOptions&)> get;
 };
 
-[[noreturn]] void refuse(const std::string& name, const std::string& rule, const std::string& value) {
+[[noreturn]] void refuse(const std::string& name, const std::string& rule,
+                         const std::string& value) {
   throw Error(name + " must be " + rule + ", got '" + value + "'");
 }
 
@@ -66,8 +67,9 @@ Row real_row(const char* name, const char* help, const char* rule, std::function
           }};
 }
 
-Row integer_row(const char* name, const char* help, const char* rule, std::function<bool(int64_t)> ok,
-                std::function<void(TrainOptions&, int64_t)> set, std::function<int64_t(const TrainOptions&)> get) {
+Row integer_row(const char* name, const char* help, const char* rule,
+                std::function<bool(int64_t)> ok, std::function<void(TrainOptions&, int64_t)> set,
+                std::function<int64_t(const TrainOptions&)> get) {
   return {{name, std::string(help) + " (" + rule + ")"},
           [=](TrainOptions& o, const std::string& value) {
             const int64_t v = integer(name, rule, value);
@@ -82,17 +84,20 @@ const std::vector<Row>& rows() {
   static const auto non_negative = [](double v) { return v >= 0; };
   static const auto below_one = [](double v) { return v >= 0 && v < 1; };
   static const std::vector<Row> table = {
-      real_row("lr", "peak learning rate", "> 0", positive, [](TrainOptions& o) -> double& { return o.optimizer.lr; }),
+      real_row("lr", "peak learning rate", "> 0", positive,
+               [](TrainOptions& o) -> double& { return o.optimizer.lr; }),
       real_row("weight_decay", "AdamW weight decay", ">= 0", non_negative,
                [](TrainOptions& o) -> double& { return o.optimizer.weight_decay; }),
       integer_row(
-          "warmup", "warm-up steps of the learning rate", "an integer >= 0", [](int64_t v) { return v >= 0; },
+          "warmup", "warm-up steps of the learning rate", "an integer >= 0",
+          [](int64_t v) { return v >= 0; },
           [](TrainOptions& o, int64_t v) { o.optimizer.warmup_steps = v; },
           [](const TrainOptions& o) { return o.optimizer.warmup_steps; }),
-      real_row("warmup_factor", "learning-rate factor at step 0 of the warm-up", ">= 0", non_negative,
-               [](TrainOptions& o) -> double& { return o.optimizer.warmup_factor; }),
+      real_row("warmup_factor", "learning-rate factor at step 0 of the warm-up", ">= 0",
+               non_negative, [](TrainOptions& o) -> double& { return o.optimizer.warmup_factor; }),
       integer_row(
-          "total_steps", "optimizer steps of the cosine schedule", "an integer > 0", [](int64_t v) { return v > 0; },
+          "total_steps", "optimizer steps of the cosine schedule", "an integer > 0",
+          [](int64_t v) { return v > 0; },
           [](TrainOptions& o, int64_t v) { o.optimizer.total_steps = v; },
           [](const TrainOptions& o) { return o.optimizer.total_steps; }),
       real_row("lr_min_factor", "learning-rate factor after total_steps", ">= 0", non_negative,
@@ -109,7 +114,8 @@ const std::vector<Row>& rows() {
                [](TrainOptions& o) -> double& { return o.loss.stress_coefficient; }),
       {{"forces_reduction", "how the forces loss averages (mean or per_structure)"},
        [](TrainOptions& o, const std::string& v) {
-         if (v != "mean" && v != "per_structure") refuse("forces_reduction", "mean or per_structure", v);
+         if (v != "mean" && v != "per_structure")
+           refuse("forces_reduction", "mean or per_structure", v);
          o.loss.forces_reduction = v == "mean" ? Reduction::kMean : Reduction::kPerStructure;
        },
        [](const TrainOptions& o) {
@@ -119,7 +125,8 @@ const std::vector<Row>& rows() {
                [](TrainOptions& o) -> double& { return o.routing_dropout; }),
       integer_row(
           "seed", "seed of the sampler, the dropout and the committee", "an integer >= 0",
-          [](int64_t v) { return v >= 0; }, [](TrainOptions& o, int64_t v) { o.seed = static_cast<uint64_t>(v); },
+          [](int64_t v) { return v >= 0; },
+          [](TrainOptions& o, int64_t v) { o.seed = static_cast<uint64_t>(v); },
           [](const TrainOptions& o) { return static_cast<int64_t>(o.seed); }),
       integer_row(
           "committee", "members of the uncertainty committee", "0 (none) or K >= 2",
@@ -131,7 +138,9 @@ const std::vector<Row>& rows() {
          if (v != "fp32" && v != "fp64") refuse("precision", "fp32 or fp64", v);
          o.dtype = parse_precision(v).dtype;
        },
-       [](const TrainOptions& o) { return std::string(o.dtype == torch::kFloat64 ? "fp64" : "fp32"); }},
+       [](const TrainOptions& o) {
+         return std::string(o.dtype == torch::kFloat64 ? "fp64" : "fp32");
+       }},
       {{"deterministic", "LibTorch's deterministic algorithms during each step (yes or no)"},
        [](TrainOptions& o, const std::string& v) {
          if (v == "yes" || v == "on" || v == "true" || v == "1")

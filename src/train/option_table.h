@@ -11,8 +11,8 @@
 namespace uma::train {
 
 struct TrainOptionSpec {
-  std::string name;   // e.g. "lr", "forces_coef"
-  std::string help;   // one line: what it sets and which values it takes
+  std::string name;  // e.g. "lr", "forces_coef"
+  std::string help;  // one line: what it sets and which values it takes
 };
 
 // Every option of the table, in the order the documentation lists them.

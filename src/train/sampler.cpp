@@ -8,7 +8,8 @@
 
 namespace uma::train {
 
-MaxAtomsSampler::MaxAtomsSampler(int64_t max_atoms, uint64_t seed, int processes, int rank, bool shuffle)
+MaxAtomsSampler::MaxAtomsSampler(int64_t max_atoms, uint64_t seed, int processes, int rank,
+                                 bool shuffle)
     : max_atoms_(max_atoms), seed_(seed), processes_(processes), rank_(rank), shuffle_(shuffle) {
   if (max_atoms < 1) throw Error("max_atoms must be at least 1");
   if (processes < 1 || rank < 0 || rank >= processes) throw Error("internal: bad process rank");
@@ -16,7 +17,9 @@ MaxAtomsSampler::MaxAtomsSampler(int64_t max_atoms, uint64_t seed, int processes
 
 void MaxAtomsSampler::plan(const std::vector<int64_t>& all) {
   // After a restart, the epoch's plan is made again from the samples it was first made from.
-  const size_t count = resume_samples_ >= 0 ? std::min(all.size(), static_cast<size_t>(resume_samples_)) : all.size();
+  const size_t count = resume_samples_ >= 0
+                           ? std::min(all.size(), static_cast<size_t>(resume_samples_))
+                           : all.size();
   resume_samples_ = -1;
   const std::vector<int64_t> natoms(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(count));
   planned_samples_ = static_cast<int64_t>(count);
@@ -41,7 +44,8 @@ void MaxAtomsSampler::plan(const std::vector<int64_t>& all) {
     atoms += natoms[i];
   }
   if (!current.empty()) batches.push_back(current);
-  if (shuffle_) std::shuffle(batches.begin(), batches.end(), std::mt19937_64(seed_ + 2 * epoch_ + 1));
+  if (shuffle_)
+    std::shuffle(batches.begin(), batches.end(), std::mt19937_64(seed_ + 2 * epoch_ + 1));
   mine_.clear();
   if (batches.empty()) return;
   const size_t padded = (batches.size() + processes_ - 1) / processes_ * processes_;

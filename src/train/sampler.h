@@ -13,7 +13,8 @@ namespace uma::train {
 
 class MaxAtomsSampler {
  public:
-  MaxAtomsSampler(int64_t max_atoms, uint64_t seed, int processes = 1, int rank = 0, bool shuffle = true);
+  MaxAtomsSampler(int64_t max_atoms, uint64_t seed, int processes = 1, int rank = 0,
+                  bool shuffle = true);
 
   // This process's batch for the next step, from samples with these atom counts.
   // Empty when no sample fits max_atoms.
@@ -32,7 +33,7 @@ class MaxAtomsSampler {
     planned_ = -1;
     resume_samples_ = planned_samples;
   }
-  int64_t left_out() const { return left_out_; }   // samples larger than max_atoms in the last plan
+  int64_t left_out() const { return left_out_; }  // samples larger than max_atoms in the last plan
 
  private:
   void plan(const std::vector<int64_t>& natoms);
@@ -43,7 +44,7 @@ class MaxAtomsSampler {
   bool shuffle_;
   int64_t epoch_ = -1, position_ = 0, planned_ = -2, left_out_ = 0;
   int64_t planned_samples_ = 0, resume_samples_ = -1;
-  std::vector<std::vector<int64_t>> mine_;   // this process's batches of the current epoch
+  std::vector<std::vector<int64_t>> mine_;  // this process's batches of the current epoch
 };
 
 }  // namespace uma::train

@@ -17,11 +17,13 @@ namespace uma::train {
 namespace {
 
 bool has_property(const std::vector<LossTask>& tasks, Property property) {
-  return std::any_of(tasks.begin(), tasks.end(), [&](const LossTask& t) { return t.property == property; });
+  return std::any_of(tasks.begin(), tasks.end(),
+                     [&](const LossTask& t) { return t.property == property; });
 }
 
 // Energy, force and stress MAEs from per-task error sums and counts (NaN where nothing was seen).
-Trainer::Errors property_maes(const std::vector<LossTask>& tasks, const double* error_sums, const double* counts) {
+Trainer::Errors property_maes(const std::vector<LossTask>& tasks, const double* error_sums,
+                              const double* counts) {
   double err[kPropertyCount] = {}, n[kPropertyCount] = {};
   for (size_t t = 0; t < tasks.size(); ++t) {
     const auto k = static_cast<int>(tasks[t].property);
@@ -41,9 +43,9 @@ Trainer::Trainer(UmaModel model, TrainOptions options)
       graph_(model_->config().backbone.cutoff, model_->config().backbone.max_neighbors) {
   const char* fail = std::getenv("UMA_TEST_FAIL_TRAINING_STEP");
   fail_step_ = fail && std::string(fail) == "1";
-  configure_cublas_workspace(options_.device);   // before any GEMM
-  make_current(options_.device);   // before anything is allocated there
-  model_->to(options_.device, options_.dtype);   // bulk transfer
+  configure_cublas_workspace(options_.device);  // before any GEMM
+  make_current(options_.device);                // before anything is allocated there
+  model_->to(options_.device, options_.dtype);  // bulk transfer
   model_->train();
   std::vector<torch::Tensor> trainable;
   for (auto& p : model_->named_parameters()) {
@@ -64,11 +66,12 @@ Trainer::Trainer(UmaModel model, TrainOptions options)
   error_counts_.assign(T, 0.0);
   if (options_.committee_members > 0) {
     const auto& bb = model_->config().backbone;
-    committee_ = Committee(options_.committee_members, bb.sphere_channels, bb.hidden_channels, options_.seed);
-    committee_->to(options_.device, options_.dtype);   // bulk transfer
+    committee_ = Committee(options_.committee_members, bb.sphere_channels, bb.hidden_channels,
+                           options_.seed);
+    committee_->to(options_.device, options_.dtype);  // bulk transfer
     committee_flat_ = std::make_unique<FlatParameters>(committee_->parameters());
     OptimizerOptions copt = options_.optimizer;
-    copt.ema_decay = 0;   // the estimate follows the raw weights the features come from
+    copt.ema_decay = 0;  // the estimate follows the raw weights the features come from
     committee_optimizer_ = std::make_unique<AdamW>(*committee_flat_, copt);
     committee_loss_ = torch::zeros({}, dopts);
     committee_loss_sum_ = torch::zeros({}, dopts);
@@ -79,15 +82,19 @@ int64_t Trainer::add_sample(const Sample& sample) {
   validate_systems(model_, {sample.atoms});
   const auto n = static_cast<int64_t>(sample.atoms.numbers.size());
   if (sample.labels.has_forces && static_cast<int64_t>(sample.labels.forces.size()) != 3 * n)
-    throw Error("forces label has " + std::to_string(sample.labels.forces.size()) + " numbers for " +
-                std::to_string(n) + " atoms (expected " + std::to_string(3 * n) + ")");
+    throw Error("forces label has " + std::to_string(sample.labels.forces.size()) +
+                " numbers for " + std::to_string(n) + " atoms (expected " + std::to_string(3 * n) +
+                ")");
   const auto fopts = torch::TensorOptions().dtype(options_.dtype).device(options_.device);
   StagingBuffer staging;
   const Geometry geo = upload_geometry(geometry_of({sample.atoms}), fopts, staging);
   RadiusGraph g = graph_.build(geo.positions, geo.cells, geo.graph);
-  const auto status = to_host(torch::cat({g.close_atoms, g.counts.narrow(0, 0, 1).to(torch::kFloat64)}));
-  const double* v = status.data_ptr<double>();   // host data
-  if (v[0] > 0) throw CloseAtomsError(static_cast<int64_t>(v[1]), static_cast<int64_t>(v[2]), v[3], kMinAtomDistance);
+  const auto status =
+      to_host(torch::cat({g.close_atoms, g.counts.narrow(0, 0, 1).to(torch::kFloat64)}));
+  const double* v = status.data_ptr<double>();  // host data
+  if (v[0] > 0)
+    throw CloseAtomsError(static_cast<int64_t>(v[1]), static_cast<int64_t>(v[2]), v[3],
+                          kMinAtomDistance);
   edges_.push_back(static_cast<int64_t>(v[4]));
   Sample kept = sample;
   kept.atoms.positions = sample.atoms.positions.device().is_cpu()
@@ -97,8 +104,9 @@ int64_t Trainer::add_sample(const Sample& sample) {
   return num_samples() - 1;
 }
 
-torch::Tensor Trainer::atom_energies(const BatchTensors& in, const RadiusGraph& graph, const torch::Tensor& vec,
-                                     double dropout, torch::Tensor* scalars) {
+torch::Tensor Trainer::atom_energies(const BatchTensors& in, const RadiusGraph& graph,
+                                     const torch::Tensor& vec, double dropout,
+                                     torch::Tensor* scalars) {
   EdgeInput edges{graph.src, graph.tgt, graph.valid, graph.edge_system, vec, graph.row_offsets, {}};
   auto backbone = model_->backbone();
   auto system_emb = backbone->system_embedding(in);
@@ -110,8 +118,8 @@ torch::Tensor Trainer::atom_energies(const BatchTensors& in, const RadiusGraph& 
   return model_->atom_energies(in, edges, system_emb, ctx, scalars);
 }
 
-Predictions Trainer::predict(const std::vector<const Sample*>& samples, const std::vector<int64_t>& capacities,
-                             bool create_graph) {
+Predictions Trainer::predict(const std::vector<const Sample*>& samples,
+                             const std::vector<int64_t>& capacities, bool create_graph) {
   const auto fopts = torch::TensorOptions().dtype(options_.dtype).device(options_.device);
   const auto dopts = fopts.dtype(torch::kFloat64);
   std::vector<Atoms> systems;
@@ -126,8 +134,9 @@ Predictions Trainer::predict(const std::vector<const Sample*>& samples, const st
   RadiusGraph graph = graph_.build_with(geo.positions, geo.cells, geo.graph, capacity);
   auto vec = edge_vectors(geo.positions, graph, geo.cells).requires_grad_(true);
   torch::Tensor scalars;
-  auto raw_atom = atom_energies(in, graph, vec, options_.routing_dropout, has_committee() ? &scalars : nullptr)
-                      .to(torch::kFloat64);   // [N]
+  auto raw_atom =
+      atom_energies(in, graph, vec, options_.routing_dropout, has_committee() ? &scalars : nullptr)
+          .to(torch::kFloat64);  // [N]
   Predictions pred;
   if (scalars.defined()) {
     pred.features = scalars.detach();
@@ -136,12 +145,12 @@ Predictions Trainer::predict(const std::vector<const Sample*>& samples, const st
   pred.energy = torch::zeros({B}, dopts).index_add(0, in.batch, raw_atom);
   // Conserving outputs, kept differentiable for the second-order backward.
   auto g = torch::autograd::grad({pred.energy.sum()}, {vec}, {}, /*retain_graph=*/create_graph,
-                                 create_graph)[0];                                          // [E, 3]
+                                 create_graph)[0];  // [E, 3]
   pred.forces = torch::zeros({N, 3}, fopts).index_add(0, graph.tgt, g).index_add(0, graph.src, -g);
   if (has_property(tasks_, Property::kStress)) {
     // 0 (no stress label can apply) where the cell has no volume
     auto inv_volume = torch::nan_to_num(geo.inv_volume, 0.0, 0.0, 0.0).to(options_.dtype);
-    auto r_g = vec.detach().unsqueeze(2) * g.unsqueeze(1);                                  // [E, 3, 3]
+    auto r_g = vec.detach().unsqueeze(2) * g.unsqueeze(1);  // [E, 3, 3]
     auto s = torch::zeros({B, 3, 3}, fopts).index_add(0, graph.edge_system, r_g);
     s = (s + s.transpose(1, 2)) * inv_volume.view({B, 1, 1}) / 2;
     pred.stress = s.view({B, 9});
@@ -161,7 +170,8 @@ Trainer::Batch Trainer::prepare(const std::vector<int64_t>& indices) {
   // Equal edge blocks let every MoLE layer run as one batched GEMM.
   const int64_t widest = *std::max_element(b.capacities.begin(), b.capacities.end());
   const int64_t total = std::accumulate(b.capacities.begin(), b.capacities.end(), int64_t{0});
-  if (b.capacities.size() > 1 && widest * static_cast<double>(b.capacities.size()) <= (1.0 + options_.mole_padding) * total)
+  if (b.capacities.size() > 1 &&
+      widest * static_cast<double>(b.capacities.size()) <= (1.0 + options_.mole_padding) * total)
     std::fill(b.capacities.begin(), b.capacities.end(), widest);
 
   const auto fopts = torch::TensorOptions().dtype(options_.dtype).device(options_.device);
@@ -172,7 +182,7 @@ Trainer::Batch Trainer::prepare(const std::vector<int64_t>& indices) {
     const int64_t K = committee_->members(), B = static_cast<int64_t>(indices.size());
     b.committee_weights.resize(K * B);
     for (int64_t k = 0; k < K; ++k) {
-      double total = 0;   // weighted atoms
+      double total = 0;  // weighted atoms
       for (int64_t j = 0; j < B; ++j) {
         const double w = bootstrap_count(options_.seed, k, indices[j]);
         b.committee_weights[k * B + j] = w;
@@ -190,10 +200,12 @@ torch::Tensor Trainer::committee_step_loss(const Predictions& pred, const Batch&
   // One upload: [K, B] bootstrap counts, then [K] inverse bootstrap totals.
   std::vector<double> packed(b.committee_weights);
   const size_t first = 2 * tasks_.size();
-  for (int64_t k = 0; k < K; ++k) packed.push_back(b.counts[first + k] > 0 ? 1.0 / b.counts[first + k] : 0.0);
+  for (int64_t k = 0; k < K; ++k)
+    packed.push_back(b.counts[first + k] > 0 ? 1.0 / b.counts[first + k] : 0.0);
   const auto both = upload(packed, dopts);
-  auto weights = both.narrow(0, 0, K * B).view({K, B}).index_select(1, pred.batch);   // [K, N]
-  return committee_loss(committee_->forward(pred.features), pred.atom_energies, weights, both.narrow(0, K * B, K));
+  auto weights = both.narrow(0, 0, K * B).view({K, B}).index_select(1, pred.batch);  // [K, N]
+  return committee_loss(committee_->forward(pred.features), pred.atom_energies, weights,
+                        both.narrow(0, K * B, K));
 }
 
 LossTerms Trainer::evaluate(const Batch& b, bool backward) {
@@ -274,14 +286,15 @@ Trainer::Errors Trainer::errors(const std::vector<int64_t>& indices, bool averag
     terms = evaluate(batch, /*backward=*/false);
   });
   auto sums = to_host(terms.error_sums);
-  return property_maes(tasks_, sums.data_ptr<double>(), batch.counts.data() + tasks_.size());  // host data
+  const double* errors = sums.data_ptr<double>();  // host data
+  return property_maes(tasks_, errors, batch.counts.data() + tasks_.size());
 }
 
 void Trainer::with_weights(bool average, const std::function<void()>& fn) {
   if (!average || !optimizer_->average().defined()) return fn();
   auto swap_in = [&](const torch::Tensor& values) {
-    torch::NoGradGuard no_grad;   // only for the copy: fn may need autograd
-    flat_->values().copy_(values);   // same device
+    torch::NoGradGuard no_grad;     // only for the copy: fn may need autograd
+    flat_->values().copy_(values);  // same device
   };
   const auto raw = flat_->values().detach().clone();
   swap_in(optimizer_->average());
@@ -305,7 +318,8 @@ TrainStats Trainer::read_stats() {
   packed.read();
   // Losses are already global (each process holds its share of the global
   // mean), error sums are local: both add up over processes.
-  if (options_.sum_host) packed.update({"loss", "task_losses", "errors", "committee_loss"}, options_.sum_host);
+  if (options_.sum_host)
+    packed.update({"loss", "task_losses", "errors", "committee_loss"}, options_.sum_host);
   TrainStats s;
   s.steps = stat_steps_;
   const double steps = std::max<int64_t>(stat_steps_, 1);
@@ -344,11 +358,11 @@ Uncertainty Trainer::uncertainty(const Sample& sample) {
     RadiusGraph graph = graph_.build(geo.positions, geo.cells, geo.graph);
     torch::Tensor scalars;
     atom_energies(in, graph, edge_vectors(geo.positions, graph, geo.cells), 0.0, &scalars);
-    const double rmsd = model_->outputs(sample.atoms.task).energy_rmsd;   // normalised -> eV
-    auto spread = committee_spread(committee_->forward(scalars)).to(torch::kFloat64) * rmsd;   // [N]
+    const double rmsd = model_->outputs(sample.atoms.task).energy_rmsd;  // normalised -> eV
+    auto spread = committee_spread(committee_->forward(scalars)).to(torch::kFloat64) * rmsd;  // [N]
     // One read: the edge count (did the graph fit?) and the spread.
     auto host = to_host(torch::cat({graph.counts.narrow(0, 0, 1).to(torch::kFloat64), spread}));
-    const double* v = host.data_ptr<double>();   // host data
+    const double* v = host.data_ptr<double>();  // host data
     const auto edges = static_cast<int64_t>(v[0]);
     if (edges > graph.capacity.at(0).edges) {
       graph_.grow({edges}, graph.sizes);
@@ -366,7 +380,8 @@ Uncertainty Trainer::uncertainty(const Sample& sample) {
 }
 
 void Trainer::copy_weights(UmaModel& dst, bool average) const {
-  const auto& source = average && optimizer_->average().defined() ? optimizer_->average() : flat_->values();
+  const auto& source =
+      average && optimizer_->average().defined() ? optimizer_->average() : flat_->values();
   auto params = dst->parameters();
   const auto own = model_->parameters();
   if (params.size() != own.size()) throw Error("copy_weights: the models differ in shape");
@@ -376,10 +391,10 @@ void Trainer::copy_weights(UmaModel& dst, bool average) const {
     const int64_t n = params[i].numel();
     if (own[i].numel() != n) throw Error("copy_weights: the models differ in shape");
     if (!trainable_[i]) {
-      params[i].copy_(own[i]);   // same device
+      params[i].copy_(own[i]);  // same device
       continue;
     }
-    params[i].copy_(source.narrow(0, offset, n).view(params[i].sizes()));   // same device
+    params[i].copy_(source.narrow(0, offset, n).view(params[i].sizes()));  // same device
     offset += n;
   }
   if (offset != source.numel()) throw Error("copy_weights: the models differ in size");
@@ -414,23 +429,26 @@ void Trainer::load_state(const std::string& path) {
     throw Error(path + " is not a lammps-uma optimizer state file");
   AdamW::State state;
   for (auto [name, t] : state.fields())
-    if (file.tensors.count(name)) *t = move_bulk(file.tensors[name], file.tensors[name].options().device(options_.device));
+    if (file.tensors.count(name))
+      *t = move_bulk(file.tensors[name], file.tensors[name].options().device(options_.device));
   const auto& w = file.tensors["weights"];
   if (!w.defined() || w.numel() != flat_->numel())
     throw Error(path + " holds the optimizer state of a model of another size");
   const std::string members = has_committee() ? std::to_string(committee_->members()) : "";
   if (file.metadata["committee_members"] != members)
-    throw Error(path + " holds " + (file.metadata["committee_members"].empty() ? std::string("no")
-                                                                                : file.metadata["committee_members"]) +
-                " committee members; this run has " + (members.empty() ? std::string("none") : members));
+    throw Error(path + " holds " +
+                (file.metadata["committee_members"].empty() ? std::string("no")
+                                                            : file.metadata["committee_members"]) +
+                " committee members; this run has " +
+                (members.empty() ? std::string("none") : members));
   optimizer_->load_state(state, std::stoll(file.metadata["steps"]));
   torch::NoGradGuard no_grad;
-  flat_->values().copy_(move_bulk(w, flat_->values().options()));   // same device
+  flat_->values().copy_(move_bulk(w, flat_->values().options()));  // same device
   if (has_committee()) {
     AdamW::State cstate;
     for (auto [name, field] : cstate.fields()) {
       const auto& t = file.tensors[std::string("committee.") + name];
-      if (std::string(name) == "ema") continue;   // the committee keeps no moving average
+      if (std::string(name) == "ema") continue;  // the committee keeps no moving average
       if (!t.defined()) throw Error(path + " lacks the committee's optimizer state '" + name + "'");
       *field = move_bulk(t, t.options().device(options_.device));
     }
@@ -438,14 +456,15 @@ void Trainer::load_state(const std::string& path) {
     if (!cw.defined() || cw.numel() != committee_flat_->numel())
       throw Error(path + " holds a committee of another size");
     committee_optimizer_->load_state(cstate, std::stoll(file.metadata["committee_steps"]));
-    committee_flat_->values().copy_(move_bulk(cw, committee_flat_->values().options()));   // same device
+    auto& values = committee_flat_->values();
+    values.copy_(move_bulk(cw, values.options()));  // same device
   }
 }
 
 uint64_t Trainer::weights_hash() const {
   auto host = to_host(flat_->values());
   const auto* bytes = static_cast<const unsigned char*>(host.data_ptr());  // host data
-  uint64_t h = 1469598103934665603ull;   // FNV-1a
+  uint64_t h = 1469598103934665603ull;                                     // FNV-1a
   for (int64_t i = 0; i < host.numel() * static_cast<int64_t>(host.element_size()); ++i)
     h = (h ^ bytes[i]) * 1099511628211ull;
   return h;

@@ -30,16 +30,16 @@ namespace uma::train {
 
 struct TrainOptions {
   torch::Device device = torch::kCPU;
-  torch::ScalarType dtype = torch::kFloat32;   // float64 for gradient checks
+  torch::ScalarType dtype = torch::kFloat32;  // float64 for gradient checks
   LossOptions loss;
   OptimizerOptions optimizer;
-  double routing_dropout = 0.0;     // fairchem moe_dropout (0 for parity runs)
+  double routing_dropout = 0.0;  // fairchem moe_dropout (0 for parity runs)
   // fairchem freezes the dataset embeddings unless dataset_emb_grad is set.
   bool train_dataset_embeddings = false;
   // Systems of a batch share one edge-block size (one batched MoLE GEMM) when
   // that pads the edges by at most this fraction; otherwise split views.
   double mole_padding = 0.25;
-  uint64_t seed = 12345;            // dropout RNG, committee starting weights and resamples, samplers
+  uint64_t seed = 12345;  // dropout RNG, committee starting weights and resamples, samplers
   // Members of the uncertainty committee (0: none; else >= 2), trained with
   // the main model at every step (see committee.h).
   int64_t committee_members = 0;
@@ -76,8 +76,8 @@ struct TrainStats {
 // The committee's estimate on one frame: the spread of its members' per-atom
 // energies, in eV.
 struct Uncertainty {
-  std::vector<double> per_atom;   // [N] eV
-  double max = 0, mean = 0;       // over the atoms
+  std::vector<double> per_atom;  // [N] eV
+  double max = 0, mean = 0;      // over the atoms
 };
 
 class Trainer {
@@ -99,7 +99,9 @@ class Trainer {
   const torch::Tensor& gradient() const { return flat_->grads(); }
   // Energy (eV/atom), force and stress (per component) MAEs on these samples
   // with the raw or averaged weights, this process only (counted host reads).
-  struct Errors { double energy = 0, forces = 0, stress = 0; };
+  struct Errors {
+    double energy = 0, forces = 0, stress = 0;
+  };
   Errors errors(const std::vector<int64_t>& indices, bool average);
 
   // The committee's uncertainty on a frame with the raw weights (one counted
@@ -132,13 +134,14 @@ class Trainer {
   // Runs fn with the averaged weights in place (when `average` and there is
   // an average), then puts the raw ones back.
   void with_weights(bool average, const std::function<void()>& fn);
-  Predictions predict(const std::vector<const Sample*>& batch, const std::vector<int64_t>& capacities, bool create_graph);
+  Predictions predict(const std::vector<const Sample*>& batch,
+                      const std::vector<int64_t>& capacities, bool create_graph);
   // The model's raw per-atom energies [N] of `in` on `graph` (edge vectors
   // `vec`), routing with `dropout`; with `scalars`, also the l = 0 node
   // features the committee reads [N, C].  What predict() and uncertainty()
   // share.
-  torch::Tensor atom_energies(const BatchTensors& in, const RadiusGraph& graph, const torch::Tensor& vec,
-                              double dropout, torch::Tensor* scalars);
+  torch::Tensor atom_energies(const BatchTensors& in, const RadiusGraph& graph,
+                              const torch::Tensor& vec, double dropout, torch::Tensor* scalars);
   // A batch ready to evaluate: its samples, edge capacities and targets, and
   // counts (per task the loss denominators, then the metric denominators),
   // which step() sums over processes before evaluate() uses them.
@@ -146,8 +149,8 @@ class Trainer {
     std::vector<const Sample*> samples;
     std::vector<int64_t> capacities;
     std::vector<TaskTargets> targets;
-    std::vector<double> counts;          // then, with a committee, each member's bootstrap total [K]
-    std::vector<double> committee_weights;   // [K, B] bootstrap counts (host)
+    std::vector<double> counts;  // then, with a committee, each member's bootstrap total [K]
+    std::vector<double> committee_weights;  // [K, B] bootstrap counts (host)
   };
   Batch prepare(const std::vector<int64_t>& indices);
   // The committee's loss on a predicted batch (features from predict) [].
@@ -171,13 +174,15 @@ class Trainer {
   Committee committee_{nullptr};
   std::unique_ptr<FlatParameters> committee_flat_;
   std::unique_ptr<AdamW> committee_optimizer_;
-  torch::Tensor committee_loss_, committee_loss_sum_;   // [] the latest step's, and since the last read
+  torch::Tensor committee_loss_,
+      committee_loss_sum_;  // [] the latest step's, and since the last read
   // Device accumulators since the last read.
   torch::Tensor loss_sum_, task_loss_sums_, error_sums_;
-  std::vector<double> error_counts_;   // host: per task, metric denominators
+  std::vector<double> error_counts_;  // host: per task, metric denominators
   int64_t stat_steps_ = 0;
   bool step_deterministic_ = false;
-  bool fail_step_ = false;   // UMA_TEST_FAIL_TRAINING_STEP=1: every step fails (tests of the agreement)
+  bool fail_step_ =
+      false;  // UMA_TEST_FAIL_TRAINING_STEP=1: every step fails (tests of the agreement)
 };
 
 }  // namespace uma::train
