@@ -4,13 +4,58 @@
 #include <cmath>
 #include <limits>
 
+#include "radius_graph_parts.h"
 #include "transfers.h"
 
 namespace uma {
+
+namespace graph_parts {
+
+// The brute force's image list [S x 3], first index slowest.
+std::vector<int64_t> image_list(const std::array<int64_t, 3>& rep) {
+  std::vector<int64_t> img;
+  for (int64_t i = -rep[0]; i <= rep[0]; ++i)
+    for (int64_t j = -rep[1]; j <= rep[1]; ++j)
+      for (int64_t k = -rep[2]; k <= rep[2]; ++k) img.insert(img.end(), {i, j, k});
+  return img;
+}
+
+// n . cell for images [S, 3] and a cell [3, 3] (rows are lattice vectors).
+torch::Tensor image_shifts(const torch::Tensor& images, const torch::Tensor& cell) {
+  return images.select(1, 0).unsqueeze(1) * cell[0] + images.select(1, 1).unsqueeze(1) * cell[1] +
+         images.select(1, 2).unsqueeze(1) * cell[2];
+}
+
+// |v|^2 over the last dimension (size 3).
+torch::Tensor squared_norm(const torch::Tensor& v) {
+  auto x = v.select(-1, 0), y = v.select(-1, 1), z = v.select(-1, 2);
+  return x * x + y * y + z * z;
+}
+
+// Concatenates the blocks.  valid: slot index within its block < edges found.
+void finish(RadiusGraph& g, const std::vector<torch::Tensor>& src,
+            const std::vector<torch::Tensor>& tgt, const std::vector<torch::Tensor>& off,
+            const std::vector<torch::Tensor>& sys, const std::vector<torch::Tensor>& raw_counts,
+            const std::vector<torch::Tensor>& reported_counts, const torch::TensorOptions& lopts) {
+  g.src = torch::cat(src);
+  g.tgt = torch::cat(tgt);
+  g.offsets = torch::cat(off);
+  g.edge_system = torch::cat(sys);
+  auto raw = torch::stack(raw_counts);
+  g.counts = torch::stack(reported_counts);
+  g.sizes = torch::cat({raw, g.candidate_counts, g.neighbor_counts});
+  std::vector<torch::Tensor> valid;
+  for (size_t b = 0; b < raw_counts.size(); ++b)
+    valid.push_back(torch::arange(g.row_offsets[b + 1] - g.row_offsets[b], lopts) < raw_counts[b]);
+  g.valid = torch::cat(valid);
+}
+
+}  // namespace graph_parts
+
+using namespace graph_parts;
+
 namespace {
 
-// Candidate pairs per chunk of targets: bounds the peak memory of a build.
-constexpr int64_t kPairsPerChunk = int64_t{1} << 20;
 // Bytes of temporaries per candidate pair of a chunk, at most (float64: the
 // distance vectors and their squares, masks, cumulative counts, keys, sort
 // values and indices, slots); set_memory_limit divides by it.
@@ -25,51 +70,6 @@ double dot(const std::array<double, 3>& a, const std::array<double, 3>& b) {
   return a[0] * b[0] + a[1] * b[1] + a[2] * b[2];
 }
 double norm(const std::array<double, 3>& a) { return std::sqrt(dot(a, a)); }
-
-// Pairs of distinct atoms nearer than kMinAtomDistance, tracked on the device
-// over chunks of targets: [count, i, j, distance] (see RadiusGraph).  The hot
-// part is one comparison and a row sum over the chunk; only the first
-// offending row is looked at further.
-struct CloseAtoms {
-  torch::Tensor count, pair_d2, first, second;
-  explicit CloseAtoms(const torch::TensorOptions& lopts)
-      : count(torch::zeros({}, lopts)),
-        pair_d2(
-            torch::full({}, std::numeric_limits<double>::infinity(), lopts.dtype(torch::kFloat64))),
-        first(torch::full({}, -1, lopts)),
-        second(torch::full({}, -1, lopts)) {}
-  // d2 [rows, C] for targets first_target, first_target + 1, ...;
-  // sources_of(row [1]) gives that row's candidates' global atom indices [C].
-  // Every target meets itself once, at distance 0 (cells thinner than the
-  // minimum distance are refused before any graph is built).
-  template <typename SourcesOf>
-  void update(const torch::Tensor& d2, int64_t first_target, SourcesOf sources_of) {
-    const int64_t rows = d2.size(0);
-    if (rows == 0 || d2.size(1) == 0) return;
-    const double min2 = kMinAtomDistance * kMinAtomDistance;
-    auto near = (d2 < min2).sum(1);  // [rows], the target itself included
-    count += near.sum() - rows;
-    auto row =
-        (near > 1).to(torch::kLong).argmax().view({1});  // the first target with a close atom
-    auto row_d2 = d2.index_select(0, row).view({-1});
-    auto sources = sources_of(row);
-    auto target = row.squeeze(0) + first_target;
-    auto masked =
-        torch::where((row_d2 < min2) & (sources != target), row_d2,
-                     torch::full({}, std::numeric_limits<double>::infinity(), d2.options()));
-    auto k = masked.argmin().view({1});
-    auto d2_k = masked.index_select(0, k).squeeze(0).to(torch::kFloat64);
-    auto take = (first < 0) & torch::isfinite(d2_k);  // keep the first pair found
-    pair_d2 = torch::where(take, d2_k, pair_d2);
-    first = torch::where(take, target, first);
-    second = torch::where(take, sources.index_select(0, k).squeeze(0), second);
-  }
-  torch::Tensor pack() const {
-    auto i = torch::minimum(first, second), j = torch::maximum(first, second);
-    return torch::stack(
-        {count.to(torch::kFloat64), i.to(torch::kFloat64), j.to(torch::kFloat64), pair_d2.sqrt()});
-  }
-};
 
 // Slots beyond the current count: padding costs compute, an overflow costs a re-run.
 int64_t with_headroom(int64_t count) { return count + count / 20 + 16; }
@@ -186,15 +186,6 @@ Plan make_plan(const GraphSystem& s, const GraphCapacity& c, double cutoff) {
   return p;
 }
 
-// The brute force's image list [S x 3], first index slowest.
-std::vector<int64_t> image_list(const std::array<int64_t, 3>& rep) {
-  std::vector<int64_t> img;
-  for (int64_t i = -rep[0]; i <= rep[0]; ++i)
-    for (int64_t j = -rep[1]; j <= rep[1]; ++j)
-      for (int64_t k = -rep[2]; k <= rep[2]; ++k) img.insert(img.end(), {i, j, k});
-  return img;
-}
-
 int64_t floor_div(int64_t a, int64_t b) { return a / b - ((a % b != 0) && ((a < 0) != (b < 0))); }
 
 // Host tables of one system: for every bin and stencil entry, the bin it
@@ -249,36 +240,6 @@ struct PlanTables {
 // operations in the positions' dtype, so their squared distances, and with
 // them every cutoff and max-neighbour decision, are bit-identical.
 
-// n . cell for images [S, 3] and a cell [3, 3] (rows are lattice vectors).
-torch::Tensor image_shifts(const torch::Tensor& images, const torch::Tensor& cell) {
-  return images.select(1, 0).unsqueeze(1) * cell[0] + images.select(1, 1).unsqueeze(1) * cell[1] +
-         images.select(1, 2).unsqueeze(1) * cell[2];
-}
-
-// |v|^2 over the last dimension (size 3).
-torch::Tensor squared_norm(const torch::Tensor& v) {
-  auto x = v.select(-1, 0), y = v.select(-1, 1), z = v.select(-1, 2);
-  return x * x + y * y + z * z;
-}
-
-// Concatenates the blocks.  valid: slot index within its block < edges found.
-void finish(RadiusGraph& g, const std::vector<torch::Tensor>& src,
-            const std::vector<torch::Tensor>& tgt, const std::vector<torch::Tensor>& off,
-            const std::vector<torch::Tensor>& sys, const std::vector<torch::Tensor>& raw_counts,
-            const std::vector<torch::Tensor>& reported_counts, const torch::TensorOptions& lopts) {
-  g.src = torch::cat(src);
-  g.tgt = torch::cat(tgt);
-  g.offsets = torch::cat(off);
-  g.edge_system = torch::cat(sys);
-  auto raw = torch::stack(raw_counts);
-  g.counts = torch::stack(reported_counts);
-  g.sizes = torch::cat({raw, g.candidate_counts, g.neighbor_counts});
-  std::vector<torch::Tensor> valid;
-  for (size_t b = 0; b < raw_counts.size(); ++b)
-    valid.push_back(torch::arange(g.row_offsets[b + 1] - g.row_offsets[b], lopts) < raw_counts[b]);
-  g.valid = torch::cat(valid);
-}
-
 }  // namespace
 
 std::array<double, 3> plane_spacings(const Matrix3& cell) {
@@ -330,91 +291,6 @@ Matrix3 graph_cell(const Matrix3& cell, const std::array<bool, 3>& pbc) {
 }
 
 // ---- brute force (reference) --------------------------------------------------
-
-RadiusGraph brute_force_radius_graph(const torch::Tensor& pos_in, const torch::Tensor& cells,
-                                     const std::vector<GraphSystem>& systems,
-                                     const std::vector<int64_t>& capacity, double cutoff,
-                                     int64_t max_neighbors) {
-  torch::NoGradGuard no_grad;
-  const auto pos = pos_in.detach();
-  const auto opts = pos.options();
-  const auto lopts = opts.dtype(torch::kLong);
-  const double cutoff2 = cutoff * cutoff;
-  const double inf = std::numeric_limits<double>::infinity();
-  const auto cellf = cells.to(pos.scalar_type());
-
-  RadiusGraph g;
-  std::vector<torch::Tensor> src, tgt, off, sys, counts;
-  CloseAtoms close(lopts);
-  g.row_offsets.push_back(0);
-
-  for (size_t b = 0; b < systems.size(); ++b) {
-    const auto& s = systems[b];
-    const int64_t cap = capacity[b];
-    const auto rep = image_repeats(s.cell, s.pbc, cutoff);
-    const auto img_host = image_list(rep);
-    const int64_t images = static_cast<int64_t>(img_host.size() / 3);
-    auto img_t = upload(img_host, opts).view({images, 3});
-    auto shifts = image_shifts(img_t, cellf[static_cast<int64_t>(b)]);  // [S, 3]
-
-    const int64_t n = s.natoms, a0 = s.first_atom;
-    const int64_t targets = s.ntargets < 0 ? n : std::min(s.ntargets, n);
-    const int64_t candidates = n * images;
-    auto P = pos.narrow(0, a0, n);
-    auto source_pos = (P.unsqueeze(1) + shifts.unsqueeze(0)).reshape({candidates, 3});
-    // Candidate order: source atom slowest, image fastest.
-    auto source_atom =
-        (torch::arange(n, lopts) + a0).unsqueeze(1).expand({n, images}).reshape({-1});
-    auto source_image = torch::arange(images, lopts).repeat({n});
-
-    // Slot cap is the dump slot; padding slots point at the system's last atom.
-    const int64_t pad = std::max<int64_t>(0, a0 + n - 1);
-    auto src_buf = torch::full({cap + 1}, pad, lopts);
-    auto tgt_buf = torch::full({cap + 1}, pad, lopts);
-    auto img_buf = torch::zeros({cap + 1}, lopts);
-    auto found = torch::zeros({}, lopts);
-
-    const int64_t chunk = std::max<int64_t>(1, kPairsPerChunk / std::max<int64_t>(candidates, 1));
-    for (int64_t t0 = 0; t0 < targets; t0 += chunk) {
-      const int64_t rows = std::min(chunk, targets - t0);
-      auto d2 =
-          squared_norm(P.narrow(0, t0, rows).unsqueeze(1) - source_pos.unsqueeze(0));  // [rows, M]
-      auto mask = (d2 <= cutoff2) & (d2 != 0);
-      close.update(d2, a0 + t0, [&](const torch::Tensor&) { return source_atom; });
-      if (max_neighbors > 0 && candidates > max_neighbors) {
-        auto masked = torch::where(mask, d2, torch::full({}, inf, opts));
-        auto kth =
-            std::get<0>(masked.topk(max_neighbors + 1, 1, /*largest=*/false, /*sorted=*/true))
-                .select(1, max_neighbors);
-        mask = mask & (masked <= (kth + 0.01).unsqueeze(1));
-      }
-      auto flat = mask.reshape({-1});
-      auto rank = torch::cumsum(flat, 0) - 1 + found;
-      auto slot = torch::where(flat & (rank < cap), rank, torch::full({}, cap, lopts));
-      auto target_atom = (torch::arange(rows, lopts) + (a0 + t0))
-                             .unsqueeze(1)
-                             .expand({rows, candidates})
-                             .reshape({-1});
-      src_buf.scatter_(0, slot, source_atom.repeat({rows}));
-      img_buf.scatter_(0, slot, source_image.repeat({rows}));
-      tgt_buf.scatter_(0, slot, target_atom);
-      found = found + flat.sum();
-    }
-    src.push_back(src_buf.narrow(0, 0, cap));
-    tgt.push_back(tgt_buf.narrow(0, 0, cap));
-    off.push_back(img_t.index_select(0, img_buf.narrow(0, 0, cap)));
-    sys.push_back(torch::full({cap}, static_cast<int64_t>(b), lopts));
-    counts.push_back(found);
-    g.row_offsets.push_back(g.row_offsets.back() + cap);
-    g.capacity.push_back({cap, 0, 0, 0});
-  }
-  const auto B = static_cast<int64_t>(systems.size());
-  g.close_atoms = close.pack();
-  g.candidate_counts = torch::zeros({B}, lopts);
-  g.neighbor_counts = torch::zeros({B}, lopts);
-  finish(g, src, tgt, off, sys, counts, counts, lopts);
-  return g;
-}
 
 // ---- cell list ----------------------------------------------------------------
 

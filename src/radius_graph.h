@@ -92,17 +92,6 @@ std::array<int64_t, 3> image_repeats(const Matrix3& cell, const std::array<bool,
 // (so image ranges and wrapping never depend on an arbitrary vacuum vector).
 Matrix3 graph_cell(const Matrix3& cell, const std::array<bool, 3>& pbc);
 
-// The reference builder: every target against every atom and every image
-// n in [-rep, rep]^3 (rep = image_repeats, first lattice index slowest).
-// O(N^2 x images) time; memory bounded by chunking over targets.  Same
-// contract and output as RadiusGraphBuilder::build_with with `capacity`
-// edge slots per system (candidate_counts and neighbor_counts are zeros).  Uploads
-// its image lists (counted); for tests and benchmarks.
-RadiusGraph brute_force_radius_graph(const torch::Tensor& pos, const torch::Tensor& cells,
-                                     const std::vector<GraphSystem>& systems,
-                                     const std::vector<int64_t>& capacity, double cutoff,
-                                     int64_t max_neighbors);
-
 class RadiusGraphBuilder {
  public:
   RadiusGraphBuilder(double cutoff, int64_t max_neighbors);

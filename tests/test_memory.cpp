@@ -6,7 +6,7 @@
 
 #include "memory_plan.h"
 #include "nn/edge_chunks.h"
-#include "storage_meter.h"
+#include "measure/storage_meter.h"
 #include "test_util.h"
 
 namespace uma::test {

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "batch.h"
+#include "measure/brute_force_graph.h"
 #include "radius_graph.h"
 #include "test_util.h"
 #include "transfers.h"

@@ -18,7 +18,7 @@
 #include "engine.h"
 #include "extxyz.h"
 #include "model.h"
-#include "storage_meter.h"
+#include "measure/storage_meter.h"
 
 namespace uma::tool {
 namespace {

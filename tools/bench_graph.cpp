@@ -14,6 +14,7 @@
 
 #include "commands.h"
 #include "device.h"
+#include "measure/brute_force_graph.h"
 #include "engine.h"
 #include "uma_error.h"
 #include "radius_graph.h"

@@ -1,4 +1,4 @@
-#include "storage_meter.h"
+#include "measure/storage_meter.h"
 
 #include <c10/core/CPUAllocator.h>
 
