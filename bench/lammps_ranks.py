@@ -3,7 +3,7 @@
 
 (a) Cu crystals of 500, 2000 and 4000 atoms with the shipped demo model (fp32,
     2 blocks), one thread per rank: 1 rank against 2 ranks with the halo
-    exchange and 2 ranks with the former deep ghost shell (UMA_GHOST_SHELL=deep):
+    exchange and 2 ranks with the former deep ghost shell (pair_style uma ... ghosts deep):
     steps/s (LAMMPS's Performance line), ghost atoms in each rank's graph and
     bytes the halo exchange packs per step (both from `compute pair uma`), and
     the peak RSS of the largest rank.
@@ -92,7 +92,8 @@ def main():
         text = CU_NVE.format(nx=nx, ny=ny, nz=nz, model=DEMO, steps=a.steps, columns="c_pu[5] c_pu[6]")
         row = {"1 rank": run(a.root, workdir, f"in.{n}_1", text, 1),
                "2 ranks, halo exchange": run(a.root, workdir, f"in.{n}_2", text, 2),
-               "2 ranks, deep shell": run(a.root, workdir, f"in.{n}_2deep", text, 2, "UMA_GHOST_SHELL=deep")}
+               "2 ranks, deep shell": run(a.root, workdir, f"in.{n}_2deep",
+                                          text.replace("pair_style uma task omat", "pair_style uma task omat ghosts deep"), 2)}
         one = row["1 rank"]["timesteps_per_s"]
         for k, v in row.items():
             v["speedup_over_1_rank"] = v["timesteps_per_s"] / one

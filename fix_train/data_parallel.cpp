@@ -34,3 +34,10 @@ void LAMMPS_NS::connect_ranks(uma::train::TrainOptions &o, MPI_Comm world) {
         if (!on_host) mirror->write(g);
       };
 }
+
+bool LAMMPS_NS::same_on_every_rank(unsigned long long value, MPI_Comm world) {
+  unsigned long long low = 0, high = 0;
+  MPI_Allreduce(&value, &low, 1, MPI_UNSIGNED_LONG_LONG, MPI_MIN, world);
+  MPI_Allreduce(&value, &high, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, world);
+  return low == high;
+}

@@ -16,6 +16,9 @@ namespace LAMMPS_NS {
 // their failure agreement, for the ranks of `world` (one rank: nothing).
 void connect_ranks(uma::train::TrainOptions &options, MPI_Comm world);
 
+// Whether every rank of `world` holds this value (a collective).
+bool same_on_every_rank(unsigned long long value, MPI_Comm world);
+
 }  // namespace LAMMPS_NS
 
 #endif

@@ -11,7 +11,6 @@
 #include "error.h"
 #include "force.h"
 #include "pair.h"
-#include "universe.h"
 #include "update.h"
 #include "utils.h"
 
@@ -32,17 +31,6 @@ using namespace LAMMPS_NS;
 using namespace FixConst;
 
 FixUMATrain::FixUMATrain(LAMMPS *lmp, int narg, char **arg) : Fix(lmp, narg, arg) {
-  if (narg < 4) utils::missing_cmd_args(FLERR, "fix uma/train", error);
-  // Under -partition each replica (NEB, PIMD, tempering) would train its own
-  // copy of the model: the replicas would no longer share one potential.
-  if (universe->nworlds > 1)
-    error->all(
-        FLERR,
-        "Fix uma/train cannot run under -partition ({} partitions): each replica would train its "
-        "own "
-        "copy of the model and the replicas would no longer share one potential; train without "
-        "partitions, then run the replicas with the trained model file",
-        universe->nworlds);
   set_ = parse_fix_train(lmp, id, narg, arg);
   frames_ = std::make_unique<FrameSource>(
       lmp, ReferenceLabeller(set_.reference_style, set_.reference_args, set_.coeff_args),
@@ -223,8 +211,7 @@ void FixUMATrain::push_weights() {
 
 void FixUMATrain::print_stats() {
   const auto s = trainer_->read_stats();
-  double held[3] = {std::nan(""), std::nan(""),
-                    std::nan("")};  // energy MAE, forces MAE, rank correlation
+  double held[3] = {NAN, NAN, NAN};  // energy MAE, forces MAE, rank correlation
   if (!held_ids_.empty()) {
     on_rank_zero("errors on the held-out frames", [&] {
       const auto e = trainer_->errors(held_ids_, set_.use_average);
@@ -253,8 +240,8 @@ double FixUMATrain::held_out_calibration() {
       frames.push_back({u.max, u.mean, e.forces, e.energy,
                         static_cast<int64_t>(trainer_->sample(id).atoms.numbers.size())});
     }
-    rho =
-        calibration::report(frames, update->ntimestep, set_.calibration_file, calibration_written_);
+    const auto &file = set_.calibration_file;
+    rho = calibration::report(frames, update->ntimestep, file, calibration_written_);
   });
   calibration_written_ = !set_.calibration_file.empty();
   MPI_Bcast(&rho, 1, MPI_DOUBLE, 0, world);
@@ -262,21 +249,18 @@ double FixUMATrain::held_out_calibration() {
 }
 
 void FixUMATrain::write_checkpoint() {
-  const auto mine = static_cast<unsigned long long>(trainer_->weights_hash());
-  unsigned long long low = 0, high = 0;
-  MPI_Allreduce(&mine, &low, 1, MPI_UNSIGNED_LONG_LONG, MPI_MIN, world);
-  MPI_Allreduce(&mine, &high, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, world);
-  if (low != high)
+  const auto hash = static_cast<unsigned long long>(trainer_->weights_hash());
+  if (!same_on_every_rank(hash, world))
     error->all(FLERR, "Fix uma/train: the ranks hold different weights at step {}",
                update->ntimestep);
   on_rank_zero("cannot write checkpoint",
                [&] { trainer_->save_model(set_.checkpoint_file, set_.use_average); });
   if (comm->me == 0)
     utils::logmesg(lmp,
-                   "fix uma/train: checkpoint {} at step {} ({} weights, identical on {} rank(s), "
-                   "hash {:016x})\n",
+                   "fix uma/train: checkpoint {} at step {} ({} weights, identical on {} "
+                   "rank(s), hash {:016x})\n",
                    set_.checkpoint_file, update->ntimestep, set_.use_average ? "averaged" : "raw",
-                   comm->nprocs, mine);
+                   comm->nprocs, hash);
 }
 
 double FixUMATrain::compute_vector(int i) { return report_->value(i); }
@@ -294,18 +278,11 @@ void FixUMATrain::write_restart(FILE *fp) {
     error->one(FLERR, "Fix uma/train: cannot write the optimizer state for the restart: {}",
                e.what());
   }
-  TrainRestart now;
-  now.steps = static_cast<double>(trainer_->steps());
-  now.epoch = static_cast<double>(sampler_->epoch());
-  now.position = static_cast<double>(sampler_->position());
-  now.calls = static_cast<double>(calls_);
-  now.frames = static_cast<double>(frames_collected_);
-  now.last_label_step = static_cast<double>(gate_->last_label());
-  now.planned_samples = static_cast<double>(sampler_->planned_samples());
-  const auto list = now.pack();
-  int size = static_cast<int>(list.size() * sizeof(double));
-  fwrite(&size, sizeof(int), 1, fp);
-  fwrite(list.data(), sizeof(double), list.size(), fp);
+  using D = double;
+  const TrainRestart now{
+      D(trainer_->steps()), D(sampler_->epoch()),   D(sampler_->position()),       D(calls_),
+      D(frames_collected_), D(gate_->last_label()), D(sampler_->planned_samples())};
+  now.write(fp);
 }
 
 void FixUMATrain::restart(char *buf) {

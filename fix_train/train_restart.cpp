@@ -23,6 +23,13 @@ std::vector<double> TrainRestart::pack() const {
   return list;
 }
 
+void TrainRestart::write(FILE *fp) const {
+  const auto list = pack();
+  const int size = static_cast<int>(list.size() * sizeof(double));
+  fwrite(&size, sizeof(int), 1, fp);
+  fwrite(list.data(), sizeof(double), list.size(), fp);
+}
+
 TrainRestart TrainRestart::unpack(const char *buf) {
   double first = 0;
   std::memcpy(&first, buf, sizeof(double));

@@ -6,6 +6,7 @@
 #ifndef LMP_UMA_TRAIN_RESTART_H
 #define LMP_UMA_TRAIN_RESTART_H
 
+#include <cstdio>
 #include <vector>
 
 namespace LAMMPS_NS {
@@ -16,6 +17,8 @@ struct TrainRestart {
 
   // [format marker, the fields in order]
   std::vector<double> pack() const;
+  // pack() as LAMMPS's restart file wants a fix's list: its size in bytes, then the values.
+  void write(FILE *fp) const;
   // A restart list: the marked format, or the first four fields of files
   // written before the marker.
   static TrainRestart unpack(const char *buf);

@@ -5,6 +5,7 @@
 #include <iterator>
 
 #include "error.h"
+#include "universe.h"
 #include "utils.h"
 
 #include "train/option_table.h"
@@ -33,6 +34,17 @@ bool is_table_option(const std::string &w) {
 
 FixTrainSettings LAMMPS_NS::parse_fix_train(LAMMPS *lmp, const std::string &fix_id, int narg,
                                             char **arg) {
+  if (narg < 4) utils::missing_cmd_args(FLERR, "fix uma/train", lmp->error);
+  // Under -partition each replica (NEB, PIMD, tempering) would train its own
+  // copy of the model: the replicas would no longer share one potential.
+  if (lmp->universe->nworlds > 1)
+    lmp->error->all(
+        FLERR,
+        "Fix uma/train cannot run under -partition ({} partitions): each replica "
+        "would train its own copy of the model and the replicas would no longer share one "
+        "potential; train without partitions, then run the replicas with the trained model "
+        "file",
+        lmp->universe->nworlds);
   FixTrainSettings s;
   s.train_every = utils::inumeric(FLERR, arg[3], false, lmp);
   if (s.train_every < 1)

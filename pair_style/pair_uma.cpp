@@ -110,7 +110,7 @@ void PairUMA::allocate() {
 }
 
 /* pair_style uma [task NAME] [charge Q] [spin S] [precision fp32|fp64|tf32] [device auto|cpu|cuda|cuda:N]
-                  [memory GB] [cuda_graph yes|no] */
+                  [memory GB] [cuda_graph yes|no] [ghosts halo|deep] */
 
 void PairUMA::settings(int narg, char** arg) {
   task_given_.clear();
@@ -121,6 +121,7 @@ void PairUMA::settings(int narg, char** arg) {
   device_ = "auto";
   memory_gb_ = 0.0;
   cuda_graph_ = false;
+  deep_shell_ = false;
   int iarg = 0;
   while (iarg < narg) {
     const std::string key = arg[iarg];
@@ -160,10 +161,15 @@ void PairUMA::settings(int narg, char** arg) {
         error->all(FLERR, "Pair style {}: cuda_graph must be yes or no, got '{}'", style_name_,
                    value);
       cuda_graph_ = value == "yes";
+    } else if (key == "ghosts") {
+      if (value != "halo" && value != "deep")
+        error->all(FLERR, "Pair style {}: ghosts must be halo or deep, got '{}'", style_name_,
+                   value);
+      deep_shell_ = value == "deep";
     } else {
       error->all(FLERR,
                  "Pair style {}: unknown keyword '{}' (expected task, charge, spin, precision, "
-                 "device, memory or cuda_graph)",
+                 "device, memory, cuda_graph or ghosts)",
                  style_name_, key);
     }
     iarg += 2;
@@ -215,6 +221,7 @@ void PairUMA::coeff(int narg, char** arg) {
   cutoff_ = bb.cutoff;
   layers_ = bb.num_layers;
   feature_width_ = (bb.lmax + 1) * (bb.lmax + 1) * bb.sphere_channels;
+  coeff_model_ = std::make_shared<uma::UmaModel>(model);  // the engine takes it: read once
 }
 
 std::string PairUMA::device_name() {
@@ -239,9 +246,10 @@ std::string PairUMA::device_name() {
 }
 
 void PairUMA::create_engine() {
-  uma::UmaModel model{nullptr};
+  uma::UmaModel model = coeff_model_ ? *coeff_model_ : uma::UmaModel{nullptr};
+  coeff_model_.reset();
   try {
-    model = uma::load_model(model_path_);
+    if (!model) model = uma::load_model(model_path_);  // an engine made again (new settings)
   } catch (const std::exception& e) {
     error->all(FLERR, "Pair style {}: cannot load model file '{}': {}", style_name_, model_path_,
                e.what());
@@ -347,8 +355,6 @@ void PairUMA::init_style() {
   for (int k = 0; k < nextra; ++k) pvector[k] = 0.0;  // the run's transfer totals start here
   plan_logged_ = false;
   if (comm->nprocs > 1) {
-    const char* shell = std::getenv("UMA_GHOST_SHELL");
-    deep_shell_ = shell && std::string(shell) == "deep";
     if (deep_shell_) {
       // An owned atom's energy depends on everything within (layers + 1) x
       // cutoff: the edge-degree embedding is one message-passing hop before
@@ -360,7 +366,7 @@ void PairUMA::init_style() {
       }
       if (comm->me == 0)
         utils::logmesg(lmp,
-                       "pair {}: UMA_GHOST_SHELL=deep: no halo exchange; ghost cutoff {} A "
+                       "pair {}: ghosts deep: no halo exchange; ghost cutoff {} A "
                        "((1 + {} layers) x {} A + skin) on {} ranks\n",
                        style_name_, std::max(needed, comm->cutghostuser), layers_, cutoff_,
                        comm->nprocs);

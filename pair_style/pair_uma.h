@@ -7,9 +7,9 @@
 // from their owners after every block (halo_exchange.h).  The forces and
 // virials that land on ghost atoms are folded back onto their owners by this
 // style's own reverse communication (so newton on and off give the same
-// numbers).  UMA_GHOST_SHELL=deep in the environment selects another
-// scheme, a ghost shell of (layers + 1) x cutoff evaluated without
-// exchange: a reference for tests and benchmarks.
+// numbers).  The keyword `ghosts deep` selects another scheme, a ghost
+// shell of (layers + 1) x cutoff evaluated without exchange: a reference
+// for tests and benchmarks.
 #pragma once
 
 #include <exception>
@@ -30,7 +30,6 @@ class UmaModel;
 struct Atoms;
 struct HostEvaluation;
 struct Request;
-struct Atoms;
 }  // namespace uma
 
 namespace LAMMPS_NS {
@@ -60,7 +59,8 @@ class PairUMA : public Pair, public UMAModelHandle {
   std::string style_name_ = "uma";  // in log lines (uma/kk for the KOKKOS variant)
 
   // settings
-  std::string task_given_;      // the task keyword's (empty: the model's only task)
+  std::shared_ptr<uma::UmaModel> coeff_model_;  // read by pair_coeff, until the engine takes it
+  std::string task_given_;                      // the task keyword's (empty: the model's only task)
   std::string task_;            // the task of the loaded model, resolved from task_given_
   int charge_ = 0, spin_ = -1;  // spin -1: the task's default (resolved with the task)
   bool charge_set_ = false, spin_set_ = false;
@@ -89,7 +89,7 @@ class PairUMA : public Pair, public UMAModelHandle {
   TransferStats transfers_;  // behind compute pair (transfer_stats.h)
   GhostFold fold_;           // several ranks: ghost forces and virials on their way home
 
-  // several ranks: the halo exchange, or the deep ghost shell (UMA_GHOST_SHELL=deep)
+  // several ranks: the halo exchange, or the deep ghost shell (ghosts deep)
   HaloExchange halo_;
   bool deep_shell_ = false;
   ReverseRows *reverse_rows_ = nullptr;  // what the reverse communication under way moves

@@ -86,7 +86,7 @@ void PairUMAKokkos<DeviceType>::init_style() {
     why_not = fmt::format("the model runs on {} but the Kokkos views live {}", device.str(),
                           host_views ? "on the host" : "on the GPU");
   else if (deep_shell_)
-    why_not = "UMA_GHOST_SHELL=deep";
+    why_not = "ghosts deep";
   else if (const char *fix = host_trial_move_fix(modify))
     why_not = fmt::format(
         "fix {} changes atoms on the host between reneighborings and evaluates each trial move",

@@ -21,18 +21,24 @@ int64_t integer(const std::string& text, const std::string& where, const std::st
 
 }  // namespace
 
+Atoms frame_atoms(const Frame& f) {
+  Atoms a;
+  a.numbers = f.numbers;
+  const auto n = static_cast<int64_t>(f.numbers.size());
+  a.positions = torch::tensor(f.positions, torch::kFloat64).view({n, 3});  // host data
+  a.cell = f.cell;
+  a.pbc = f.pbc;
+  return a;
+}
+
 std::vector<Sample> read_training_data(const std::string& path, const std::string& default_task) {
   std::vector<Sample> samples;
   const auto frames = read_extxyz(path);
   for (size_t k = 0; k < frames.size(); ++k) {
     const Frame& f = frames[k];
     const std::string where = path + ", frame " + std::to_string(k);
-    const int64_t n = static_cast<int64_t>(f.numbers.size());
     Sample s;
-    s.atoms.numbers = f.numbers;
-    s.atoms.positions = torch::tensor(f.positions, torch::kFloat64).view({n, 3});  // host data
-    s.atoms.cell = f.cell;
-    s.atoms.pbc = f.pbc;
+    s.atoms = frame_atoms(f);
     auto info = [&](const std::string& key) -> const std::string* {
       auto it = f.info.find(key);
       return it == f.info.end() ? nullptr : &it->second;

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "engine.h"
+#include "extxyz.h"
 
 namespace uma {
 
@@ -29,6 +30,10 @@ struct Sample {
 // Reads every frame of `path`.  `default_task` is used for frames without a
 // `task` label; charge defaults to 0, spin to the task's default.  Throws
 // uma::Error naming the file and frame on a malformed label.
+// A frame's atoms: numbers, positions (host, float64), cell and
+// periodicity; task, charge and spin are the caller's (labels or options).
+Atoms frame_atoms(const Frame& f);
+
 std::vector<Sample> read_training_data(const std::string& path,
                                        const std::string& default_task = "");
 

@@ -59,6 +59,24 @@ void validate_piece(const ModelConfig& cfg, const Atoms& a, const torch::Device&
   }
 }
 
+// What a system and a piece share: host atomic numbers the model covers,
+// a task it has, a charge and spin its embeddings cover.
+void validate_labels(const UmaModel& model, const Atoms& a, const std::string& where) {
+  const auto& cfg = model->config();
+  for (int64_t z : a.numbers)
+    if (z < 1 || z >= cfg.backbone.max_num_elements)
+      throw Error(where + "atomic number " + std::to_string(z) +
+                  " is not covered by the model (1.." +
+                  std::to_string(cfg.backbone.max_num_elements - 1) + ")");
+  if (!model->has_dataset(a.task))
+    throw Error(where + "unknown task '" + a.task + "'; the model has: " + cfg.dataset_list());
+  try {
+    validate_charge_spin(a.charge, a.spin);
+  } catch (const Error& e) {
+    throw Error(where + e.what());
+  }
+}
+
 }  // namespace
 
 bool takes_charge_spin(const std::string& task) { return task == "omol"; }
@@ -86,13 +104,7 @@ void Engine::validate(const std::vector<Atoms>& step) const {
     }
   if (step.size() == 1 && step[0].piece.defined()) {
     validate_piece(model_->config(), step[0], options_.device);
-    Atoms check;  // charge, spin, task and host atomic numbers, as a whole system's
-    check.numbers = step[0].numbers.empty() ? std::vector<int64_t>{1} : step[0].numbers;
-    check.positions = torch::zeros({static_cast<int64_t>(check.numbers.size()), 3});
-    check.charge = step[0].charge;
-    check.spin = step[0].spin;
-    check.task = step[0].task;
-    validate_systems(model_, {check});
+    validate_labels(model_, step[0], "");
     return;
   }
   validate_systems(model_, step);
@@ -113,18 +125,7 @@ void validate_systems(const UmaModel& model, const std::vector<Atoms>& systems) 
     if (!a.positions.defined() || a.positions.dim() != 2 || a.positions.size(0) != n ||
         a.positions.size(1) != 3)
       throw Error(where + "positions must have shape [" + std::to_string(n) + ", 3]");
-    for (int64_t z : a.numbers)
-      if (z < 1 || z >= cfg.backbone.max_num_elements)
-        throw Error(where + "atomic number " + std::to_string(z) +
-                    " is not covered by the model (1.." +
-                    std::to_string(cfg.backbone.max_num_elements - 1) + ")");
-    if (!model->has_dataset(a.task))
-      throw Error(where + "unknown task '" + a.task + "'; the model has: " + cfg.dataset_list());
-    try {
-      validate_charge_spin(a.charge, a.spin);
-    } catch (const Error& e) {
-      throw Error(where + e.what());
-    }
+    validate_labels(model, a, where);
     for (const auto& row : a.cell)
       for (double v : row)
         if (!std::isfinite(v)) throw Error(where + "the cell contains NaN or infinite values");

@@ -17,6 +17,7 @@
 #include "device.h"
 #include "engine.h"
 #include "extxyz.h"
+#include "training_data.h"
 #include "model.h"
 #include "measure/storage_meter.h"
 
@@ -99,11 +100,7 @@ int bench(const BenchArgs& a) {
   rusage loaded{};
   getrusage(RUSAGE_SELF, &loaded);  // the process baseline: libraries, model, file reading
   const auto frame = read_extxyz(a.structure).at(0);
-  Atoms atoms;
-  atoms.numbers = frame.numbers;
-  atoms.positions = torch::tensor(frame.positions, torch::kFloat64).view({-1, 3});
-  atoms.cell = frame.cell;
-  atoms.pbc = frame.pbc;
+  Atoms atoms = frame_atoms(frame);
   atoms.task = a.task;
   atoms.spin = default_spin(a.task);
 

@@ -26,6 +26,7 @@
 #include "engine.h"
 #include "uma_error.h"
 #include "extxyz.h"
+#include "training_data.h"
 #include "model.h"
 #include "train/option_table.h"
 
@@ -80,11 +81,7 @@ int cmd_eval(const EvalArgs& a) {
   json out = json::array();
   for (size_t i = 0; i < frames.size(); ++i) {
     const auto& f = frames[i];
-    uma::Atoms atoms;
-    atoms.numbers = f.numbers;
-    atoms.positions = torch::tensor(f.positions, torch::kFloat64).view({-1, 3});
-    atoms.cell = f.cell;
-    atoms.pbc = f.pbc;
+    uma::Atoms atoms = uma::frame_atoms(f);
     atoms.task = !a.task.empty() ? a.task : (f.info.count("task") ? f.info.at("task") : "");
     if (atoms.task.empty()) {
       std::string known;

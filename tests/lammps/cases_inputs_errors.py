@@ -159,6 +159,7 @@ def case_errors(h, r):
         ("count", f"pair_style uma task omat\npair_coeff * * {MODEL} Cu Ni",
          "expected '* * MODEL' and 1 element symbols or NULL"),
         ("task", f"pair_style uma task omatt\npair_coeff * * {MODEL} Cu\nrun 0", "unknown task 'omatt'; the model has: "),
+        ("ghosts", f"pair_style uma task omat ghosts wide\npair_coeff * * {MODEL} Cu", "ghosts must be halo or deep, got 'wide'"),
         ("notask", f"pair_style uma\npair_coeff * * {MODEL} Cu\nrun 0", "choose one with 'pair_style uma task NAME'"),
         ("charge", f"pair_style uma task omat charge 1\npair_coeff * * {MODEL} Cu\nrun 0",
          "task 'omat' takes no charge or spin input"),

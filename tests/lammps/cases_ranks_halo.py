@@ -39,13 +39,13 @@ def case_ranks(h, r):
 
 def case_ghost_cutoff(h, r):
     """On 2 ranks the halo exchange needs LAMMPS's usual ghost cutoff (cutoff + skin);
-    the deep-shell reference (UMA_GHOST_SHELL=deep) raises it to (layers + 1) x cutoff
+    the deep-shell reference (ghosts deep) raises it to (layers + 1) x cutoff
     + skin, and switching to another pair style gives back the cutoff that style needs."""
-    text = PRE.format(plugin=PLUGIN) + CU_BOX.format(ntypes=1) + \
-        f"pair_style uma task omat\npair_coeff * * {MODEL} Cu\nrun 0\ninfo communication out log\n" \
-        "pair_style lj/cut 2.5\npair_coeff * * 0.1 2.3\nrun 0\ninfo communication out log\n"
-    for env, want in (("", 6.0 + 2.0), ("UMA_GHOST_SHELL=deep", 3 * 6.0 + 2.0)):
-        log = lammps(h, r, "in.ghost", text, np_=2, env=env)
+    for env, want in (("", 6.0 + 2.0), ("ghosts deep", 3 * 6.0 + 2.0)):
+        text = PRE.format(plugin=PLUGIN) + CU_BOX.format(ntypes=1) + \
+            f"pair_style uma task omat {env}\npair_coeff * * {MODEL} Cu\nrun 0\ninfo communication out log\n" \
+            "pair_style lj/cut 2.5\npair_coeff * * 0.1 2.3\nrun 0\ninfo communication out log\n"
+        log = lammps(h, r, "in.ghost", text, np_=2)
         cuts = [float(v) for v in re.findall(r"Communication cutoff = ([0-9.eE+-]+)", log)]
         check(len(cuts) == 2, f"expected two 'Communication cutoff' lines, got {cuts}")
         check(abs(cuts[0] - want) < 1e-9, f"{env or 'halo exchange'}: the ghost cutoff with uma should be "
@@ -121,7 +121,7 @@ def case_halo(h, r):
     cutoff, a skewed triclinic cell, a slab (p p f), a molecule with empty ranks,
     a charge-balanced model; newton on and off; comm_style tiled with recursive
     bisection; and Cu in fp32 to 2e-5.  The deep-shell reference scheme
-    (UMA_GHOST_SHELL=deep) is held to the same bound."""
+    (pair_style uma ... ghosts deep) is held to the same bound."""
     syms, mol = read_xyz(os.path.join(HERE, "..", "..", "examples", "structures", "ethanol_cation.extxyz"))
     mol = mol - mol.min(0) + 2.0
     systems = {
@@ -176,17 +176,18 @@ def case_halo(h, r):
             deep = newton == "deep"   # the reference scheme: (layers + 1) x cutoff shell, no exchange
             text = f"newton {'on' if deep else newton}\n" + \
                 base.format(grid="comm_style tiled\n" if tiled else f"processors {grid}\n")
-            text = text.replace(style, ("balance 1.0 rcb\n" if tiled else "") + style) + HALO_OUT.format(tag=tag)
+            deep_style = style.replace(f"pair_style uma {args}", f"pair_style uma {args} ghosts deep")
+            text = text.replace(style, ("balance 1.0 rcb\n" if tiled else "") + (deep_style if deep else style)) + \
+                HALO_OUT.format(tag=tag)
             groups.setdefault((np_, deep), []).append((name, grid, newton, tag, text))
     logs = lammps_batch(h, r, "in.halo_1", setup)
     refs = {name: (halo_results(h, f"{name}_1", logs[f"{name}_1"]), tol) for name, tol in refs.items()}
     worst = 0.0
     for (np_, deep), runs in groups.items():
-        logs = lammps_batch(h, r, f"in.halo_{np_}_{deep}", [(tag, text) for *_, tag, text in runs], np_=np_,
-                            env="UMA_GHOST_SHELL=deep" if deep else "")
+        logs = lammps_batch(h, r, f"in.halo_{np_}_{deep}", [(tag, text) for *_, tag, text in runs], np_=np_)
         for name, grid, newton, tag, _ in runs:
             log = logs[tag]
-            want = "UMA_GHOST_SHELL=deep: no halo exchange" if deep else f"pair uma: halo exchange on {np_} ranks"
+            want = "ghosts deep: no halo exchange" if deep else f"pair uma: halo exchange on {np_} ranks"
             check(want in log, f"[{tag}] the log does not say '{want}'")
             if name == "molecule":
                 check(re.search(r"Nlocal:\s+\S+ ave\s+\d+ max\s+0 min", log) is not None,
@@ -195,7 +196,7 @@ def case_halo(h, r):
             err = same_as_one_rank(halo_results(h, tag, log), ref, tag, tol)
             if tol == 1e-10:
                 worst = max(worst, err)
-            scheme = "deep ghost shell (UMA_GHOST_SHELL=deep)" if deep else f"newton {newton}"
+            scheme = "deep ghost shell (ghosts deep)" if deep else f"newton {newton}"
             print(f"  {name}, processors {grid}, {scheme}: equals one rank (worst {err:.1e} relative)")
     print(f"  worst deviation from one rank over all fp64 runs: {worst:.1e}")
 
