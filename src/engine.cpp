@@ -69,9 +69,7 @@ Engine::Engine(UmaModel model, EngineOptions options)
   model_->to(options_.device, options_.dtype);  // bulk transfer
   model_->eval();
   for (auto& p : model_->parameters()) p.requires_grad_(false);
-  edge_backend_ = options_.edge_ops == EngineOptions::EdgeOps::kLean && options_.device.is_cpu()
-                      ? &nn::lean_cpu_edges()
-                      : &nn::reference_edges();
+  edge_backend_ = &nn::edge_backend_for(options_.edge_ops, options_.device);
   memory_model_ = memory_model(model_->config().backbone, options_.dtype, *edge_backend_);
   if (options_.memory_budget < 0) throw Error("the memory budget must be positive");
   budget_ = options_.memory_budget > 0

@@ -1,9 +1,10 @@
 // The lean edge operators (nn/lean_edges.h) against the LibTorch composition
-// they replace, in float64: values and first derivatives with respect to
-// every input (through edge_wigner for the rotations), on a graph whose
-// segments cover more edges than the operator is given (layer pruning), with
-// nodes that have no edges.  Second derivatives are refused.  And the
-// engine's two edge backends, which agree.
+// they replace, in float64: values, first derivatives and second derivatives
+// (the backward of the backward, as a training step runs it) with respect to
+// every input (through edge_wigner for the rotations, and a free
+// block-diagonal part), on a graph whose segments cover more edges than the
+// operator is given (layer pruning), with nodes that have no edges.  Third
+// derivatives are refused.  And the engine's two edge backends, which agree.
 #include <gtest/gtest.h>
 
 #include "edge_rotation.h"
@@ -44,7 +45,16 @@ Graph graph() {
   return g;
 }
 
-torch::Tensor wigner_of(const torch::Tensor& vec) { return edge_wigner(vec); }
+// Rotations: the Wigner matrices of the edge vectors plus a free part in the
+// l-blocks (1 + 3x3 + 5x5 in the L layout), so that the derivatives with
+// respect to D are tested in every direction the operators read.
+torch::Tensor rotation_of(const torch::Tensor& vec, const torch::Tensor& free) {
+  auto mask = torch::zeros({9, 9}, torch::kFloat64);
+  mask.narrow(0, 0, 1).narrow(1, 0, 1).fill_(1);
+  mask.narrow(0, 1, 3).narrow(1, 1, 3).fill_(1);
+  mask.narrow(0, 4, 5).narrow(1, 4, 5).fill_(1);
+  return edge_wigner(vec) + 0.3 * free * mask;
+}
 
 // The message pieces as block.cpp's LibTorch path makes them.
 MPieces rotate_in_reference(const torch::Tensor& D, const torch::Tensor& x, const Graph& g,
@@ -78,18 +88,32 @@ torch::Tensor rotate_out_reference(const torch::Tensor& D, const torch::Tensor& 
   return torch::zeros({kNodes, 9, y[0].size(2)}, y[0].options()).index_add(0, g.tgt, messages);
 }
 
-// sum_i <out_i, weight_i> with fixed pseudo-random weights, and its gradients.
-std::vector<torch::Tensor> value_and_grads(const std::vector<torch::Tensor>& outputs,
-                                           const std::vector<torch::Tensor>& inputs) {
-  auto loss = torch::zeros({}, torch::kFloat64);
+torch::Tensor fixed_weights(const torch::Tensor& like, double frequency) {
+  return torch::sin(torch::arange(like.numel(), torch::kFloat64) * frequency).view(like.sizes());
+}
+
+// Values, first and second derivatives of the outputs with respect to the
+// inputs.  L1 = sum_i <w_i, out_i> + <u_i, out_i^2> / 2 (its gradient
+// depends on the inputs, so the double backward's gradient with respect to
+// the incoming gradient counts); g_j = dL1/dinput_j with create_graph;
+// L2 = sum_j <v_j, g_j> + <g_j, g_j> / 20; returns the outputs, the g_j and dL2/dinput_j.
+std::vector<torch::Tensor> derivatives(const std::vector<torch::Tensor>& outputs,
+                                       const std::vector<torch::Tensor>& inputs) {
+  auto first_loss = torch::zeros({}, torch::kFloat64);
   std::vector<torch::Tensor> all;
   for (size_t i = 0; i < outputs.size(); ++i) {
-    auto w = torch::sin(torch::arange(outputs[i].numel(), torch::kFloat64) * (0.37 + 0.1 * i))
-                 .view(outputs[i].sizes());
-    loss = loss + (outputs[i] * w).sum();
+    first_loss = first_loss + (outputs[i] * fixed_weights(outputs[i], 0.37 + 0.1 * i)).sum() +
+                 (outputs[i].pow(2) * fixed_weights(outputs[i], 0.23 + 0.1 * i)).sum() / 2;
     all.push_back(outputs[i].detach());
   }
-  for (auto& d : grad({loss}, inputs)) all.push_back(d);
+  auto first = grad({first_loss}, inputs, {}, /*retain_graph=*/true, /*create_graph=*/true);
+  auto second_loss = torch::zeros({}, torch::kFloat64);
+  for (size_t j = 0; j < first.size(); ++j) {
+    second_loss = second_loss + (first[j] * fixed_weights(first[j], 0.61 + 0.1 * j)).sum() +
+                  first[j].pow(2).sum() / 20;
+    all.push_back(first[j].detach());
+  }
+  for (auto& d : grad({second_loss}, inputs)) all.push_back(d);
   return all;
 }
 
@@ -105,57 +129,120 @@ void expect_same(const std::vector<torch::Tensor>& lean,
 
 TEST(LeanEdges, RotateToEdgeFrameMatchesTheComposition) {
   const auto g = graph();
-  auto vec = leaf({kEdges, 3}, 1), x = leaf({kNodes, 9, kChannels}, 2),
-       w = leaf({kEdges, 12 * kChannels}, 3);
+  auto vec = leaf({kEdges, 3}, 1), free = leaf({kEdges, 9, 9}, 15),
+       x = leaf({kNodes, 9, kChannels}, 2), w = leaf({kEdges, 12 * kChannels}, 3);
   auto lean = [&] {
-    auto p = rotate_to_edge_frame(wigner_of(vec), x, g.src, g.tgt, w, g.by_source, g.by_target);
-    return value_and_grads({p[0], p[1], p[2]}, {vec, x, w});
+    auto p =
+        rotate_to_edge_frame(rotation_of(vec, free), x, g.src, g.tgt, w, g.by_source, g.by_target);
+    return derivatives({p[0], p[1], p[2]}, {vec, free, x, w});
   };
   auto reference = [&] {
-    auto p = rotate_in_reference(wigner_of(vec), x, g, w);
-    return value_and_grads({p[0], p[1], p[2]}, {vec, x, w});
+    auto p = rotate_in_reference(rotation_of(vec, free), x, g, w);
+    return derivatives({p[0], p[1], p[2]}, {vec, free, x, w});
   };
   expect_same(lean(), reference());
 }
 
 TEST(LeanEdges, GateMatchesGateActivation) {
   const int64_t H = kChannels;
-  auto y0 = leaf({kEdges, 5 * H}, 4), y1 = leaf({kEdges, 4, H}, 5), y2 = leaf({kEdges, 2, H}, 6);
-  auto lean = gate_m_pieces(y0, y1, y2);
-  auto reference = gate_reference(y0, y1, y2);
-  expect_same(value_and_grads({lean[0], lean[1], lean[2]}, {y0, y1, y2}),
-              value_and_grads({reference[0], reference[1], reference[2]}, {y0, y1, y2}));
+  // y0 as the first convolution leaves it: a view whose rows are longer than 5H
+  auto wide = leaf({kEdges, 7 * H}, 4), y1 = leaf({kEdges, 4, H}, 5), y2 = leaf({kEdges, 2, H}, 6);
+  auto y0 = [&] { return wide.narrow(1, H, 5 * H); };
+  auto lean = gate_m_pieces(y0(), y1, y2);
+  auto reference = gate_reference(y0(), y1, y2);
+  expect_same(derivatives({lean[0], lean[1], lean[2]}, {wide, y1, y2}),
+              derivatives({reference[0], reference[1], reference[2]}, {wide, y1, y2}));
 }
 
 TEST(LeanEdges, RotateToNodesSummedMatchesBmmAndIndexAdd) {
   const auto g = graph();
-  auto vec = leaf({kEdges, 3}, 7), env = leaf({kEdges}, 8);
+  auto vec = leaf({kEdges, 3}, 7), free = leaf({kEdges, 9, 9}, 16), env = leaf({kEdges}, 8);
   auto y0 = leaf({kEdges, 3, kChannels}, 9), y1 = leaf({kEdges, 4, kChannels}, 10),
        y2 = leaf({kEdges, 2, kChannels}, 11);
   for (bool all_rows : {true, false}) {
     SCOPED_TRACE(all_rows ? "9 rows" : "m = 0 rows only (edge degree)");
     MPieces y{y0, all_rows ? y1 : torch::Tensor(), all_rows ? y2 : torch::Tensor()};
-    std::vector<torch::Tensor> inputs{vec, env, y0};
+    std::vector<torch::Tensor> inputs{vec, free, env, y0};
     if (all_rows) inputs.insert(inputs.end(), {y1, y2});
-    auto lean = value_and_grads(
-        {rotate_to_nodes_summed(wigner_of(vec), env, y, g.tgt, g.by_target, kNodes)}, inputs);
-    auto reference = value_and_grads({rotate_out_reference(wigner_of(vec), env, y, g)}, inputs);
+    auto lean = derivatives(
+        {rotate_to_nodes_summed(rotation_of(vec, free), env, y, g.tgt, g.by_target, kNodes)},
+        inputs);
+    auto reference = derivatives({rotate_out_reference(rotation_of(vec, free), env, y, g)}, inputs);
     expect_same(lean, reference);
     // node 6 has no edges, node 5 only beyond the operator's edges
     EXPECT_EQ(lean[0].narrow(0, 5, 2).abs().max().item<double>(), 0.0);
   }
 }
 
-TEST(LeanEdges, RefuseSecondDerivatives) {
+// The three operators in a row, as a block runs them (with the radial
+// weights and the envelope from the edge vectors), to the second order.
+TEST(LeanEdges, ChainedOperatorsMatchTheComposition) {
+  const auto g = graph();
+  const int64_t C = kChannels, H = kChannels;
+  auto vec = leaf({kEdges, 3}, 17), x = leaf({kNodes, 9, C}, 18);
+  auto mix1 = leaf({2 * C, 5 * H}, 19), mix2 = leaf({H, C}, 20), radial = leaf({3, 12 * C}, 21);
+  auto run = [&](bool lean) {
+    auto D = edge_wigner(vec);
+    auto dist = vec.norm(2, 1, /*keepdim=*/true);
+    auto w = torch::tanh(torch::cat({dist, dist.pow(2), torch::ones_like(dist)}, 1).mm(radial));
+    auto env = torch::exp(-dist.squeeze(1));
+    MPieces p = lean ? rotate_to_edge_frame(D, x, g.src, g.tgt, w, g.by_source, g.by_target)
+                     : rotate_in_reference(D, x, g, w);
+    // a stand-in for the first convolution: y0 from the m = 0 rows, y1 and y2 mixed per row
+    auto y0 = p[0].sum(1).mm(mix1);
+    auto y1 = p[1].matmul(mix1.narrow(1, 0, H));
+    auto y2 = p[2].matmul(mix1.narrow(1, H, H));
+    MPieces q = lean ? gate_m_pieces(y0, y1, y2) : gate_reference(y0, y1, y2);
+    MPieces z{q[0].matmul(mix2), q[1].matmul(mix2), q[2].matmul(mix2)};
+    auto out = lean ? rotate_to_nodes_summed(D, env, z, g.tgt, g.by_target, kNodes)
+                    : rotate_out_reference(D, env, z, g);
+    return derivatives({out}, {vec, x, mix1, mix2, radial});
+  };
+  expect_same(run(true), run(false));
+}
+
+// Each operator, alone: a second derivative is computed, one that could be
+// differentiated again is refused.
+TEST(LeanEdges, RefuseThirdDerivatives) {
   const auto g = graph();
   auto vec = leaf({kEdges, 3}, 12), x = leaf({kNodes, 9, kChannels}, 13),
        w = leaf({kEdges, 12 * kChannels}, 14);
-  auto p = rotate_to_edge_frame(wigner_of(vec), x, g.src, g.tgt, w, g.by_source, g.by_target);
-  auto out =
-      rotate_to_nodes_summed(wigner_of(vec), w.narrow(1, 0, 1).squeeze(1),
-                             {p[0].narrow(2, 0, kChannels), {}, {}}, g.tgt, g.by_target, kNodes);
-  test::expect_error([&] { grad({out.pow(2).sum()}, {vec}, {}, true, /*create_graph=*/true); },
-                     "no second derivative");
+  auto y0 = leaf({kEdges, 5 * kChannels}, 22), y1 = leaf({kEdges, 4, kChannels}, 23),
+       y2 = leaf({kEdges, 2, kChannels}, 24);
+  auto cubed = [](const std::vector<torch::Tensor>& out) {
+    auto sum = torch::zeros({}, torch::kFloat64);
+    for (const auto& t : out) sum = sum + t.pow(3).sum();
+    return sum;
+  };
+  const std::vector<std::pair<const char*, std::function<torch::Tensor()>>> ops = {
+      {"rotate_to_edge_frame",
+       [&] {
+         auto p =
+             rotate_to_edge_frame(edge_wigner(vec), x, g.src, g.tgt, w, g.by_source, g.by_target);
+         return cubed({p[0], p[1], p[2]});
+       }},
+      {"gate_m_pieces",
+       [&] {
+         auto q = gate_m_pieces(y0, y1, y2);
+         return cubed({q[0], q[1], q[2]});
+       }},
+      {"rotate_to_nodes_summed", [&] {
+         MPieces y{y1.narrow(1, 0, 3), y1, y2};
+         return cubed({rotate_to_nodes_summed(edge_wigner(vec), w.narrow(1, 0, 1).squeeze(1), y,
+                                              g.tgt, g.by_target, kNodes)});
+       }}};
+  for (const auto& [name, op] : ops) {
+    SCOPED_TRACE(name);
+    const std::vector<torch::Tensor> inputs{vec, x, w, y0, y1, y2};
+    auto first = grad({op()}, inputs, {}, /*retain_graph=*/true, /*create_graph=*/true,
+                      /*allow_unused=*/true);
+    auto twice = torch::zeros({}, torch::kFloat64);
+    for (const auto& d : first)
+      if (d.defined()) twice = twice + d.pow(3).sum();
+    EXPECT_NO_THROW(grad({twice}, inputs, {}, /*retain_graph=*/true, false, true));
+    test::expect_error([&] { grad({twice}, inputs, {}, /*retain_graph=*/true, true, true); },
+                       std::string(name) + " has no third derivative");
+  }
 }
 
 }  // namespace
@@ -178,7 +265,7 @@ TEST(EdgeBackends, ChosenOnceAndAgreeInFloat64) {
     Engine reference(test::random_model(test::small_config()), reference_options);
     EXPECT_STREQ(lean.stats().edge_backend->name(), "lean");
     EXPECT_STREQ(reference.stats().edge_backend->name(), "reference");
-    EXPECT_FALSE(lean.stats().edge_backend->second_derivatives());
+    EXPECT_TRUE(lean.stats().edge_backend->second_derivatives());
     EXPECT_TRUE(reference.stats().edge_backend->second_derivatives());
     for (const Atoms& a : {test::copper_cell(0.1), test::triclinic_cell(), test::molecule()}) {
       const auto x = evaluate_on_host(lean, {a}), y = evaluate_on_host(reference, {a});

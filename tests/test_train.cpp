@@ -123,6 +123,32 @@ TEST(Training, ConservingGradientMatchesFiniteDifferences) {
   EXPECT_EQ(compared, 6);
 }
 
+TEST(Training, LeanEdgeOpsGiveTheCompositionsStep) {
+  // One step on a multi-task batch (two omat cells with stress, an omol
+  // molecule) through the lean operators' second derivatives and through the
+  // LibTorch composition: the same losses and the same gradient, in float64.
+  auto run = [](nn::EdgeOps ops, const char* name) {
+    auto o = evaluation_options(torch::kFloat64);
+    o.edge_ops = ops;
+    Trainer trainer(random_model(small_config(4, true)), o);
+    EXPECT_STREQ(trainer.edge_backend().name(), name);
+    auto ids = add_samples(trainer);
+    trainer.step(ids);
+    return std::make_pair(trainer.gradient().clone(), trainer.read_stats());
+  };
+  const auto [lean, lean_stats] = run(nn::EdgeOps::kLean, "lean");
+  const auto [reference, reference_stats] = run(nn::EdgeOps::kReference, "reference");
+  const double scale = reference.abs().max().item<double>();
+  ASSERT_GT(scale, 0.0);
+  EXPECT_LE((lean - reference).abs().max().item<double>(), 1e-12 * scale);
+  EXPECT_NEAR(lean_stats.loss, reference_stats.loss, 1e-12 * std::abs(reference_stats.loss));
+  ASSERT_EQ(lean_stats.task_losses.size(), reference_stats.task_losses.size());
+  for (size_t t = 0; t < lean_stats.task_losses.size(); ++t)
+    EXPECT_NEAR(lean_stats.task_losses[t], reference_stats.task_losses[t],
+                1e-12 * std::abs(reference_stats.task_losses[t]))
+        << "task " << t;
+}
+
 TEST(Training, BatchedMoleEqualsSplitViews) {
   // Padding every edge block to the widest (one batched GEMM per MoLE layer)
   // gives the loss and gradient of exact blocks (one GEMM per system).

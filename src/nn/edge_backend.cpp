@@ -49,7 +49,7 @@ class ReferenceEdges final : public EdgeBackend {
 class LeanCpuEdges final : public EdgeBackend {
  public:
   const char* name() const override { return "lean"; }
-  bool second_derivatives() const override { return false; }
+  bool second_derivatives() const override { return true; }
   bool skips_padding() const override { return true; }
 
   void prepare(EdgeFrame& frame, const torch::Tensor& D, const torch::Tensor& envelope,
@@ -104,6 +104,10 @@ const EdgeBackend& reference_edges() {
 const EdgeBackend& lean_cpu_edges() {
   static const LeanCpuEdges backend;
   return backend;
+}
+
+const EdgeBackend& edge_backend_for(EdgeOps ops, const torch::Device& device) {
+  return ops == EdgeOps::kLean && device.is_cpu() ? lean_cpu_edges() : reference_edges();
 }
 
 }  // namespace uma::nn

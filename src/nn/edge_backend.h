@@ -3,10 +3,10 @@
 //  reference  the LibTorch composition (edge_matmul.h): any device, derivatives
 //             of every order (training's forces and stress by create_graph).
 //  lean       the fused CPU operators of lean_edges.h: each edge-sized tensor
-//             written once; first derivatives only.
+//             written once; derivatives of first and second order.
 //
 // The backbone, the blocks and the memory model call only this interface: a
-// new backend (second-order lean kernels, a fused CUDA path) is a new
+// new backend (a fused CUDA path) is a new
 // subclass and a new choice in Engine's constructor, nothing else.
 #pragma once
 
@@ -60,5 +60,11 @@ class EdgeBackend {
 
 const EdgeBackend& reference_edges();
 const EdgeBackend& lean_cpu_edges();
+
+// What a user picks (`edge_ops lean|reference`): kLean runs the fused CPU
+// operators on the CPU and the composition elsewhere (until a GPU check
+// proves a fused path there); kReference runs the composition everywhere.
+enum class EdgeOps { kLean, kReference };
+const EdgeBackend& edge_backend_for(EdgeOps ops, const torch::Device& device);
 
 }  // namespace uma::nn

@@ -105,17 +105,19 @@ UMA_ALWAYS_INLINE void unrotate_row_add(const T* d, T s, const T* y, int64_t C, 
   }
 }
 
-// The backward of unrotate_row_add: gy[c] = s sum_k d[k] gt[k, c],
-// a[k] = sum_c gt[k, c] y[c].
-template <int K, typename T>
+// The backward of unrotate_row_add: gy[c] = s sum_k d[k] gt[k, c] (where
+// WantGy), a[k] = sum_c gt[k, c] y[c].
+template <int K, bool WantGy, typename T>
 UMA_ALWAYS_INLINE void unrotate_row_grad(const T* d, T s, const T* gt, const T* y, int64_t C, T* gy,
                                          T* a) {
   T a0 = 0, a1 = 0, a2 = 0, a3 = 0, a4 = 0;
 #pragma omp simd reduction(+ : a0, a1, a2, a3, a4)
   for (int64_t c = 0; c < C; ++c) {
-    T acc = d[0] * gt[c];
-    for (int k = 1; k < K; ++k) acc += d[k] * gt[k * C + c];
-    gy[c] = s * acc;
+    if constexpr (WantGy) {
+      T acc = d[0] * gt[c];
+      for (int k = 1; k < K; ++k) acc += d[k] * gt[k * C + c];
+      gy[c] = s * acc;
+    }
     const T yc = y[c];
     a0 += gt[c] * yc;
     if constexpr (K > 1) {
@@ -168,12 +170,63 @@ UMA_VECTOR_CLONES void rotate_in(const T* D, const T* x, const int64_t* src, con
   }
 }
 
+// The tangent of rotate_row along (dd, dx, dw):
+// out[c] = w[c] sum_k (d[k] dx[k, c] + dd[k] x[k, c]) + dw[c] sum_k d[k] x[k, c].
+template <int K, typename T>
+UMA_ALWAYS_INLINE void rotate_row_tangent(const T* d, const T* dd, const T* x, const T* dx,
+                                          int64_t C, const T* w, const T* dw, T* out) {
+#pragma omp simd
+  for (int64_t c = 0; c < C; ++c) {
+    T a = d[0] * x[c], t = d[0] * dx[c] + dd[0] * x[c];
+    for (int k = 1; k < K; ++k) {
+      a += d[k] * x[k * C + c];
+      t += d[k] * dx[k * C + c] + dd[k] * x[k * C + c];
+    }
+    out[c] = t * w[c] + a * dw[c];
+  }
+}
+
+// rotate_in is linear in each of D, x and radial: its tangent along (dD, dx,
+// dradial) is the gradient of the incoming gradient in rotate_in's double
+// backward.
+template <typename T>
+UMA_VECTOR_CLONES void rotate_in_tangent(const T* D, const T* dD, const T* x, const T* dx,
+                                         const int64_t* src, const int64_t* tgt, const T* radial,
+                                         const T* dradial, Rows<T> out, int64_t C, int64_t begin,
+                                         int64_t end) {
+  for (int64_t e = begin; e < end; ++e) {
+    const int64_t at[2] = {src[e] * 9 * C, tgt[e] * 9 * C};
+    for (int j = 0; j < 9; ++j) {
+      const int r = kLRow[j], k0 = kBlockStart[r];
+      const int64_t d_at = e * 81 + r * 9 + k0, w_at = (e * 6 + kRadialRow[j]) * 2 * C;
+      T* o = out.row(e, j);
+      for (int h = 0; h < 2; ++h) {
+        const int64_t x_at = at[h] + k0 * C;
+        const T *d = D + d_at, *dd = dD + d_at, *xh = x + x_at, *dxh = dx + x_at;
+        const T *w = radial + w_at + h * C, *dw = dradial + w_at + h * C;
+        switch (kBlockSize[r]) {
+          case 1:
+            rotate_row_tangent<1>(d, dd, xh, dxh, C, w, dw, o + h * C);
+            break;
+          case 3:
+            rotate_row_tangent<3>(d, dd, xh, dxh, C, w, dw, o + h * C);
+            break;
+          default:
+            rotate_row_tangent<5>(d, dd, xh, dxh, C, w, dw, o + h * C);
+            break;
+        }
+      }
+    }
+  }
+}
+
 // gD ([E, 81], zeroed) and gradial ([E, 6, 2C]) of rotate_in, per edge.
+// accumulate: add to gradial instead of writing it (a second call into the same buffer).
 template <typename T>
 UMA_VECTOR_CLONES void rotate_in_grad_edges(const T* D, const T* x, const int64_t* src,
                                             const int64_t* tgt, const T* radial, Rows<const T> g,
-                                            int64_t C, T* gD, T* gradial, int64_t begin,
-                                            int64_t end) {
+                                            int64_t C, T* gD, T* gradial, bool accumulate,
+                                            int64_t begin, int64_t end) {
   for (int64_t e = begin; e < end; ++e) {
     const T* node[2] = {x + src[e] * 9 * C, x + tgt[e] * 9 * C};
     for (int j = 0; j < 9; ++j) {
@@ -188,7 +241,7 @@ UMA_VECTOR_CLONES void rotate_in_grad_edges(const T* D, const T* x, const int64_
         T* gw = gradial + w_at + h * C;
         const T* gh = gj + h * C;
         const int K = kBlockSize[r];
-        if (kRadialFirst[j]) {
+        if (kRadialFirst[j] && !accumulate) {
           if (K == 1)
             rotate_row_grad_edge<1, false>(d, xh, C, w, gh, gw, gd);
           else if (K == 3)
@@ -276,11 +329,13 @@ UMA_VECTOR_CLONES void rotate_out(const T* D, const T* envelope, Rows<const T> y
   }
 }
 
-// gy (pieces), gD ([E, 81], zeroed) and genvelope ([E]) of rotate_out, per edge.
-template <typename T>
-UMA_VECTOR_CLONES void rotate_out_grad(const T* D, const T* envelope, Rows<const T> y, int rows,
-                                       const int64_t* tgt, const T* gout, int64_t C, Rows<T> gy,
-                                       T* gD, T* genvelope, int64_t begin, int64_t end) {
+// gy (pieces, where WantGy), gD ([E, 81], zeroed) and genvelope ([E]) of
+// rotate_out, per edge.
+template <bool WantGy, typename T>
+UMA_ALWAYS_INLINE void rotate_out_grad_edges(const T* D, const T* envelope, Rows<const T> y,
+                                             int rows, const int64_t* tgt, const T* gout, int64_t C,
+                                             Rows<T> gy, T* gD, T* genvelope, int64_t begin,
+                                             int64_t end) {
   for (int64_t e = begin; e < end; ++e) {
     const T* gt = gout + tgt[e] * 9 * C;
     const T s = envelope[e];
@@ -288,13 +343,14 @@ UMA_VECTOR_CLONES void rotate_out_grad(const T* D, const T* envelope, Rows<const
     for (int j = 0; j < rows; ++j) {
       const int r = kLRow[j], k0 = kBlockStart[r], K = kBlockSize[r];
       const T* d = D + e * 81 + r * 9 + k0;
+      T* out = WantGy ? gy.row(e, j) : nullptr;
       T a[5];
       if (K == 1)
-        unrotate_row_grad<1>(d, s, gt + k0 * C, y.row(e, j), C, gy.row(e, j), a);
+        unrotate_row_grad<1, WantGy>(d, s, gt + k0 * C, y.row(e, j), C, out, a);
       else if (K == 3)
-        unrotate_row_grad<3>(d, s, gt + k0 * C, y.row(e, j), C, gy.row(e, j), a);
+        unrotate_row_grad<3, WantGy>(d, s, gt + k0 * C, y.row(e, j), C, out, a);
       else
-        unrotate_row_grad<5>(d, s, gt + k0 * C, y.row(e, j), C, gy.row(e, j), a);
+        unrotate_row_grad<5, WantGy>(d, s, gt + k0 * C, y.row(e, j), C, out, a);
       for (int k = 0; k < K; ++k) {
         gD[e * 81 + r * 9 + k0 + k] = s * a[k];
         ge += d[k] * a[k];
@@ -302,6 +358,17 @@ UMA_VECTOR_CLONES void rotate_out_grad(const T* D, const T* envelope, Rows<const
     }
     genvelope[e] = ge;
   }
+}
+
+// rotate_out_grad_edges, gy written where it has a base (else only gD and genvelope).
+template <typename T>
+UMA_VECTOR_CLONES void rotate_out_grad(const T* D, const T* envelope, Rows<const T> y, int rows,
+                                       const int64_t* tgt, const T* gout, int64_t C, Rows<T> gy,
+                                       T* gD, T* genvelope, int64_t begin, int64_t end) {
+  if (gy.base[0])
+    rotate_out_grad_edges<true>(D, envelope, y, rows, tgt, gout, C, gy, gD, genvelope, begin, end);
+  else
+    rotate_out_grad_edges<false>(D, envelope, y, rows, tgt, gout, C, gy, gD, genvelope, begin, end);
 }
 
 // One edge's view of the gate's inputs.  y0 rows: [logit l1 | logit l2 |
@@ -381,6 +448,56 @@ UMA_VECTOR_CLONES void gate_grad(const T* y0, int64_t y0_stride, Rows<const T> r
       o[6][c] = g[6][c] * s2[c];
       o[7][c] = g[7][c] * s2[c];
       o[8][c] = g[8][c] * s2[c];
+    }
+  }
+}
+
+// The double backward of gate: given the adjoints a of gate_grad's outputs
+// (a0: [E, 5H] like gy0, pieces 1 and 2 like gy), the gradients of
+// <a, gate_grad(y, gq)> with respect to gq (dgq, pieces 0..2) and to y (dy0
+// [E, 5H] contiguous, dy pieces 1 and 2).  With s = sigmoid: s' = s(1 - s),
+// s'' = s'(1 - 2s); silu'(y) = s(1 + y(1 - s)), silu''(y) = s'(2 + y(1 - 2s)).
+template <typename T>
+UMA_VECTOR_CLONES void gate_grad_grad(const T* y0, int64_t y0_stride, Rows<const T> rows,
+                                      const T* sig, Rows<const T> gq, const T* a0, Rows<const T> a,
+                                      Rows<T> dgq, T* dy0, Rows<T> dy, int64_t H, int64_t begin,
+                                      int64_t end) {
+  for (int64_t e = begin; e < end; ++e) {
+    const auto in = gate_edge(y0, y0_stride, rows, sig, H, e);
+    const T *s0 = in.s0, *s1 = in.s1, *s2 = in.s2;
+    const T* const* y = in.y;
+    const T *g[9], *ar[9];
+    T *dg[9], *dyr[9];
+    const T* aL1 = a0 + e * 5 * H;  // adjoints of the logits' gradients
+    const T* aL2 = aL1 + H;
+    T* dL1 = dy0 + e * 5 * H;
+    T* dL2 = dL1 + H;
+    for (int j = 0; j < 9; ++j) {
+      g[j] = gq.row(e, j);
+      dg[j] = dgq.row(e, j);
+      ar[j] = j < 3 ? aL1 + (2 + j) * H : a.row(e, j);
+      dyr[j] = j < 3 ? dL1 + (2 + j) * H : dy.row(e, j);
+    }
+#pragma omp simd
+    for (int64_t c = 0; c < H; ++c) {
+      const T p1 = s1[c] * (1 - s1[c]), p2 = s2[c] * (1 - s2[c]), p0 = s0[c] * (1 - s0[c]);
+      const T u1 = aL1[c] * p1, u2 = aL2[c] * p2;
+      // row 0: silu
+      dg[0][c] = ar[0][c] * s0[c] * (1 + y[0][c] * (1 - s0[c]));
+      dyr[0][c] = ar[0][c] * g[0][c] * p0 * (2 + y[0][c] * (1 - 2 * s0[c]));
+      // rows of degree 1 (1, 3, 5) and 2 (2, 4, 6, 7, 8)
+      T gy1 = 0, ag1 = 0, gy2 = 0, ag2 = 0;
+      for (int j = 1; j < 9; ++j) {
+        const bool one = j == 1 || j == 3 || j == 5;
+        const T u = one ? u1 : u2, s = one ? s1[c] : s2[c];
+        const T gj = g[j][c], yj = y[j][c], aj = ar[j][c];
+        dg[j][c] = u * yj + aj * s;
+        dyr[j][c] = u * gj;
+        (one ? gy1 : gy2) += gj * yj;
+        (one ? ag1 : ag2) += aj * gj;
+      }
+      dL1[c] = u1 * gy1 * (1 - 2 * s1[c]) + ag1 * p1;
+      dL2[c] = u2 * gy2 * (1 - 2 * s2[c]) + ag2 * p2;
     }
   }
 }

@@ -14,10 +14,10 @@ using torch::autograd::variable_list;
 
 constexpr int64_t kEdgeGrain = 32, kNodeGrain = 4;
 
-void refuse_second_order(const char* op) {
+// The double backwards are plain kernels: a third derivative is refused.
+void refuse_third_order(const char* op) {
   if (torch::GradMode::is_enabled())
-    throw Error(std::string("internal: ") + op +
-                " has no second derivative (training uses the LibTorch ops)");
+    throw Error(std::string("internal: ") + op + " has no third derivative");
 }
 
 // Every tensor these operators touch is on the CPU (checked at the entry points).
@@ -49,6 +49,125 @@ MPieces contiguous(const variable_list& g, size_t first) {
   return {g[first].contiguous(), g[first + 1].contiguous(), g[first + 2].contiguous()};
 }
 
+// An adjoint of an output that was not computed (empty) counts as zero.
+torch::Tensor or_zeros(const torch::Tensor& a, const torch::Tensor& like) {
+  return a.defined() && a.numel() == like.numel() ? a.contiguous() : torch::zeros_like(like);
+}
+
+torch::Tensor nothing(const torch::Tensor& like) { return torch::empty({0}, like.options()); }
+
+// ---- rotate_to_edge_frame: out = F(D, x, radial), linear in each ----------
+
+// The edge and node gradients of F given the incoming gradient g.
+struct RotateIn {
+  torch::Tensor src, tgt, src_order, src_offsets, tgt_order, tgt_offsets;
+
+  // gD ([E, 9, 9], accumulated) and gradial (written, or accumulated).
+  void grad_edges(const torch::Tensor& D, const torch::Tensor& x, const torch::Tensor& radial,
+                  const MPieces& g, torch::Tensor& gD, torch::Tensor& gradial,
+                  bool accumulate) const {
+    const int64_t E = D.size(0), C = x.size(2);
+    AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "rotate_to_edge_frame_grad_edges", [&] {
+      const auto grows = rows_of<const scalar_t>(g);
+      at::parallel_for(0, E, kEdgeGrain, [&](int64_t b, int64_t e) {
+        kernels::rotate_in_grad_edges(host<scalar_t>(D), host<scalar_t>(x), host<int64_t>(src),
+                                      host<int64_t>(tgt), host<scalar_t>(radial), grows, C,
+                                      host<scalar_t>(gD), host<scalar_t>(gradial), accumulate, b,
+                                      e);
+      });
+    });
+  }
+  // gx ([N, 9, C], accumulated).
+  void grad_nodes(const torch::Tensor& D, const torch::Tensor& radial, const MPieces& g,
+                  torch::Tensor& gx) const {
+    const int64_t E = D.size(0), N = gx.size(0), C = gx.size(2);
+    AT_DISPATCH_FLOATING_TYPES(gx.scalar_type(), "rotate_to_edge_frame_grad_nodes", [&] {
+      const auto grows = rows_of<const scalar_t>(g);
+      at::parallel_for(0, N, kNodeGrain, [&](int64_t b, int64_t e) {
+        kernels::rotate_in_grad_nodes(host<scalar_t>(D), host<scalar_t>(radial), grows,
+                                      host<int64_t>(src_order), host<int64_t>(src_offsets),
+                                      host<int64_t>(tgt_order), host<int64_t>(tgt_offsets), E, C,
+                                      host<scalar_t>(gx), b, e);
+      });
+    });
+  }
+};
+
+RotateIn rotate_in_of(const std::vector<torch::Tensor>& t, size_t first) {
+  return {t[first], t[first + 1], t[first + 2], t[first + 3], t[first + 4], t[first + 5]};
+}
+
+// (gD, gx, gradial) = the gradient of F at (D, x, radial) along g; itself
+// differentiable, by F's tangents and gradients.  Outputs not wanted are empty.
+class RotateToEdgeFrameGrad : public torch::autograd::Function<RotateToEdgeFrameGrad> {
+ public:
+  static variable_list forward(AutogradContext* ctx, const torch::Tensor& D, const torch::Tensor& x,
+                               const torch::Tensor& radial, const torch::Tensor& g0,
+                               const torch::Tensor& g1, const torch::Tensor& g2,
+                               const torch::Tensor& src, const torch::Tensor& tgt,
+                               const torch::Tensor& src_order, const torch::Tensor& src_offsets,
+                               const torch::Tensor& tgt_order, const torch::Tensor& tgt_offsets,
+                               bool want_edge, bool want_x) {
+    const RotateIn op{src, tgt, src_order, src_offsets, tgt_order, tgt_offsets};
+    const MPieces g{g0, g1, g2};
+    torch::Tensor gD = nothing(D), gradial = nothing(radial), gx = nothing(x);
+    if (want_edge) {
+      gD = torch::zeros_like(D);
+      gradial = torch::empty_like(radial);
+      op.grad_edges(D, x, radial, g, gD, gradial, /*accumulate=*/false);
+    }
+    if (want_x) {
+      gx = torch::zeros_like(x);
+      op.grad_nodes(D, radial, g, gx);
+    }
+    ctx->save_for_backward(
+        {D, x, radial, g0, g1, g2, src, tgt, src_order, src_offsets, tgt_order, tgt_offsets});
+    return {gD, gx, gradial};
+  }
+
+  // a = (aD, ax, aradial), the adjoints of (gD, gx, gradial).  With T the
+  // form <g, F(D, x, radial)>: d/dg = F(aD, x, r) + F(D, ax, r) + F(D, x, ar);
+  // d/dD = T(., ax, r, g) + T(., x, ar, g); d/dx = T(aD, ., r, g) + T(D, ., ar, g);
+  // d/dradial = T(D, ax, ., g) + T(aD, x, ., g).
+  static variable_list backward(AutogradContext* ctx, variable_list a) {
+    refuse_third_order("rotate_to_edge_frame");
+    const auto s = ctx->get_saved_variables();
+    const auto &D = s[0], &x = s[1], &radial = s[2];
+    const MPieces g{s[3], s[4], s[5]};
+    const RotateIn op = rotate_in_of(s, 6);
+    const auto aD = or_zeros(a[0], D), ax = or_zeros(a[1], x), ar = or_zeros(a[2], radial);
+    const int64_t E = D.size(0), C = x.size(2);
+    variable_list out(14);
+    if (ctx->needs_input_grad(0) || ctx->needs_input_grad(2)) {
+      auto dD = torch::zeros_like(D), dr = torch::empty_like(radial);
+      op.grad_edges(D, ax, radial, g, dD, dr, /*accumulate=*/false);
+      op.grad_edges(aD, x, ar, g, dD, dr, /*accumulate=*/true);
+      if (ctx->needs_input_grad(0)) out[0] = dD;
+      if (ctx->needs_input_grad(2)) out[2] = dr;
+    }
+    if (ctx->needs_input_grad(1)) {
+      auto dx = torch::zeros_like(x);
+      op.grad_nodes(aD, radial, g, dx);
+      op.grad_nodes(D, ar, g, dx);
+      out[1] = dx;
+    }
+    if (ctx->needs_input_grad(3) || ctx->needs_input_grad(4) || ctx->needs_input_grad(5)) {
+      auto dg = new_pieces(E, 2 * C, x.options());
+      AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "rotate_to_edge_frame_tangent", [&] {
+        const auto rows = rows_of<scalar_t>(dg);
+        at::parallel_for(0, E, kEdgeGrain, [&](int64_t b, int64_t e) {
+          kernels::rotate_in_tangent(host<scalar_t>(D), host<scalar_t>(aD), host<scalar_t>(x),
+                                     host<scalar_t>(ax), host<int64_t>(op.src),
+                                     host<int64_t>(op.tgt), host<scalar_t>(radial),
+                                     host<scalar_t>(ar), rows, C, b, e);
+        });
+      });
+      for (int i = 0; i < 3; ++i) out[3 + i] = dg[i];
+    }
+    return out;
+  }
+};
+
 class RotateToEdgeFrame : public torch::autograd::Function<RotateToEdgeFrame> {
  public:
   static variable_list forward(AutogradContext* ctx, const torch::Tensor& D, const torch::Tensor& x,
@@ -71,37 +190,74 @@ class RotateToEdgeFrame : public torch::autograd::Function<RotateToEdgeFrame> {
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    refuse_second_order("rotate_to_edge_frame");
     const auto s = ctx->get_saved_variables();
-    const auto &D = s[0], &x = s[1], &radial = s[2], &src = s[3], &tgt = s[4];
-    const int64_t E = D.size(0), N = x.size(0), C = x.size(2);
     const auto g = contiguous(grads, 0);
-    torch::Tensor gD, gx, gradial;
     const bool want_edge = ctx->needs_input_grad(0) || ctx->needs_input_grad(2);
-    if (want_edge) {
-      gD = torch::zeros_like(D);
-      gradial = torch::empty_like(radial);
-    }
-    if (ctx->needs_input_grad(1)) gx = torch::zeros_like(x);
-    AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "rotate_to_edge_frame_backward", [&] {
-      const auto grows = rows_of<const scalar_t>(g);
-      if (want_edge)
-        at::parallel_for(0, E, kEdgeGrain, [&](int64_t b, int64_t e) {
-          kernels::rotate_in_grad_edges(host<scalar_t>(D), host<scalar_t>(x), host<int64_t>(src),
-                                        host<int64_t>(tgt), host<scalar_t>(radial), grows, C,
-                                        host<scalar_t>(gD), host<scalar_t>(gradial), b, e);
-        });
-      if (gx.defined())
-        at::parallel_for(0, N, kNodeGrain, [&](int64_t b, int64_t e) {
-          kernels::rotate_in_grad_nodes(host<scalar_t>(D), host<scalar_t>(radial), grows,
-                                        host<int64_t>(s[5]), host<int64_t>(s[6]),
-                                        host<int64_t>(s[7]), host<int64_t>(s[8]), E, C,
-                                        host<scalar_t>(gx), b, e);
-        });
+    const bool want_x = ctx->needs_input_grad(1);
+    auto r = RotateToEdgeFrameGrad::apply(s[0], s[1], s[2], g[0], g[1], g[2], s[3], s[4], s[5],
+                                          s[6], s[7], s[8], want_edge, want_x);
+    return {ctx->needs_input_grad(0) ? r[0] : torch::Tensor(),
+            want_x ? r[1] : torch::Tensor(),
+            ctx->needs_input_grad(2) ? r[2] : torch::Tensor(),
+            {},
+            {},
+            {},
+            {},
+            {},
+            {}};
+  }
+};
+
+// ---- gate_m_pieces: elementwise, linear in nothing --------------------------
+
+// (gy0, gy1, gy2) = the gradient of the gate at y along gq; differentiable
+// by the gate's second derivatives (kernels::gate_grad_grad).  sig: the
+// sigmoids of y0's first 3H columns (a function of y0, differentiated as such).
+class GateMPiecesGrad : public torch::autograd::Function<GateMPiecesGrad> {
+ public:
+  static variable_list forward(AutogradContext* ctx, const torch::Tensor& y0,
+                               const torch::Tensor& y1, const torch::Tensor& y2,
+                               const torch::Tensor& sig, const torch::Tensor& g0,
+                               const torch::Tensor& g1, const torch::Tensor& g2) {
+    const int64_t E = y0.size(0), H = y1.size(2);
+    auto gy0 = torch::empty({E, 5 * H}, y0.options());
+    MPieces gy{torch::Tensor(), torch::empty_like(y1), torch::empty_like(y2)};
+    AT_DISPATCH_FLOATING_TYPES(y0.scalar_type(), "gate_m_pieces_backward", [&] {
+      const auto in = rows_of<const scalar_t>({torch::Tensor(), y1, y2});
+      const auto grows = rows_of<const scalar_t>({g0, g1, g2});
+      const auto out = rows_of<scalar_t>(gy);
+      at::parallel_for(0, E, kEdgeGrain, [&](int64_t b, int64_t e) {
+        kernels::gate_grad(host<scalar_t>(y0), y0.stride(0), in, host<scalar_t>(sig), grows,
+                           host<scalar_t>(gy0), out, H, b, e);
+      });
     });
-    if (!ctx->needs_input_grad(0)) gD = torch::Tensor();
-    if (!ctx->needs_input_grad(2)) gradial = torch::Tensor();
-    return {gD, gx, gradial, {}, {}, {}, {}, {}, {}};
+    ctx->save_for_backward({y0, y1, y2, sig, g0, g1, g2});
+    return {gy0, gy[1], gy[2]};
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list a) {
+    refuse_third_order("gate_m_pieces");
+    const auto s = ctx->get_saved_variables();
+    const auto &y0 = s[0], &y1 = s[1], &y2 = s[2], &sig = s[3];
+    const int64_t E = y0.size(0), H = y1.size(2);
+    const auto a0 = a[0].contiguous();
+    const MPieces adj{torch::Tensor(), a[1].contiguous(), a[2].contiguous()};
+    auto dy0 = torch::empty({E, 5 * H}, y0.options());
+    MPieces dy{torch::Tensor(), torch::empty_like(y1), torch::empty_like(y2)};
+    auto dg = new_pieces(E, H, y0.options());
+    AT_DISPATCH_FLOATING_TYPES(y0.scalar_type(), "gate_m_pieces_double_backward", [&] {
+      kernels::Rows<const scalar_t> in = rows_of<const scalar_t>({torch::Tensor(), y1, y2});
+      const auto grows = rows_of<const scalar_t>({s[4], s[5], s[6]});
+      const auto arows = rows_of<const scalar_t>(adj);
+      const auto dgrows = rows_of<scalar_t>(dg);
+      const auto dyrows = rows_of<scalar_t>(dy);
+      at::parallel_for(0, E, kEdgeGrain, [&](int64_t b, int64_t e) {
+        kernels::gate_grad_grad(host<scalar_t>(y0), y0.stride(0), in, host<scalar_t>(sig), grows,
+                                host<scalar_t>(a0), arows, dgrows, host<scalar_t>(dy0), dyrows, H,
+                                b, e);
+      });
+    });
+    return {dy0, dy[1], dy[2], torch::Tensor(), dg[0], dg[1], dg[2]};
   }
 };
 
@@ -124,23 +280,108 @@ class GateMPieces : public torch::autograd::Function<GateMPieces> {
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    refuse_second_order("gate_m_pieces");
     const auto s = ctx->get_saved_variables();
-    const auto &y0 = s[0], &y1 = s[1], &y2 = s[2], &sig = s[3];
-    const int64_t E = y0.size(0), H = y1.size(2);
     const auto g = contiguous(grads, 0);
-    auto gy0 = torch::empty({E, 5 * H}, y0.options());
-    MPieces gy{torch::Tensor(), torch::empty_like(y1), torch::empty_like(y2)};
-    AT_DISPATCH_FLOATING_TYPES(y0.scalar_type(), "gate_m_pieces_backward", [&] {
-      const auto in = rows_of<const scalar_t>({torch::Tensor(), y1, y2});
-      const auto grows = rows_of<const scalar_t>(g);
-      const auto out = rows_of<scalar_t>(gy);
-      at::parallel_for(0, E, kEdgeGrain, [&](int64_t b, int64_t e) {
-        kernels::gate_grad(host<scalar_t>(y0), y0.stride(0), in, host<scalar_t>(sig), grows,
-                           host<scalar_t>(gy0), out, H, b, e);
+    return GateMPiecesGrad::apply(s[0], s[1], s[2], s[3], g[0], g[1], g[2]);
+  }
+};
+
+// ---- rotate_to_nodes_summed: out = R(D, envelope, y), linear in each --------
+
+struct RotateOut {
+  torch::Tensor tgt, order, offsets;
+
+  // out ([nodes, 9, C], accumulated) += R(D, envelope, y) over `rows` rows.
+  void sum(const torch::Tensor& D, const torch::Tensor& envelope, const MPieces& y, int rows,
+           torch::Tensor& out) const {
+    const int64_t E = D.size(0), C = out.size(2);
+    AT_DISPATCH_FLOATING_TYPES(out.scalar_type(), "rotate_to_nodes_summed", [&] {
+      const auto in = rows_of<const scalar_t>(y);
+      at::parallel_for(0, out.size(0), kNodeGrain, [&](int64_t b, int64_t e) {
+        kernels::rotate_out(host<scalar_t>(D), host<scalar_t>(envelope), in, rows,
+                            host<int64_t>(order), host<int64_t>(offsets), E, C, host<scalar_t>(out),
+                            b, e);
       });
     });
-    return {gy0, gy[1], gy[2]};
+  }
+  // gy (written where its pieces are defined), gD (zeroed outside the
+  // l-blocks) and genvelope of R along g.
+  void grad(const torch::Tensor& D, const torch::Tensor& envelope, const MPieces& y, int rows,
+            const torch::Tensor& g, const MPieces& gy, torch::Tensor& gD,
+            torch::Tensor& genv) const {
+    const int64_t E = D.size(0), C = g.size(2);
+    AT_DISPATCH_FLOATING_TYPES(g.scalar_type(), "rotate_to_nodes_summed_backward", [&] {
+      const auto in = rows_of<const scalar_t>(y);
+      const auto out = rows_of<scalar_t>(gy);
+      at::parallel_for(0, E, kEdgeGrain, [&](int64_t b, int64_t e) {
+        kernels::rotate_out_grad(host<scalar_t>(D), host<scalar_t>(envelope), in, rows,
+                                 host<int64_t>(tgt), host<scalar_t>(g), C, out, host<scalar_t>(gD),
+                                 host<scalar_t>(genv), b, e);
+      });
+    });
+  }
+};
+
+int rows_of_pieces(const torch::Tensor& y1) { return y1.numel() > 0 ? 9 : 3; }
+
+// (gD, genvelope, gy0, gy1, gy2) = the gradient of R along g; gy1 and gy2
+// empty where R read 3 rows.  Differentiable: R depends on D and the envelope
+// through their product M = envelope D only.
+class RotateToNodesSummedGrad : public torch::autograd::Function<RotateToNodesSummedGrad> {
+ public:
+  static variable_list forward(AutogradContext* ctx, const torch::Tensor& D,
+                               const torch::Tensor& envelope, const torch::Tensor& y0,
+                               const torch::Tensor& y1, const torch::Tensor& y2,
+                               const torch::Tensor& g, const torch::Tensor& tgt,
+                               const torch::Tensor& order, const torch::Tensor& offsets) {
+    const int64_t E = D.size(0), C = y0.size(2);
+    const int rows = rows_of_pieces(y1);
+    auto gD = torch::zeros_like(D);
+    auto genv = torch::empty_like(envelope);
+    MPieces gy{torch::empty({E, 3, C}, y0.options()),
+               rows == 9 ? torch::empty_like(y1) : nothing(y1),
+               rows == 9 ? torch::empty_like(y2) : nothing(y2)};
+    RotateOut{tgt, order, offsets}.grad(D, envelope, {y0, y1, y2}, rows, g, gy, gD, genv);
+    ctx->save_for_backward({D, envelope, y0, y1, y2, g, tgt, order, offsets});
+    return {gD, genv, gy[0], gy[1], gy[2]};
+  }
+
+  // a = (aD, aenv, ay), the adjoints of (gD, genvelope, gy).  With
+  // M1 = envelope aD + aenv D, A = G_M(y, g) and B = G_M(ay, g) (the gradient
+  // of <g, R> with respect to M): d/dg = R(M1, 1, y) + R(D, envelope, ay);
+  // d/dy = G_y(M1, g); d/dD = aenv A + envelope B; d/denvelope = <aD, A> + <D, B>.
+  static variable_list backward(AutogradContext* ctx, variable_list a) {
+    refuse_third_order("rotate_to_nodes_summed");
+    const auto s = ctx->get_saved_variables();
+    const auto &D = s[0], &envelope = s[1], &g = s[5];
+    const MPieces y{s[2], s[3], s[4]};
+    const RotateOut op{s[6], s[7], s[8]};
+    const int rows = rows_of_pieces(y[1]);
+    const auto aD = or_zeros(a[0], D), aenv = or_zeros(a[1], envelope);
+    const MPieces ay{or_zeros(a[2], y[0]), rows == 9 ? or_zeros(a[3], y[1]) : torch::Tensor(),
+                     rows == 9 ? or_zeros(a[4], y[2]) : torch::Tensor()};
+    const auto E = D.size(0);
+    const auto ones = torch::ones_like(envelope);
+    const auto M1 = aD * envelope.view({E, 1, 1}) + D * aenv.view({E, 1, 1});
+
+    MPieces dy{torch::empty_like(y[0]), rows == 9 ? torch::empty_like(y[1]) : torch::Tensor(),
+               rows == 9 ? torch::empty_like(y[2]) : torch::Tensor()};
+    auto A = torch::zeros_like(D), M1A = torch::empty_like(envelope);
+    op.grad(M1, ones, y, rows, g, dy, A, M1A);
+    auto B = torch::zeros_like(D), DB = torch::empty_like(envelope);
+    op.grad(D, ones, ay, rows, g, {}, B, DB);
+
+    variable_list out(9);
+    out[0] = A * aenv.view({E, 1, 1}) + B * envelope.view({E, 1, 1});
+    out[1] = (aD * A).sum({1, 2}) + DB;
+    for (int i = 0; i < 3; ++i) out[2 + i] = dy[i];
+    if (ctx->needs_input_grad(5)) {
+      auto dg = torch::zeros_like(g);
+      op.sum(M1, ones, y, rows, dg);
+      op.sum(D, envelope, ay, rows, dg);
+      out[5] = dg;
+    }
+    return out;
   }
 };
 
@@ -151,43 +392,20 @@ class RotateToNodesSummed : public torch::autograd::Function<RotateToNodesSummed
                                const torch::Tensor& y1, const torch::Tensor& y2,
                                const torch::Tensor& tgt, const torch::Tensor& order,
                                const torch::Tensor& offsets, int64_t nodes) {
-    const int64_t E = D.size(0), C = y0.size(2);
-    const int rows = y1.numel() > 0 ? 9 : 3;
-    auto out = torch::zeros({nodes, 9, C}, y0.options());
-    AT_DISPATCH_FLOATING_TYPES(y0.scalar_type(), "rotate_to_nodes_summed", [&] {
-      const auto in = rows_of<const scalar_t>({y0, y1, y2});
-      at::parallel_for(0, nodes, kNodeGrain, [&](int64_t b, int64_t e) {
-        kernels::rotate_out(host<scalar_t>(D), host<scalar_t>(envelope), in, rows,
-                            host<int64_t>(order), host<int64_t>(offsets), E, C, host<scalar_t>(out),
-                            b, e);
-      });
-    });
-    ctx->save_for_backward({D, envelope, y0, y1, y2, tgt});
+    auto out = torch::zeros({nodes, 9, y0.size(2)}, y0.options());
+    RotateOut{tgt, order, offsets}.sum(D, envelope, {y0, y1, y2}, rows_of_pieces(y1), out);
+    ctx->save_for_backward({D, envelope, y0, y1, y2, tgt, order, offsets});
     return out;
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    refuse_second_order("rotate_to_nodes_summed");
     const auto s = ctx->get_saved_variables();
-    const auto &D = s[0], &envelope = s[1], &y0 = s[2], &y1 = s[3], &y2 = s[4], &tgt = s[5];
-    const int64_t E = D.size(0), C = y0.size(2);
-    const int rows = y1.numel() > 0 ? 9 : 3;
-    const auto g = grads[0].contiguous();
-    auto gD = torch::zeros_like(D);
-    auto genv = torch::empty_like(envelope);
-    MPieces gy{torch::empty({E, 3, C}, y0.options()),
-               rows == 9 ? torch::empty_like(y1) : torch::Tensor(),
-               rows == 9 ? torch::empty_like(y2) : torch::Tensor()};
-    AT_DISPATCH_FLOATING_TYPES(y0.scalar_type(), "rotate_to_nodes_summed_backward", [&] {
-      const auto in = rows_of<const scalar_t>({y0, y1, y2});
-      const auto out = rows_of<scalar_t>(gy);
-      at::parallel_for(0, E, kEdgeGrain, [&](int64_t b, int64_t e) {
-        kernels::rotate_out_grad(host<scalar_t>(D), host<scalar_t>(envelope), in, rows,
-                                 host<int64_t>(tgt), host<scalar_t>(g), C, out, host<scalar_t>(gD),
-                                 host<scalar_t>(genv), b, e);
-      });
-    });
-    return {gD, genv, gy[0], gy[1], gy[2], {}, {}, {}, {}};
+    auto r = RotateToNodesSummedGrad::apply(s[0], s[1], s[2], s[3], s[4], grads[0].contiguous(),
+                                            s[5], s[6], s[7]);
+    const bool all_rows = rows_of_pieces(s[3]) == 9;
+    return {
+        r[0], r[1], r[2], all_rows ? r[3] : torch::Tensor(), all_rows ? r[4] : torch::Tensor(), {},
+        {},   {},   {}};
   }
 };
 

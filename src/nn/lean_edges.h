@@ -16,9 +16,13 @@
 // EdgeSegments; segment entries >= E are skipped, so that the first E edges
 // of a longer graph can use that graph's segments.
 //
-// First derivatives only, as plain kernels: training (second derivatives)
-// uses the LibTorch composition in block.cpp.  Each backward refuses to run
-// under create_graph.
+// Derivatives of first and second order (training's conserving step: forces
+// and stress by create_graph, then the loss's backward).  Each operator is
+// linear in each of its tensor inputs (the rotations) or elementwise (the
+// gate), so its backward is the same kernels with the roles turned, itself an
+// autograd function whose backward (the double backward) is written out of
+// the kernels' tangents and gradients, and the gate's second derivatives by
+// hand.  A third derivative is refused.
 #pragma once
 
 #include <array>

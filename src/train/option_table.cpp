@@ -141,6 +141,15 @@ const std::vector<Row>& rows() {
        [](const TrainOptions& o) {
          return std::string(o.dtype == torch::kFloat64 ? "fp64" : "fp32");
        }},
+      {{"edge_ops",
+        "the blocks' edge operators (lean: fused on the CPU; reference: the LibTorch ops)"},
+       [](TrainOptions& o, const std::string& v) {
+         if (v != "lean" && v != "reference") refuse("edge_ops", "lean or reference", v);
+         o.edge_ops = v == "lean" ? nn::EdgeOps::kLean : nn::EdgeOps::kReference;
+       },
+       [](const TrainOptions& o) {
+         return std::string(o.edge_ops == nn::EdgeOps::kLean ? "lean" : "reference");
+       }},
       {{"deterministic", "LibTorch's deterministic algorithms during each step (yes or no)"},
        [](TrainOptions& o, const std::string& v) {
          if (v == "yes" || v == "on" || v == "true" || v == "1")

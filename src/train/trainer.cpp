@@ -40,7 +40,8 @@ Trainer::Errors property_maes(const std::vector<LossTask>& tasks, const double* 
 Trainer::Trainer(UmaModel model, TrainOptions options)
     : model_(std::move(model)),
       options_(std::move(options)),
-      graph_(model_->config().backbone.cutoff, model_->config().backbone.max_neighbors) {
+      graph_(model_->config().backbone.cutoff, model_->config().backbone.max_neighbors),
+      edge_backend_(&nn::edge_backend_for(options_.edge_ops, options_.device)) {
   const char* fail = std::getenv("UMA_TEST_FAIL_TRAINING_STEP");
   fail_step_ = fail && std::string(fail) == "1";
   configure_cublas_workspace(options_.device);  // before any GEMM
@@ -108,6 +109,7 @@ torch::Tensor Trainer::atom_energies(const BatchTensors& in, const RadiusGraph& 
                                      const torch::Tensor& vec, double dropout,
                                      torch::Tensor* scalars) {
   EdgeInput edges{graph.src, graph.tgt, graph.valid, graph.edge_system, vec, graph.row_offsets, {}};
+  edges.backend = edge_backend_;
   auto backbone = model_->backbone();
   auto system_emb = backbone->system_embedding(in);
   nn::MoleContext ctx;

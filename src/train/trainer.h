@@ -19,6 +19,7 @@
 #include <torch/torch.h>
 
 #include "model.h"
+#include "nn/edge_backend.h"
 #include "radius_graph.h"
 #include "transfers.h"
 #include "train/committee.h"
@@ -34,6 +35,9 @@ struct TrainOptions {
   LossOptions loss;
   OptimizerOptions optimizer;
   double routing_dropout = 0.0;  // fairchem moe_dropout (0 for parity runs)
+  // The blocks' edge work (nn/edge_backend.h): the lean operators on the CPU,
+  // whose second derivatives the step's backward runs through.
+  nn::EdgeOps edge_ops = nn::EdgeOps::kLean;
   // fairchem freezes the dataset embeddings unless dataset_emb_grad is set.
   bool train_dataset_embeddings = false;
   // Systems of a batch share one edge-block size (one batched MoLE GEMM) when
@@ -123,6 +127,8 @@ class Trainer {
 
   const UmaModel& model() const { return model_; }
   const std::vector<LossTask>& tasks() const { return tasks_; }
+  // The blocks' edge operators of every step (chosen from TrainOptions::edge_ops).
+  const nn::EdgeBackend& edge_backend() const { return *edge_backend_; }
   int64_t steps() const { return optimizer_->steps_taken(); }
   // Whether LibTorch's deterministic algorithms were on during the latest step().
   bool step_was_deterministic() const { return step_deterministic_; }
@@ -164,6 +170,7 @@ class Trainer {
   UmaModel model_;
   TrainOptions options_;
   RadiusGraphBuilder graph_;
+  const nn::EdgeBackend* edge_backend_;
   StagingBuffer staging_;
   std::vector<LossTask> tasks_;
   std::vector<Sample> samples_;
