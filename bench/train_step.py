@@ -17,7 +17,11 @@ during one step.  ATen ops: aten:: operator calls during one step (torch
 profiler on the fairchem side, a RecordFunction callback on ours; nested calls
 count on both sides).
 
-usage: train_step.py UMA_TOOL OUT.json [--steps N] [--threads T]
+Ours runs twice: with the lean edge operators (the default) and with the
+LibTorch composition (--edge-ops reference, what training ran before the lean
+operators had second derivatives), with the step's phases timed.
+
+usage: train_step.py UMA_TOOL OUT.json [--steps N] [--threads T] [--batches k4l2 large]
 """
 import argparse
 import json
@@ -39,7 +43,19 @@ import convert_checkpoint  # noqa: E402
 COEF = {"energy": 10.0, "forces": 50.0, "stress": 5.0}
 
 
+def labelled(structures, rng):
+    out = []
+    for atoms, task in structures:
+        n = len(atoms)
+        stress = rng.normal(0, 0.01, (3, 3))
+        stress = (stress + stress.T) / 2
+        out.append((atoms, task, float(rng.uniform(-4, -2) * n), rng.normal(0, 0.4, (n, 3)),
+                    stress if atoms.pbc.all() else None))
+    return out
+
+
 def systems(seed=5):
+    """The 71-atom batch: Cu bulk (omat), Pt slab (oc20), benzene (omol)."""
     from ase.build import bulk, fcc100, molecule
 
     rng = np.random.default_rng(seed)
@@ -51,14 +67,31 @@ def systems(seed=5):
     mol = molecule("C6H6")                                             # 12 atoms, omol
     mol.center(vacuum=6.0)
     mol.info.update(charge=0, spin=1)
+    return labelled(((cu, "omat"), (slab, "oc20"), (mol, "omol")), rng)
+
+
+def large_systems(seed=7):
+    """A 350-atom batch, perf_check's max_atoms per rank: two Cu bulks and an
+    Al bulk (omat), Pt(100) and Cu(111) slabs (oc20), benzene (omol)."""
+    from ase.build import bulk, fcc100, fcc111, molecule
+
+    rng = np.random.default_rng(seed)
     out = []
-    for atoms, task in ((cu, "omat"), (slab, "oc20"), (mol, "omol")):
-        n = len(atoms)
-        stress = rng.normal(0, 0.01, (3, 3))
-        stress = (stress + stress.T) / 2
-        out.append((atoms, task, float(rng.uniform(-4, -2) * n), rng.normal(0, 0.4, (n, 3)),
-                    stress if atoms.pbc.all() else None))
-    return out
+    for k, (atoms, task) in enumerate((
+            (bulk("Cu", "fcc", a=3.61, cubic=True).repeat((3, 3, 3)), "omat"),   # 108
+            (fcc100("Pt", size=(4, 4, 6), vacuum=8.0), "oc20"),                  # 96
+            (bulk("Cu", "fcc", a=3.61, cubic=True).repeat((2, 2, 3)), "omat"),   # 48
+            (bulk("Al", "fcc", a=4.05, cubic=True).repeat((2, 2, 2)), "omat"),   # 32
+            (fcc111("Cu", size=(3, 3, 6), vacuum=8.0), "oc20"),                  # 54
+            (molecule("C6H6"), "omol"))):                                        # 12
+        if task == "oc20":
+            atoms.pbc = (True, True, True)
+        if task == "omol":
+            atoms.center(vacuum=6.0)
+            atoms.info.update(charge=0, spin=1)
+        atoms.rattle(0.05, seed=seed + k)
+        out.append((atoms, task))
+    return labelled(out, rng)
 
 
 def write_extxyz(path, samples):
@@ -136,12 +169,27 @@ def fairchem_side(checkpoint, samples, steps):
             "host_reads_per_step": reads.count, "aten_ops_per_step": ops, "threads": torch.get_num_threads()}
 
 
+def ours(uma_tool, model_file, data, steps, threads, edge_ops):
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads))
+    return json.loads(subprocess.run([uma_tool, "bench-train", model_file, data, "--steps", str(steps),
+                                      "--edge-ops", edge_ops, "--phases"],
+                                     check=True, capture_output=True, text=True, env=env).stdout)
+
+
+def phases(r):
+    p = r["phase_seconds_per_step"]
+    return ", ".join(f"{k} {1000 * p[k]:.0f}" for k in
+                     ("batch", "graph", "forward", "gradient", "loss", "backward", "optimizer") if k in p)
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("uma_tool")
     p.add_argument("out")
     p.add_argument("--steps", type=int, default=5)
     p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--batches", nargs="+", choices=("k4l2", "large"), default=["k4l2", "large"],
+                   help="k4l2: the 71-atom batch; large: 350 atoms, perf_check's max_atoms per rank")
     args = p.parse_args()
     torch.set_num_threads(args.threads)
     import logging
@@ -153,25 +201,31 @@ def main():
     checkpoint = mf.build_checkpoint("k4l2", mf.MODEL_SPECS["k4l2"], 99, ckpt)
     model_file = os.path.join(tmp.name, "k4l2.safetensors")
     convert_checkpoint.convert(ckpt, model_file, weights="raw", dtype="float32")
-    samples = systems()
-    data = os.path.join(tmp.name, "batch.extxyz")
-    write_extxyz(data, samples)
-
-    env = dict(os.environ, OMP_NUM_THREADS=str(args.threads))
-    ours = json.loads(subprocess.run([args.uma_tool, "bench-train", model_file, data, "--steps", str(args.steps)],
-                                     check=True, capture_output=True, text=True, env=env).stdout)
-    theirs = fairchem_side(checkpoint, samples, args.steps)
     result = {"model": "K4L2 perf_check-like (4 blocks, lmax 2, 64 experts, 5 datasets)",
-              "atoms_per_batch": sum(len(s[0]) for s in samples), "systems": [s[1] for s in samples],
-              "lammps_uma": ours, "fairchem": theirs,
-              "speedup": theirs["median_seconds"] / ours["median_seconds"],
-              "op_ratio": ours["aten_ops_per_step"] / theirs["aten_ops_per_step"]}
+              "threads": args.threads, "batches": {}}
+    for name in args.batches:
+        samples = systems() if name == "k4l2" else large_systems()
+        data = os.path.join(tmp.name, f"{name}.extxyz")
+        write_extxyz(data, samples)
+        lean = ours(args.uma_tool, model_file, data, args.steps, args.threads, "lean")
+        reference = ours(args.uma_tool, model_file, data, args.steps, args.threads, "reference")
+        theirs = fairchem_side(checkpoint, samples, args.steps)
+        r = {"atoms_per_batch": sum(len(s[0]) for s in samples), "systems": [s[1] for s in samples],
+             "lammps_uma": lean, "lammps_uma_reference_edge_ops": reference, "fairchem": theirs,
+             "speedup": theirs["median_seconds"] / lean["median_seconds"],
+             "speedup_reference_edge_ops": theirs["median_seconds"] / reference["median_seconds"],
+             "op_ratio": lean["aten_ops_per_step"] / theirs["aten_ops_per_step"]}
+        result["batches"][name] = r
+        print(f"{name}: {r['atoms_per_batch']} atoms/batch, {args.threads} threads\n"
+              f"  lammps-uma (lean)      {lean['median_seconds']:.3f} s/step, {lean['host_reads_per_step']} host "
+              f"reads, {lean['aten_ops_per_step']} ATen ops; ms: {phases(lean)}\n"
+              f"  lammps-uma (reference) {reference['median_seconds']:.3f} s/step, "
+              f"{reference['aten_ops_per_step']} ATen ops; ms: {phases(reference)}\n"
+              f"  fairchem               {theirs['median_seconds']:.3f} s/step, {theirs['host_reads_per_step']} "
+              f"host reads, {theirs['aten_ops_per_step']} ATen ops\n"
+              f"  speed-up {r['speedup']:.2f}x (reference edge ops {r['speedup_reference_edge_ops']:.2f}x), "
+              f"op ratio {r['op_ratio']:.2f}", flush=True)
     json.dump(result, open(args.out, "w"), indent=1)
-    print(f"{result['atoms_per_batch']} atoms/batch, {args.threads} threads: lammps-uma "
-          f"{ours['median_seconds']:.3f} s/step, {ours['host_reads_per_step']} host reads, "
-          f"{ours['aten_ops_per_step']} ATen ops; fairchem {theirs['median_seconds']:.3f} s/step, "
-          f"{theirs['host_reads_per_step']} host reads, {theirs['aten_ops_per_step']} ATen ops; "
-          f"speed-up {result['speedup']:.2f}x, op ratio {result['op_ratio']:.2f}")
 
 
 if __name__ == "__main__":

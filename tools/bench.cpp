@@ -20,6 +20,7 @@
 #include "training_data.h"
 #include "model.h"
 #include "measure/storage_meter.h"
+#include "op_profile.h"
 
 namespace uma::tool {
 namespace {
@@ -118,6 +119,14 @@ int bench(const BenchArgs& a) {
     edge_alloc_mb = meter.allocated_large() / (1024.0 * 1024.0);
   }
   const auto times = time_repeats(a.repeats, [&] { evaluate_on_host(engine, {atoms}); });
+  nlohmann::json profile;
+  if (a.profile) {
+    OpProfile ops;
+    const auto t0 = Clock::now();
+    for (int i = 0; i < a.repeats; ++i) evaluate_on_host(engine, {atoms});
+    profile = {{"ms_per_step", 1e3 * seconds_since(t0) / a.repeats},
+               {"top_ops", ops.top(25, a.repeats)}};
+  }
 
   const auto& cfg = engine.model()->config().backbone;
   const int64_t edges = first.edges[0];
@@ -178,6 +187,7 @@ int bench(const BenchArgs& a) {
       {"predicted_peak_mb", es.memory_plan.predicted_bytes / (1024.0 * 1024.0)},
       {"energy", first.energy[0]},
   };
+  if (a.profile) out["profile"] = profile;
   std::cout << out.dump() << std::endl;
   return 0;
 }

@@ -7,12 +7,14 @@
 #include <chrono>
 #include <cstdio>
 #include <map>
+#include <optional>
 #include <string_view>
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
 #include "device.h"
 #include "model.h"
+#include "op_profile.h"
 #include "train/trainer.h"
 #include "training_data.h"
 #include "transfers.h"
@@ -24,12 +26,44 @@ std::atomic<int64_t> aten_calls{0};
 std::map<std::string, int64_t> aten_names;  // with --ops: calls per operator
 bool by_name = false;
 
+std::string current_phase = "other";              // of the step being counted
+std::map<std::string, int64_t> phase_aten_calls;  // with --phases: ATen calls per phase
+
 std::unique_ptr<at::ObserverContext> count_aten(const at::RecordFunction& fn) {
   if (std::string_view(fn.name()).rfind("aten::", 0) == 0) {
     ++aten_calls;
     if (by_name) ++aten_names[fn.name()];
+    ++phase_aten_calls[current_phase];
   }
   return nullptr;
+}
+
+// With --phases: seconds per phase of Trainer::step (train/step_phase.h).
+using Clock = std::chrono::steady_clock;
+std::map<std::string, double> phase_seconds;
+
+struct PhaseStart : at::ObserverContext {
+  Clock::time_point t0 = Clock::now();
+};
+
+std::unique_ptr<at::ObserverContext> phase_begins(const at::RecordFunction& fn) {
+  if (std::string_view(fn.name()).rfind("uma::train::", 0) != 0) return nullptr;
+  current_phase = std::string(fn.name()).substr(12);
+  return std::make_unique<PhaseStart>();
+}
+
+void phase_ends(const at::RecordFunction& fn, at::ObserverContext* ctx) {
+  if (!ctx) return;
+  const auto t0 = static_cast<PhaseStart*>(ctx)->t0;
+  phase_seconds[std::string(fn.name()).substr(12)] +=
+      std::chrono::duration<double>(Clock::now() - t0).count();
+  current_phase = "other";
+}
+
+std::optional<at::CallbackHandle> time_phases(bool on) {
+  if (!on) return std::nullopt;
+  return at::addGlobalCallback(
+      at::RecordFunctionCallback(phase_begins, phase_ends).scopes({at::RecordScope::USER_SCOPE}));
 }
 
 }  // namespace
@@ -46,6 +80,7 @@ int bench_train(const BenchTrainArgs& a) {
   o.optimizer.weight_decay = 0;
   o.optimizer.ema_decay = 0.999;
   o.optimizer.clip_norm = 100;
+  o.edge_ops = a.edge_ops == "lean" ? nn::EdgeOps::kLean : nn::EdgeOps::kReference;
   train::Trainer trainer(load_model(a.model), o);
   std::vector<int64_t> batch;
   for (const auto& s : read_training_data(a.data, "omat")) batch.push_back(trainer.add_sample(s));
@@ -57,15 +92,30 @@ int bench_train(const BenchTrainArgs& a) {
   by_name = a.ops;
   auto handle = at::addGlobalCallback(
       at::RecordFunctionCallback(count_aten).scopes({at::RecordScope::FUNCTION}));
+  auto phases = time_phases(a.phases);
   reset_transfer_counts();
   trainer.step(batch);
   const int64_t reads = host_read_count();
   at::removeCallback(handle);
+  if (phases) at::removeCallback(*phases);
+  phase_seconds.clear();  // the counted step is not timed
   const int64_t op_count = aten_calls.load();
 
   std::vector<double> times;
-  // On a GPU, step() only enqueues its work: each timing waits for the device.
+  // On a GPU, step() only enqueues its work: each timing waits for the device
+  // (the phases then time what the host spends enqueueing).
   const bool cuda = o.device.is_cuda();
+  nlohmann::json profile;
+  if (a.profile) {
+    OpProfile ops;
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < a.steps; ++i) trainer.step(batch);
+    profile = {{"ms_per_step",
+                1e3 * std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() /
+                    a.steps},
+               {"top_ops", ops.top(25, a.steps)}};
+  }
+  phases = time_phases(a.phases);
   for (int i = 0; i < a.steps; ++i) {
     if (cuda) torch::cuda::synchronize();
     const auto t0 = std::chrono::steady_clock::now();
@@ -73,6 +123,7 @@ int bench_train(const BenchTrainArgs& a) {
     if (cuda) torch::cuda::synchronize();
     times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
+  if (phases) at::removeCallback(*phases);
   const auto stats = trainer.read_stats();
   std::sort(times.begin(), times.end());
   nlohmann::json out = {{"engine", "lammps-uma"},
@@ -87,7 +138,15 @@ int bench_train(const BenchTrainArgs& a) {
                            return n;
                          }()},
                         {"loss", stats.loss},
+                        {"edge_ops", trainer.edge_backend().name()},
                         {"threads", at::get_num_threads()}};
+  if (a.phases) {
+    nlohmann::json per_step = nlohmann::json::object();
+    for (const auto& [name, seconds] : phase_seconds) per_step[name] = seconds / a.steps;
+    out["phase_seconds_per_step"] = per_step;
+    out["phase_aten_ops"] = phase_aten_calls;
+  }
+  if (a.profile) out["profile"] = profile;
   if (a.ops) {
     std::vector<std::pair<int64_t, std::string>> top;
     for (const auto& [name, n] : aten_names) top.emplace_back(n, name);

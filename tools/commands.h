@@ -16,6 +16,7 @@ struct BenchArgs {
   int64_t chunk = 0;     // > 0: recompute in chunks of this many edges (overrides the plan)
   std::string edge_ops = "lean";  // lean or reference (EngineOptions::edge_ops)
   bool cuda_graph = false;        // replay a CUDA graph of the step (EngineOptions::cuda_graph)
+  bool profile = false;           // also time the outermost ATen operators (op_profile.h)
 };
 
 struct TrainArgs {
@@ -41,7 +42,10 @@ int test(const TestArgs& args);
 struct BenchTrainArgs {
   std::string model, data, device = "cpu";
   int steps = 5, warmup = 2;
-  bool ops = false;  // also list the most frequent ATen operators
+  bool ops = false;               // also list the most frequent ATen operators
+  bool phases = false;            // also time the step's phases (train/step_phase.h)
+  bool profile = false;           // also time the outermost ATen operators (op_profile.h)
+  std::string edge_ops = "lean";  // lean or reference (TrainOptions::edge_ops)
 };
 
 // Times training steps on one fixed batch and counts host reads and ATen ops.

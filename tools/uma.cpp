@@ -4,9 +4,11 @@
 //   uma eval MODEL STRUCTURE.extxyz [--task T] [--charge Q] [--spin S]
 //            [--device cpu|cuda|cuda:N] [--precision fp32|fp64|tf32] [--memory GB] [--json] [--cuda-graph]
 //   uma bench MODEL STRUCTURE.extxyz [--repeats N] [--memory GB] [--chunk EDGES] [--cuda-graph]
+//             [--profile]
 //   uma train MODEL DATA.extxyz --out OUT [--steps N] [--max-atoms M] ...
 //   uma test MODEL DATA.extxyz [--task T]
-//   uma bench-train MODEL DATA.extxyz [--steps N] [--warmup N] [--ops] [--device D]
+//   uma bench-train MODEL DATA.extxyz [--steps N] [--warmup N] [--ops] [--phases]
+//                   [--profile] [--edge-ops lean|reference] [--device D]
 //   uma bench-graph [--sizes 6 13 25] [--repeats N] [--brute-repeats N] [--max-brute ATOMS] [--json]
 //   uma init CONFIG.json OUT.safetensors [--seed N]      (random weights: timing only)
 #include <CLI/CLI.hpp>
@@ -225,6 +227,8 @@ Command add_bench(CLI::App& app) {
                   "reference (the LibTorch composition)")
       ->check(CLI::IsMember({"lean", "reference"}));
   cmd->add_flag("--no-merge", a->no_merge, "evaluate the full expert mixture");
+  cmd->add_flag("--profile", bench.profile,
+                "time the outermost ATen operators over as many more evaluations");
   cmd->add_flag("--cuda-graph", bench.cuda_graph,
                 "replay a CUDA graph of the step once it is captured "
                 "(CUDA only)");
@@ -287,6 +291,13 @@ Command add_bench_train(CLI::App& app) {
   cmd->add_option("--steps", bt->steps, "timed steps")->check(CLI::PositiveNumber);
   cmd->add_option("--warmup", bt->warmup, "untimed steps first")->check(CLI::NonNegativeNumber);
   cmd->add_flag("--ops", bt->ops, "list the most frequent ATen operators of one step");
+  cmd->add_flag("--phases", bt->phases,
+                "time the step's phases (batch, graph, forward, gradient, loss, backward, "
+                "optimizer) over the timed steps");
+  cmd->add_flag("--profile", bt->profile,
+                "time the outermost ATen operators over as many more steps");
+  cmd->add_option("--edge-ops", bt->edge_ops, "the blocks' edge operators")
+      ->check(CLI::IsMember({"lean", "reference"}));
   cmd->add_option("--device", bt->device, "cpu, cuda or cuda:N");
   return {cmd, [bt] { return uma::tool::bench_train(*bt); }};
 }

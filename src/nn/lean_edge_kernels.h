@@ -93,6 +93,55 @@ UMA_ALWAYS_INLINE void rotate_row_grad_node(const T* d, const T* g, const T* w, 
   }
 }
 
+// The tangent of rotate_row_grad_edge along (dd, dx, dw) for the radial
+// weights and D: gw (+)= g (d.dx + dd.x), gd[k] += sum_c g (w dx[k] + dw x[k]).
+template <int K, bool Accumulate, typename T>
+UMA_ALWAYS_INLINE void rotate_row_grad_edge_tangent(const T* d, const T* dd, const T* x,
+                                                    const T* dx, int64_t C, const T* w, const T* dw,
+                                                    const T* g, T* gw, T* gd) {
+  T a0 = 0, a1 = 0, a2 = 0, a3 = 0, a4 = 0;
+#pragma omp simd reduction(+ : a0, a1, a2, a3, a4)
+  for (int64_t c = 0; c < C; ++c) {
+    T t = d[0] * dx[c] + dd[0] * x[c];
+    for (int k = 1; k < K; ++k) t += d[k] * dx[k * C + c] + dd[k] * x[k * C + c];
+    const T gc = g[c];
+    if constexpr (Accumulate)
+      gw[c] += gc * t;
+    else
+      gw[c] = gc * t;
+    const T gr = gc * w[c], ga = gc * dw[c];
+    a0 += gr * dx[c] + ga * x[c];
+    if constexpr (K > 1) {
+      a1 += gr * dx[C + c] + ga * x[C + c];
+      a2 += gr * dx[2 * C + c] + ga * x[2 * C + c];
+    }
+    if constexpr (K > 3) {
+      a3 += gr * dx[3 * C + c] + ga * x[3 * C + c];
+      a4 += gr * dx[4 * C + c] + ga * x[4 * C + c];
+    }
+  }
+  gd[0] += a0;
+  if constexpr (K > 1) {
+    gd[1] += a1;
+    gd[2] += a2;
+  }
+  if constexpr (K > 3) {
+    gd[3] += a3;
+    gd[4] += a4;
+  }
+}
+
+// The tangent of rotate_row_grad_node along (dd, dw): gx[k, c] += g[c] (dd[k] w[c] + d[k] dw[c]).
+template <int K, typename T>
+UMA_ALWAYS_INLINE void rotate_row_grad_node_tangent(const T* d, const T* dd, const T* g, const T* w,
+                                                    const T* dw, int64_t C, T* gx) {
+#pragma omp simd
+  for (int64_t c = 0; c < C; ++c) {
+    const T gw = g[c] * w[c], gdw = g[c] * dw[c];
+    for (int k = 0; k < K; ++k) gx[k * C + c] += dd[k] * gw + d[k] * gdw;
+  }
+}
+
 // out[k, c] += s d[k] y[c]: one M row rotated back into its l-block's L rows.
 template <int K, typename T>
 UMA_ALWAYS_INLINE void unrotate_row_add(const T* d, T s, const T* y, int64_t C, T* out) {
@@ -221,12 +270,11 @@ UMA_VECTOR_CLONES void rotate_in_tangent(const T* D, const T* dD, const T* x, co
 }
 
 // gD ([E, 81], zeroed) and gradial ([E, 6, 2C]) of rotate_in, per edge.
-// accumulate: add to gradial instead of writing it (a second call into the same buffer).
 template <typename T>
 UMA_VECTOR_CLONES void rotate_in_grad_edges(const T* D, const T* x, const int64_t* src,
                                             const int64_t* tgt, const T* radial, Rows<const T> g,
-                                            int64_t C, T* gD, T* gradial, bool accumulate,
-                                            int64_t begin, int64_t end) {
+                                            int64_t C, T* gD, T* gradial, int64_t begin,
+                                            int64_t end) {
   for (int64_t e = begin; e < end; ++e) {
     const T* node[2] = {x + src[e] * 9 * C, x + tgt[e] * 9 * C};
     for (int j = 0; j < 9; ++j) {
@@ -241,7 +289,7 @@ UMA_VECTOR_CLONES void rotate_in_grad_edges(const T* D, const T* x, const int64_
         T* gw = gradial + w_at + h * C;
         const T* gh = gj + h * C;
         const int K = kBlockSize[r];
-        if (kRadialFirst[j] && !accumulate) {
+        if (kRadialFirst[j]) {
           if (K == 1)
             rotate_row_grad_edge<1, false>(d, xh, C, w, gh, gw, gd);
           else if (K == 3)
@@ -255,6 +303,84 @@ UMA_VECTOR_CLONES void rotate_in_grad_edges(const T* D, const T* x, const int64_
             rotate_row_grad_edge<3, true>(d, xh, C, w, gh, gw, gd);
           else
             rotate_row_grad_edge<5, true>(d, xh, C, w, gh, gw, gd);
+        }
+      }
+    }
+  }
+}
+
+// The tangents of rotate_in_grad_edges along (dD, dx, dradial): dD ([E, 81],
+// accumulated) and dradial ([E, 6, 2C], written), per edge.
+template <typename T>
+UMA_VECTOR_CLONES void rotate_in_grad_edges_tangent(const T* D, const T* dD, const T* x,
+                                                    const T* dx, const int64_t* src,
+                                                    const int64_t* tgt, const T* radial,
+                                                    const T* dradial, Rows<const T> g, int64_t C,
+                                                    T* gD, T* gradial, int64_t begin, int64_t end) {
+  for (int64_t e = begin; e < end; ++e) {
+    const int64_t at[2] = {src[e] * 9 * C, tgt[e] * 9 * C};
+    for (int j = 0; j < 9; ++j) {
+      const int r = kLRow[j], k0 = kBlockStart[r], K = kBlockSize[r];
+      const int64_t d_at = e * 81 + r * 9 + k0, w_at = (e * 6 + kRadialRow[j]) * 2 * C;
+      const T *d = D + d_at, *dd = dD + d_at;
+      T* gd = gD + d_at;
+      const T* gj = g.row(e, j);
+      for (int h = 0; h < 2; ++h) {
+        const int64_t x_at = at[h] + k0 * C, hw = w_at + h * C;
+        const T *xh = x + x_at, *dxh = dx + x_at, *w = radial + hw, *dw = dradial + hw;
+        const T* gh = gj + h * C;
+        T* gw = gradial + hw;
+        if (kRadialFirst[j]) {
+          if (K == 1)
+            rotate_row_grad_edge_tangent<1, false>(d, dd, xh, dxh, C, w, dw, gh, gw, gd);
+          else if (K == 3)
+            rotate_row_grad_edge_tangent<3, false>(d, dd, xh, dxh, C, w, dw, gh, gw, gd);
+          else
+            rotate_row_grad_edge_tangent<5, false>(d, dd, xh, dxh, C, w, dw, gh, gw, gd);
+        } else {
+          if (K == 1)
+            rotate_row_grad_edge_tangent<1, true>(d, dd, xh, dxh, C, w, dw, gh, gw, gd);
+          else if (K == 3)
+            rotate_row_grad_edge_tangent<3, true>(d, dd, xh, dxh, C, w, dw, gh, gw, gd);
+          else
+            rotate_row_grad_edge_tangent<5, true>(d, dd, xh, dxh, C, w, dw, gh, gw, gd);
+        }
+      }
+    }
+  }
+}
+
+// The tangent of rotate_in_grad_nodes along (dD, dradial): gx ([N, 9, C],
+// zeroed), per node.
+template <typename T>
+UMA_VECTOR_CLONES void rotate_in_grad_nodes_tangent(
+    const T* D, const T* dD, const T* radial, const T* dradial, Rows<const T> g,
+    const int64_t* src_order, const int64_t* src_offsets, const int64_t* tgt_order,
+    const int64_t* tgt_offsets, int64_t edges, int64_t C, T* gx, int64_t begin, int64_t end) {
+  for (int64_t n = begin; n < end; ++n) {
+    T* out = gx + n * 9 * C;
+    for (int h = 0; h < 2; ++h) {
+      const int64_t* order = h ? tgt_order : src_order;
+      const int64_t* offsets = h ? tgt_offsets : src_offsets;
+      for (int64_t p = offsets[n]; p < offsets[n + 1]; ++p) {
+        const int64_t e = order[p];
+        if (e >= edges) continue;
+        for (int j = 0; j < 9; ++j) {
+          const int r = kLRow[j], k0 = kBlockStart[r];
+          const int64_t d_at = e * 81 + r * 9 + k0, w_at = (e * 6 + kRadialRow[j]) * 2 * C + h * C;
+          const T *d = D + d_at, *dd = dD + d_at, *w = radial + w_at, *dw = dradial + w_at;
+          const T* gj = g.row(e, j) + h * C;
+          switch (kBlockSize[r]) {
+            case 1:
+              rotate_row_grad_node_tangent<1>(d, dd, gj, w, dw, C, out + k0 * C);
+              break;
+            case 3:
+              rotate_row_grad_node_tangent<3>(d, dd, gj, w, dw, C, out + k0 * C);
+              break;
+            default:
+              rotate_row_grad_node_tangent<5>(d, dd, gj, w, dw, C, out + k0 * C);
+              break;
+          }
         }
       }
     }
@@ -369,6 +495,128 @@ UMA_VECTOR_CLONES void rotate_out_grad(const T* D, const T* envelope, Rows<const
     rotate_out_grad_edges<true>(D, envelope, y, rows, tgt, gout, C, gy, gD, genvelope, begin, end);
   else
     rotate_out_grad_edges<false>(D, envelope, y, rows, tgt, gout, C, gy, gD, genvelope, begin, end);
+}
+
+// One row of rotate_out's double backward: out[c] = sum_k m1[k] g[k, c],
+// a[k] = sum_c g[k, c] y[c], b[k] = sum_c g[k, c] dy[c].
+template <int K, typename T>
+UMA_ALWAYS_INLINE void unrotate_row_grad_tangent(const T* m1, const T* g, const T* y, const T* dy,
+                                                 int64_t C, T* out, T* a, T* b) {
+  T a0 = 0, a1 = 0, a2 = 0, a3 = 0, a4 = 0, b0 = 0, b1 = 0, b2 = 0, b3 = 0, b4 = 0;
+#pragma omp simd reduction(+ : a0, a1, a2, a3, a4, b0, b1, b2, b3, b4)
+  for (int64_t c = 0; c < C; ++c) {
+    const T yc = y[c], dyc = dy[c], g0 = g[c];
+    T acc = m1[0] * g0;
+    a0 += g0 * yc;
+    b0 += g0 * dyc;
+    if constexpr (K > 1) {
+      const T g1 = g[C + c], g2 = g[2 * C + c];
+      acc += m1[1] * g1 + m1[2] * g2;
+      a1 += g1 * yc;
+      a2 += g2 * yc;
+      b1 += g1 * dyc;
+      b2 += g2 * dyc;
+    }
+    if constexpr (K > 3) {
+      const T g3 = g[3 * C + c], g4 = g[4 * C + c];
+      acc += m1[3] * g3 + m1[4] * g4;
+      a3 += g3 * yc;
+      a4 += g4 * yc;
+      b3 += g3 * dyc;
+      b4 += g4 * dyc;
+    }
+    out[c] = acc;
+  }
+  const T as[5] = {a0, a1, a2, a3, a4}, bs[5] = {b0, b1, b2, b3, b4};
+  for (int k = 0; k < K; ++k) {
+    a[k] = as[k];
+    b[k] = bs[k];
+  }
+}
+
+// out[k, c] += m1[k] y[c] + sd[k] dy[c].
+template <int K, typename T>
+UMA_ALWAYS_INLINE void unrotate_row_tangent_add(const T* m1, const T* sd, const T* y, const T* dy,
+                                                int64_t C, T* out) {
+#pragma omp simd
+  for (int64_t c = 0; c < C; ++c) {
+    const T yc = y[c], dyc = dy[c];
+    for (int k = 0; k < K; ++k) out[k * C + c] += m1[k] * yc + sd[k] * dyc;
+  }
+}
+
+// The double backward of rotate_out, per node: out ([N, 9, C], zeroed) +=
+// over edges e into n of M1[e]^T y[e] + s[e] D[e]^T dy[e], where
+// M1 = s dD + ds D (the tangent of the product s D).
+template <typename T>
+UMA_VECTOR_CLONES void rotate_out_tangent(const T* D, const T* dD, const T* envelope,
+                                          const T* denvelope, Rows<const T> y, Rows<const T> dy,
+                                          int rows, const int64_t* order, const int64_t* offsets,
+                                          int64_t edges, int64_t C, T* out, int64_t begin,
+                                          int64_t end) {
+  for (int64_t n = begin; n < end; ++n) {
+    T* o = out + n * 9 * C;
+    for (int64_t p = offsets[n]; p < offsets[n + 1]; ++p) {
+      const int64_t e = order[p];
+      if (e >= edges) continue;
+      const T s = envelope[e], ds = denvelope[e];
+      for (int j = 0; j < rows; ++j) {
+        const int r = kLRow[j], k0 = kBlockStart[r], K = kBlockSize[r];
+        const T *d = D + e * 81 + r * 9 + k0, *dd = dD + e * 81 + r * 9 + k0;
+        const T *yj = y.row(e, j), *dyj = dy.row(e, j);
+        T m1[5], sd[5];
+        for (int k = 0; k < K; ++k) {
+          m1[k] = s * dd[k] + ds * d[k];
+          sd[k] = s * d[k];
+        }
+        T* ok = o + k0 * C;
+        if (K == 1)
+          unrotate_row_tangent_add<1>(m1, sd, yj, dyj, C, ok);
+        else if (K == 3)
+          unrotate_row_tangent_add<3>(m1, sd, yj, dyj, C, ok);
+        else
+          unrotate_row_tangent_add<5>(m1, sd, yj, dyj, C, ok);
+      }
+    }
+  }
+}
+
+// The double backward of rotate_out, per edge, given the adjoints (dD,
+// denvelope, dy) of (gD, genvelope, gy) and the incoming gradient gout:
+// with M1 = s dD + ds D, A = G(y) and B = G(dy) (G(u)[k] = sum_c gt[k, c] u[c]):
+// gy2 = M1^T-rotated gt (the gradient for y), gD2 = ds A + s B,
+// genvelope2 = <dD, A> + <D, B>.
+template <typename T>
+UMA_VECTOR_CLONES void rotate_out_grad_tangent(const T* D, const T* dD, const T* envelope,
+                                               const T* denvelope, Rows<const T> y,
+                                               Rows<const T> dy, int rows, const int64_t* tgt,
+                                               const T* gout, int64_t C, Rows<T> gy2, T* gD2,
+                                               T* genvelope2, int64_t begin, int64_t end) {
+  for (int64_t e = begin; e < end; ++e) {
+    const T* gt = gout + tgt[e] * 9 * C;
+    const T s = envelope[e], ds = denvelope[e];
+    T ge = 0;
+    for (int j = 0; j < rows; ++j) {
+      const int r = kLRow[j], k0 = kBlockStart[r], K = kBlockSize[r];
+      const T *d = D + e * 81 + r * 9 + k0, *dd = dD + e * 81 + r * 9 + k0;
+      const T *yj = y.row(e, j), *dyj = dy.row(e, j);
+      const T* g = gt + k0 * C;
+      T* out = gy2.row(e, j);
+      T m1[5] = {0, 0, 0, 0, 0}, a[5], b[5];
+      for (int k = 0; k < K; ++k) m1[k] = s * dd[k] + ds * d[k];
+      if (K == 1)
+        unrotate_row_grad_tangent<1>(m1, g, yj, dyj, C, out, a, b);
+      else if (K == 3)
+        unrotate_row_grad_tangent<3>(m1, g, yj, dyj, C, out, a, b);
+      else
+        unrotate_row_grad_tangent<5>(m1, g, yj, dyj, C, out, a, b);
+      for (int k = 0; k < K; ++k) {
+        gD2[e * 81 + r * 9 + k0 + k] = ds * a[k] + s * b[k];
+        ge += dd[k] * a[k] + d[k] * b[k];
+      }
+    }
+    genvelope2[e] = ge;
+  }
 }
 
 // One edge's view of the gate's inputs.  y0 rows: [logit l1 | logit l2 |

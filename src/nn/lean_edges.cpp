@@ -2,6 +2,7 @@
 
 #include <ATen/Dispatch.h>
 #include <ATen/Parallel.h>
+#include <ATen/record_function.h>
 
 #include "nn/lean_edge_kernels.h"
 #include "uma_error.h"
@@ -62,18 +63,16 @@ torch::Tensor nothing(const torch::Tensor& like) { return torch::empty({0}, like
 struct RotateIn {
   torch::Tensor src, tgt, src_order, src_offsets, tgt_order, tgt_offsets;
 
-  // gD ([E, 9, 9], accumulated) and gradial (written, or accumulated).
+  // gD ([E, 9, 9], accumulated) and gradial (written).
   void grad_edges(const torch::Tensor& D, const torch::Tensor& x, const torch::Tensor& radial,
-                  const MPieces& g, torch::Tensor& gD, torch::Tensor& gradial,
-                  bool accumulate) const {
+                  const MPieces& g, torch::Tensor& gD, torch::Tensor& gradial) const {
     const int64_t E = D.size(0), C = x.size(2);
     AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "rotate_to_edge_frame_grad_edges", [&] {
       const auto grows = rows_of<const scalar_t>(g);
       at::parallel_for(0, E, kEdgeGrain, [&](int64_t b, int64_t e) {
         kernels::rotate_in_grad_edges(host<scalar_t>(D), host<scalar_t>(x), host<int64_t>(src),
                                       host<int64_t>(tgt), host<scalar_t>(radial), grows, C,
-                                      host<scalar_t>(gD), host<scalar_t>(gradial), accumulate, b,
-                                      e);
+                                      host<scalar_t>(gD), host<scalar_t>(gradial), b, e);
       });
     });
   }
@@ -108,13 +107,14 @@ class RotateToEdgeFrameGrad : public torch::autograd::Function<RotateToEdgeFrame
                                const torch::Tensor& src_order, const torch::Tensor& src_offsets,
                                const torch::Tensor& tgt_order, const torch::Tensor& tgt_offsets,
                                bool want_edge, bool want_x) {
+    RECORD_FUNCTION("uma::lean::rotate_to_edge_frame_grad", c10::ArrayRef<const c10::IValue>{});
     const RotateIn op{src, tgt, src_order, src_offsets, tgt_order, tgt_offsets};
     const MPieces g{g0, g1, g2};
     torch::Tensor gD = nothing(D), gradial = nothing(radial), gx = nothing(x);
     if (want_edge) {
       gD = torch::zeros_like(D);
       gradial = torch::empty_like(radial);
-      op.grad_edges(D, x, radial, g, gD, gradial, /*accumulate=*/false);
+      op.grad_edges(D, x, radial, g, gD, gradial);
     }
     if (want_x) {
       gx = torch::zeros_like(x);
@@ -130,6 +130,8 @@ class RotateToEdgeFrameGrad : public torch::autograd::Function<RotateToEdgeFrame
   // d/dD = T(., ax, r, g) + T(., x, ar, g); d/dx = T(aD, ., r, g) + T(D, ., ar, g);
   // d/dradial = T(D, ax, ., g) + T(aD, x, ., g).
   static variable_list backward(AutogradContext* ctx, variable_list a) {
+    RECORD_FUNCTION("uma::lean::rotate_to_edge_frame_grad_backward",
+                    c10::ArrayRef<const c10::IValue>{});
     refuse_third_order("rotate_to_edge_frame");
     const auto s = ctx->get_saved_variables();
     const auto &D = s[0], &x = s[1], &radial = s[2];
@@ -140,15 +142,30 @@ class RotateToEdgeFrameGrad : public torch::autograd::Function<RotateToEdgeFrame
     variable_list out(14);
     if (ctx->needs_input_grad(0) || ctx->needs_input_grad(2)) {
       auto dD = torch::zeros_like(D), dr = torch::empty_like(radial);
-      op.grad_edges(D, ax, radial, g, dD, dr, /*accumulate=*/false);
-      op.grad_edges(aD, x, ar, g, dD, dr, /*accumulate=*/true);
+      AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "rotate_to_edge_frame_grad_edges_tangent", [&] {
+        const auto grows = rows_of<const scalar_t>(g);
+        at::parallel_for(0, E, kEdgeGrain, [&](int64_t b, int64_t e) {
+          kernels::rotate_in_grad_edges_tangent(
+              host<scalar_t>(D), host<scalar_t>(aD), host<scalar_t>(x), host<scalar_t>(ax),
+              host<int64_t>(op.src), host<int64_t>(op.tgt), host<scalar_t>(radial),
+              host<scalar_t>(ar), grows, C, host<scalar_t>(dD), host<scalar_t>(dr), b, e);
+        });
+      });
       if (ctx->needs_input_grad(0)) out[0] = dD;
       if (ctx->needs_input_grad(2)) out[2] = dr;
     }
     if (ctx->needs_input_grad(1)) {
       auto dx = torch::zeros_like(x);
-      op.grad_nodes(aD, radial, g, dx);
-      op.grad_nodes(D, ar, g, dx);
+      AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "rotate_to_edge_frame_grad_nodes_tangent", [&] {
+        const auto grows = rows_of<const scalar_t>(g);
+        at::parallel_for(0, x.size(0), kNodeGrain, [&](int64_t b, int64_t e) {
+          kernels::rotate_in_grad_nodes_tangent(
+              host<scalar_t>(D), host<scalar_t>(aD), host<scalar_t>(radial), host<scalar_t>(ar),
+              grows, host<int64_t>(op.src_order), host<int64_t>(op.src_offsets),
+              host<int64_t>(op.tgt_order), host<int64_t>(op.tgt_offsets), E, C, host<scalar_t>(dx),
+              b, e);
+        });
+      });
       out[1] = dx;
     }
     if (ctx->needs_input_grad(3) || ctx->needs_input_grad(4) || ctx->needs_input_grad(5)) {
@@ -175,6 +192,7 @@ class RotateToEdgeFrame : public torch::autograd::Function<RotateToEdgeFrame> {
                                const torch::Tensor& tgt, const torch::Tensor& src_order,
                                const torch::Tensor& src_offsets, const torch::Tensor& tgt_order,
                                const torch::Tensor& tgt_offsets) {
+    RECORD_FUNCTION("uma::lean::rotate_to_edge_frame", c10::ArrayRef<const c10::IValue>{});
     const int64_t E = D.size(0), C = x.size(2);
     auto out = new_pieces(E, 2 * C, x.options());
     AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "rotate_to_edge_frame", [&] {
@@ -190,6 +208,7 @@ class RotateToEdgeFrame : public torch::autograd::Function<RotateToEdgeFrame> {
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    RECORD_FUNCTION("uma::lean::rotate_to_edge_frame_backward", c10::ArrayRef<const c10::IValue>{});
     const auto s = ctx->get_saved_variables();
     const auto g = contiguous(grads, 0);
     const bool want_edge = ctx->needs_input_grad(0) || ctx->needs_input_grad(2);
@@ -219,6 +238,7 @@ class GateMPiecesGrad : public torch::autograd::Function<GateMPiecesGrad> {
                                const torch::Tensor& y1, const torch::Tensor& y2,
                                const torch::Tensor& sig, const torch::Tensor& g0,
                                const torch::Tensor& g1, const torch::Tensor& g2) {
+    RECORD_FUNCTION("uma::lean::gate_m_pieces_grad", c10::ArrayRef<const c10::IValue>{});
     const int64_t E = y0.size(0), H = y1.size(2);
     auto gy0 = torch::empty({E, 5 * H}, y0.options());
     MPieces gy{torch::Tensor(), torch::empty_like(y1), torch::empty_like(y2)};
@@ -236,6 +256,7 @@ class GateMPiecesGrad : public torch::autograd::Function<GateMPiecesGrad> {
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list a) {
+    RECORD_FUNCTION("uma::lean::gate_m_pieces_grad_backward", c10::ArrayRef<const c10::IValue>{});
     refuse_third_order("gate_m_pieces");
     const auto s = ctx->get_saved_variables();
     const auto &y0 = s[0], &y1 = s[1], &y2 = s[2], &sig = s[3];
@@ -265,6 +286,7 @@ class GateMPieces : public torch::autograd::Function<GateMPieces> {
  public:
   static variable_list forward(AutogradContext* ctx, const torch::Tensor& y0,
                                const torch::Tensor& y1, const torch::Tensor& y2) {
+    RECORD_FUNCTION("uma::lean::gate_m_pieces", c10::ArrayRef<const c10::IValue>{});
     const int64_t E = y0.size(0), H = y1.size(2);
     auto sig = torch::sigmoid(y0.narrow(1, 0, 3 * H));  // logits l1, l2 and the l0m0 row, [E, 3H]
     auto q = new_pieces(E, H, y1.options());
@@ -280,6 +302,7 @@ class GateMPieces : public torch::autograd::Function<GateMPieces> {
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    RECORD_FUNCTION("uma::lean::gate_m_pieces_backward", c10::ArrayRef<const c10::IValue>{});
     const auto s = ctx->get_saved_variables();
     const auto g = contiguous(grads, 0);
     return GateMPiecesGrad::apply(s[0], s[1], s[2], s[3], g[0], g[1], g[2]);
@@ -334,6 +357,7 @@ class RotateToNodesSummedGrad : public torch::autograd::Function<RotateToNodesSu
                                const torch::Tensor& y1, const torch::Tensor& y2,
                                const torch::Tensor& g, const torch::Tensor& tgt,
                                const torch::Tensor& order, const torch::Tensor& offsets) {
+    RECORD_FUNCTION("uma::lean::rotate_to_nodes_summed_grad", c10::ArrayRef<const c10::IValue>{});
     const int64_t E = D.size(0), C = y0.size(2);
     const int rows = rows_of_pieces(y1);
     auto gD = torch::zeros_like(D);
@@ -351,6 +375,8 @@ class RotateToNodesSummedGrad : public torch::autograd::Function<RotateToNodesSu
   // of <g, R> with respect to M): d/dg = R(M1, 1, y) + R(D, envelope, ay);
   // d/dy = G_y(M1, g); d/dD = aenv A + envelope B; d/denvelope = <aD, A> + <D, B>.
   static variable_list backward(AutogradContext* ctx, variable_list a) {
+    RECORD_FUNCTION("uma::lean::rotate_to_nodes_summed_grad_backward",
+                    c10::ArrayRef<const c10::IValue>{});
     refuse_third_order("rotate_to_nodes_summed");
     const auto s = ctx->get_saved_variables();
     const auto &D = s[0], &envelope = s[1], &g = s[5];
@@ -360,27 +386,34 @@ class RotateToNodesSummedGrad : public torch::autograd::Function<RotateToNodesSu
     const auto aD = or_zeros(a[0], D), aenv = or_zeros(a[1], envelope);
     const MPieces ay{or_zeros(a[2], y[0]), rows == 9 ? or_zeros(a[3], y[1]) : torch::Tensor(),
                      rows == 9 ? or_zeros(a[4], y[2]) : torch::Tensor()};
-    const auto E = D.size(0);
-    const auto ones = torch::ones_like(envelope);
-    const auto M1 = aD * envelope.view({E, 1, 1}) + D * aenv.view({E, 1, 1});
-
+    const int64_t E = D.size(0), C = g.size(2);
+    variable_list out(9);
     MPieces dy{torch::empty_like(y[0]), rows == 9 ? torch::empty_like(y[1]) : torch::Tensor(),
                rows == 9 ? torch::empty_like(y[2]) : torch::Tensor()};
-    auto A = torch::zeros_like(D), M1A = torch::empty_like(envelope);
-    op.grad(M1, ones, y, rows, g, dy, A, M1A);
-    auto B = torch::zeros_like(D), DB = torch::empty_like(envelope);
-    op.grad(D, ones, ay, rows, g, {}, B, DB);
-
-    variable_list out(9);
-    out[0] = A * aenv.view({E, 1, 1}) + B * envelope.view({E, 1, 1});
-    out[1] = (aD * A).sum({1, 2}) + DB;
+    auto dD = torch::zeros_like(D), denv = torch::empty_like(envelope);
+    AT_DISPATCH_FLOATING_TYPES(g.scalar_type(), "rotate_to_nodes_summed_double_backward", [&] {
+      const auto yrows = rows_of<const scalar_t>(y), ayrows = rows_of<const scalar_t>(ay);
+      const auto dyrows = rows_of<scalar_t>(dy);
+      at::parallel_for(0, E, kEdgeGrain, [&](int64_t b, int64_t e) {
+        kernels::rotate_out_grad_tangent(host<scalar_t>(D), host<scalar_t>(aD),
+                                         host<scalar_t>(envelope), host<scalar_t>(aenv), yrows,
+                                         ayrows, rows, host<int64_t>(op.tgt), host<scalar_t>(g), C,
+                                         dyrows, host<scalar_t>(dD), host<scalar_t>(denv), b, e);
+      });
+      if (ctx->needs_input_grad(5)) {
+        auto dg = torch::zeros_like(g);
+        at::parallel_for(0, g.size(0), kNodeGrain, [&](int64_t b, int64_t e) {
+          kernels::rotate_out_tangent(host<scalar_t>(D), host<scalar_t>(aD),
+                                      host<scalar_t>(envelope), host<scalar_t>(aenv), yrows, ayrows,
+                                      rows, host<int64_t>(op.order), host<int64_t>(op.offsets), E,
+                                      C, host<scalar_t>(dg), b, e);
+        });
+        out[5] = dg;
+      }
+    });
+    out[0] = dD;
+    out[1] = denv;
     for (int i = 0; i < 3; ++i) out[2 + i] = dy[i];
-    if (ctx->needs_input_grad(5)) {
-      auto dg = torch::zeros_like(g);
-      op.sum(M1, ones, y, rows, dg);
-      op.sum(D, envelope, ay, rows, dg);
-      out[5] = dg;
-    }
     return out;
   }
 };
@@ -392,6 +425,7 @@ class RotateToNodesSummed : public torch::autograd::Function<RotateToNodesSummed
                                const torch::Tensor& y1, const torch::Tensor& y2,
                                const torch::Tensor& tgt, const torch::Tensor& order,
                                const torch::Tensor& offsets, int64_t nodes) {
+    RECORD_FUNCTION("uma::lean::rotate_to_nodes_summed", c10::ArrayRef<const c10::IValue>{});
     auto out = torch::zeros({nodes, 9, y0.size(2)}, y0.options());
     RotateOut{tgt, order, offsets}.sum(D, envelope, {y0, y1, y2}, rows_of_pieces(y1), out);
     ctx->save_for_backward({D, envelope, y0, y1, y2, tgt, order, offsets});
@@ -399,6 +433,8 @@ class RotateToNodesSummed : public torch::autograd::Function<RotateToNodesSummed
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    RECORD_FUNCTION("uma::lean::rotate_to_nodes_summed_backward",
+                    c10::ArrayRef<const c10::IValue>{});
     const auto s = ctx->get_saved_variables();
     auto r = RotateToNodesSummedGrad::apply(s[0], s[1], s[2], s[3], s[4], grads[0].contiguous(),
                                             s[5], s[6], s[7]);

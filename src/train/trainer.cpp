@@ -12,6 +12,7 @@
 #include "uma_error.h"
 #include "transfers.h"
 #include "safetensors.h"
+#include "train/step_phase.h"
 
 namespace uma::train {
 namespace {
@@ -122,6 +123,7 @@ torch::Tensor Trainer::atom_energies(const BatchTensors& in, const RadiusGraph& 
 
 Predictions Trainer::predict(const std::vector<const Sample*>& samples,
                              const std::vector<int64_t>& capacities, bool create_graph) {
+  StepPhase phase("uma::train::graph");
   const auto fopts = torch::TensorOptions().dtype(options_.dtype).device(options_.device);
   const auto dopts = fopts.dtype(torch::kFloat64);
   std::vector<Atoms> systems;
@@ -136,6 +138,7 @@ Predictions Trainer::predict(const std::vector<const Sample*>& samples,
   RadiusGraph graph = graph_.build_with(geo.positions, geo.cells, geo.graph, capacity);
   auto vec = edge_vectors(geo.positions, graph, geo.cells).requires_grad_(true);
   torch::Tensor scalars;
+  phase.next("uma::train::forward");
   auto raw_atom =
       atom_energies(in, graph, vec, options_.routing_dropout, has_committee() ? &scalars : nullptr)
           .to(torch::kFloat64);  // [N]
@@ -145,6 +148,7 @@ Predictions Trainer::predict(const std::vector<const Sample*>& samples,
     pred.atom_energies = raw_atom.detach();
   }
   pred.energy = torch::zeros({B}, dopts).index_add(0, in.batch, raw_atom);
+  phase.next("uma::train::gradient");
   // Conserving outputs, kept differentiable for the second-order backward.
   auto g = torch::autograd::grad({pred.energy.sum()}, {vec}, {}, /*retain_graph=*/create_graph,
                                  create_graph)[0];  // [E, 3]
@@ -213,8 +217,10 @@ torch::Tensor Trainer::committee_step_loss(const Predictions& pred, const Batch&
 LossTerms Trainer::evaluate(const Batch& b, bool backward) {
   std::vector<int64_t> global(b.counts.begin(), b.counts.begin() + b.targets.size());
   Predictions pred = predict(b.samples, b.capacities, backward);
+  StepPhase phase("uma::train::loss");
   LossTerms terms = compute_losses(tasks_, pred, b.targets, global);
   if (backward) {
+    phase.next("uma::train::backward");
     auto& grads = flat_->grads();
     grads.zero_();
     auto total_loss = terms.losses.sum();
@@ -250,6 +256,7 @@ void Trainer::step(const std::vector<int64_t>& indices) {
   LossTerms terms;
   std::string failure;
   try {
+    StepPhase phase("uma::train::batch");
     batch = prepare(indices);
   } catch (const std::exception& e) {
     failure = e.what();
@@ -263,6 +270,7 @@ void Trainer::step(const std::vector<int64_t>& indices) {
     failure = e.what();
   }
   agree(failure);
+  StepPhase phase("uma::train::optimizer");
   auto total_loss = terms.losses.sum().detach();
   if (options_.sum_gradients) options_.sum_gradients(flat_->grads());
   optimizer_->step(total_loss);

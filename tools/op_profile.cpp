@@ -1,0 +1,68 @@
+#include "op_profile.h"
+
+#include <algorithm>
+#include <chrono>
+#include <string_view>
+#include <vector>
+
+namespace uma::tool {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Totals {
+  double seconds = 0;
+  int64_t calls = 0;
+};
+std::map<std::string, Totals> totals;
+thread_local int depth = 0;  // of counted calls on this thread
+
+struct Started : at::ObserverContext {
+  Clock::time_point t0 = Clock::now();
+};
+
+// ATen's operators and the lean edge operators (nn/lean_edges.cpp).
+bool counted(std::string_view name) {
+  return name.rfind("aten::", 0) == 0 || name.rfind("uma::lean::", 0) == 0;
+}
+
+std::unique_ptr<at::ObserverContext> begins(const at::RecordFunction& fn) {
+  if (!counted(fn.name())) return nullptr;
+  if (depth++ > 0) return nullptr;
+  return std::make_unique<Started>();
+}
+
+void ends(const at::RecordFunction& fn, at::ObserverContext* ctx) {
+  if (!counted(fn.name())) return;
+  --depth;
+  if (!ctx) return;
+  auto& t = totals[fn.name()];
+  t.seconds += std::chrono::duration<double>(Clock::now() - static_cast<Started*>(ctx)->t0).count();
+  ++t.calls;
+}
+
+}  // namespace
+
+OpProfile::OpProfile() {
+  totals.clear();
+  handle_ = at::addGlobalCallback(
+      at::RecordFunctionCallback(begins, ends).scopes({at::RecordScope::FUNCTION}));
+}
+
+OpProfile::~OpProfile() { at::removeCallback(handle_); }
+
+nlohmann::json OpProfile::top(int top, int runs) const {
+  std::vector<std::pair<double, std::string>> by_time;
+  for (const auto& [name, t] : totals) by_time.emplace_back(t.seconds, name);
+  std::sort(by_time.rbegin(), by_time.rend());
+  nlohmann::json out = nlohmann::json::array();
+  for (size_t i = 0; i < std::min<size_t>(by_time.size(), top); ++i) {
+    const auto& t = totals.at(by_time[i].second);
+    out.push_back({{"op", by_time[i].second},
+                   {"ms", 1e3 * t.seconds / runs},
+                   {"calls", static_cast<double>(t.calls) / runs}});
+  }
+  return out;
+}
+
+}  // namespace uma::tool

@@ -1,0 +1,30 @@
+// Where an evaluation's time goes, by operator: the outermost aten:: calls and
+// lean edge operators (uma::lean::) of the calling thread timed by name while
+// an OpProfile lives (`uma bench --profile`, `uma bench-train --profile`).
+// Nested calls count towards their outermost operator; time outside any
+// operator (autograd bookkeeping, Python-free glue) is not counted.
+#pragma once
+
+#include <ATen/record_function.h>
+
+#include <map>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace uma::tool {
+
+class OpProfile {
+ public:
+  OpProfile();
+  ~OpProfile();
+  OpProfile(const OpProfile&) = delete;
+  OpProfile& operator=(const OpProfile&) = delete;
+  // The `top` operators by time, in ms per `runs`, with their calls per run.
+  nlohmann::json top(int top, int runs) const;
+
+ private:
+  at::CallbackHandle handle_;
+};
+
+}  // namespace uma::tool
