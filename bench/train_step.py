@@ -218,9 +218,11 @@ def main():
         result["batches"][name] = r
         print(f"{name}: {r['atoms_per_batch']} atoms/batch, {args.threads} threads\n"
               f"  lammps-uma (lean)      {lean['median_seconds']:.3f} s/step, {lean['host_reads_per_step']} host "
-              f"reads, {lean['aten_ops_per_step']} ATen ops; ms: {phases(lean)}\n"
+              f"reads, {lean['aten_ops_per_step']} ATen ops, peak RSS {lean['peak_rss_mb']:.0f} MB; "
+              f"ms: {phases(lean)}\n"
               f"  lammps-uma (reference) {reference['median_seconds']:.3f} s/step, "
-              f"{reference['aten_ops_per_step']} ATen ops; ms: {phases(reference)}\n"
+              f"{reference['aten_ops_per_step']} ATen ops, peak RSS {reference['peak_rss_mb']:.0f} MB; "
+              f"ms: {phases(reference)}\n"
               f"  fairchem               {theirs['median_seconds']:.3f} s/step, {theirs['host_reads_per_step']} "
               f"host reads, {theirs['aten_ops_per_step']} ATen ops\n"
               f"  speed-up {r['speedup']:.2f}x (reference edge ops {r['speedup_reference_edge_ops']:.2f}x), "

@@ -1,6 +1,7 @@
 // `uma bench-train`: steady-state time, counted host reads and ATen operator
 // calls of one training step (prints JSON).
 #include <ATen/record_function.h>
+#include <sys/resource.h>
 
 #include <algorithm>
 #include <atomic>
@@ -139,6 +140,12 @@ int bench_train(const BenchTrainArgs& a) {
                          }()},
                         {"loss", stats.loss},
                         {"edge_ops", trainer.edge_backend().name()},
+                        {"peak_rss_mb",
+                         [] {
+                           rusage usage{};
+                           getrusage(RUSAGE_SELF, &usage);
+                           return usage.ru_maxrss / 1024.0;
+                         }()},
                         {"threads", at::get_num_threads()}};
   if (a.phases) {
     nlohmann::json per_step = nlohmann::json::object();
