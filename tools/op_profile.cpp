@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 namespace uma::tool {
@@ -15,6 +16,7 @@ struct Totals {
   int64_t calls = 0;
 };
 std::map<std::string, Totals> totals;
+std::thread::id profiled;    // the thread that made the OpProfile: the only one counted
 thread_local int depth = 0;  // of counted calls on this thread
 
 struct Started : at::ObserverContext {
@@ -27,13 +29,13 @@ bool counted(std::string_view name) {
 }
 
 std::unique_ptr<at::ObserverContext> begins(const at::RecordFunction& fn) {
-  if (!counted(fn.name())) return nullptr;
+  if (std::this_thread::get_id() != profiled || !counted(fn.name())) return nullptr;
   if (depth++ > 0) return nullptr;
   return std::make_unique<Started>();
 }
 
 void ends(const at::RecordFunction& fn, at::ObserverContext* ctx) {
-  if (!counted(fn.name())) return;
+  if (std::this_thread::get_id() != profiled || !counted(fn.name())) return;
   --depth;
   if (!ctx) return;
   auto& t = totals[fn.name()];
@@ -45,6 +47,7 @@ void ends(const at::RecordFunction& fn, at::ObserverContext* ctx) {
 
 OpProfile::OpProfile() {
   totals.clear();
+  profiled = std::this_thread::get_id();
   handle_ = at::addGlobalCallback(
       at::RecordFunctionCallback(begins, ends).scopes({at::RecordScope::FUNCTION}));
 }

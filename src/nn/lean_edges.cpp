@@ -15,6 +15,10 @@ using torch::autograd::variable_list;
 
 constexpr int64_t kEdgeGrain = 32, kNodeGrain = 4;
 
+// Each operator's forward and backward is a RecordFunction scope
+// "uma::lean::NAME" (tools/op_profile.h times them; free when nothing listens).
+#define UMA_LEAN_SCOPE(name) RECORD_FUNCTION("uma::lean::" name, c10::ArrayRef<const c10::IValue>{})
+
 // The double backwards are plain kernels: a third derivative is refused.
 void refuse_third_order(const char* op) {
   if (torch::GradMode::is_enabled())
@@ -107,7 +111,7 @@ class RotateToEdgeFrameGrad : public torch::autograd::Function<RotateToEdgeFrame
                                const torch::Tensor& src_order, const torch::Tensor& src_offsets,
                                const torch::Tensor& tgt_order, const torch::Tensor& tgt_offsets,
                                bool want_edge, bool want_x) {
-    RECORD_FUNCTION("uma::lean::rotate_to_edge_frame_grad", c10::ArrayRef<const c10::IValue>{});
+    UMA_LEAN_SCOPE("rotate_to_edge_frame_grad");
     const RotateIn op{src, tgt, src_order, src_offsets, tgt_order, tgt_offsets};
     const MPieces g{g0, g1, g2};
     torch::Tensor gD = nothing(D), gradial = nothing(radial), gx = nothing(x);
@@ -130,8 +134,7 @@ class RotateToEdgeFrameGrad : public torch::autograd::Function<RotateToEdgeFrame
   // d/dD = T(., ax, r, g) + T(., x, ar, g); d/dx = T(aD, ., r, g) + T(D, ., ar, g);
   // d/dradial = T(D, ax, ., g) + T(aD, x, ., g).
   static variable_list backward(AutogradContext* ctx, variable_list a) {
-    RECORD_FUNCTION("uma::lean::rotate_to_edge_frame_grad_backward",
-                    c10::ArrayRef<const c10::IValue>{});
+    UMA_LEAN_SCOPE("rotate_to_edge_frame_grad_backward");
     refuse_third_order("rotate_to_edge_frame");
     const auto s = ctx->get_saved_variables();
     const auto &D = s[0], &x = s[1], &radial = s[2];
@@ -192,7 +195,7 @@ class RotateToEdgeFrame : public torch::autograd::Function<RotateToEdgeFrame> {
                                const torch::Tensor& tgt, const torch::Tensor& src_order,
                                const torch::Tensor& src_offsets, const torch::Tensor& tgt_order,
                                const torch::Tensor& tgt_offsets) {
-    RECORD_FUNCTION("uma::lean::rotate_to_edge_frame", c10::ArrayRef<const c10::IValue>{});
+    UMA_LEAN_SCOPE("rotate_to_edge_frame");
     const int64_t E = D.size(0), C = x.size(2);
     auto out = new_pieces(E, 2 * C, x.options());
     AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "rotate_to_edge_frame", [&] {
@@ -208,7 +211,7 @@ class RotateToEdgeFrame : public torch::autograd::Function<RotateToEdgeFrame> {
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    RECORD_FUNCTION("uma::lean::rotate_to_edge_frame_backward", c10::ArrayRef<const c10::IValue>{});
+    UMA_LEAN_SCOPE("rotate_to_edge_frame_backward");
     const auto s = ctx->get_saved_variables();
     const auto g = contiguous(grads, 0);
     const bool want_edge = ctx->needs_input_grad(0) || ctx->needs_input_grad(2);
@@ -238,7 +241,7 @@ class GateMPiecesGrad : public torch::autograd::Function<GateMPiecesGrad> {
                                const torch::Tensor& y1, const torch::Tensor& y2,
                                const torch::Tensor& sig, const torch::Tensor& g0,
                                const torch::Tensor& g1, const torch::Tensor& g2) {
-    RECORD_FUNCTION("uma::lean::gate_m_pieces_grad", c10::ArrayRef<const c10::IValue>{});
+    UMA_LEAN_SCOPE("gate_m_pieces_grad");
     const int64_t E = y0.size(0), H = y1.size(2);
     auto gy0 = torch::empty({E, 5 * H}, y0.options());
     MPieces gy{torch::Tensor(), torch::empty_like(y1), torch::empty_like(y2)};
@@ -256,7 +259,7 @@ class GateMPiecesGrad : public torch::autograd::Function<GateMPiecesGrad> {
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list a) {
-    RECORD_FUNCTION("uma::lean::gate_m_pieces_grad_backward", c10::ArrayRef<const c10::IValue>{});
+    UMA_LEAN_SCOPE("gate_m_pieces_grad_backward");
     refuse_third_order("gate_m_pieces");
     const auto s = ctx->get_saved_variables();
     const auto &y0 = s[0], &y1 = s[1], &y2 = s[2], &sig = s[3];
@@ -286,7 +289,7 @@ class GateMPieces : public torch::autograd::Function<GateMPieces> {
  public:
   static variable_list forward(AutogradContext* ctx, const torch::Tensor& y0,
                                const torch::Tensor& y1, const torch::Tensor& y2) {
-    RECORD_FUNCTION("uma::lean::gate_m_pieces", c10::ArrayRef<const c10::IValue>{});
+    UMA_LEAN_SCOPE("gate_m_pieces");
     const int64_t E = y0.size(0), H = y1.size(2);
     auto sig = torch::sigmoid(y0.narrow(1, 0, 3 * H));  // logits l1, l2 and the l0m0 row, [E, 3H]
     auto q = new_pieces(E, H, y1.options());
@@ -302,7 +305,7 @@ class GateMPieces : public torch::autograd::Function<GateMPieces> {
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    RECORD_FUNCTION("uma::lean::gate_m_pieces_backward", c10::ArrayRef<const c10::IValue>{});
+    UMA_LEAN_SCOPE("gate_m_pieces_backward");
     const auto s = ctx->get_saved_variables();
     const auto g = contiguous(grads, 0);
     return GateMPiecesGrad::apply(s[0], s[1], s[2], s[3], g[0], g[1], g[2]);
@@ -357,7 +360,7 @@ class RotateToNodesSummedGrad : public torch::autograd::Function<RotateToNodesSu
                                const torch::Tensor& y1, const torch::Tensor& y2,
                                const torch::Tensor& g, const torch::Tensor& tgt,
                                const torch::Tensor& order, const torch::Tensor& offsets) {
-    RECORD_FUNCTION("uma::lean::rotate_to_nodes_summed_grad", c10::ArrayRef<const c10::IValue>{});
+    UMA_LEAN_SCOPE("rotate_to_nodes_summed_grad");
     const int64_t E = D.size(0), C = y0.size(2);
     const int rows = rows_of_pieces(y1);
     auto gD = torch::zeros_like(D);
@@ -375,8 +378,7 @@ class RotateToNodesSummedGrad : public torch::autograd::Function<RotateToNodesSu
   // of <g, R> with respect to M): d/dg = R(M1, 1, y) + R(D, envelope, ay);
   // d/dy = G_y(M1, g); d/dD = aenv A + envelope B; d/denvelope = <aD, A> + <D, B>.
   static variable_list backward(AutogradContext* ctx, variable_list a) {
-    RECORD_FUNCTION("uma::lean::rotate_to_nodes_summed_grad_backward",
-                    c10::ArrayRef<const c10::IValue>{});
+    UMA_LEAN_SCOPE("rotate_to_nodes_summed_grad_backward");
     refuse_third_order("rotate_to_nodes_summed");
     const auto s = ctx->get_saved_variables();
     const auto &D = s[0], &envelope = s[1], &g = s[5];
@@ -425,7 +427,7 @@ class RotateToNodesSummed : public torch::autograd::Function<RotateToNodesSummed
                                const torch::Tensor& y1, const torch::Tensor& y2,
                                const torch::Tensor& tgt, const torch::Tensor& order,
                                const torch::Tensor& offsets, int64_t nodes) {
-    RECORD_FUNCTION("uma::lean::rotate_to_nodes_summed", c10::ArrayRef<const c10::IValue>{});
+    UMA_LEAN_SCOPE("rotate_to_nodes_summed");
     auto out = torch::zeros({nodes, 9, y0.size(2)}, y0.options());
     RotateOut{tgt, order, offsets}.sum(D, envelope, {y0, y1, y2}, rows_of_pieces(y1), out);
     ctx->save_for_backward({D, envelope, y0, y1, y2, tgt, order, offsets});
@@ -433,8 +435,7 @@ class RotateToNodesSummed : public torch::autograd::Function<RotateToNodesSummed
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    RECORD_FUNCTION("uma::lean::rotate_to_nodes_summed_backward",
-                    c10::ArrayRef<const c10::IValue>{});
+    UMA_LEAN_SCOPE("rotate_to_nodes_summed_backward");
     const auto s = ctx->get_saved_variables();
     auto r = RotateToNodesSummedGrad::apply(s[0], s[1], s[2], s[3], s[4], grads[0].contiguous(),
                                             s[5], s[6], s[7]);
