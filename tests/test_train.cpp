@@ -10,6 +10,7 @@
 
 #include "transfers.h"
 #include "test_util.h"
+#include "train/adamw_update.h"
 #include "train/sampler.h"
 #include "train/trainer.h"
 
@@ -198,6 +199,49 @@ TEST(Training, NonFiniteStepLeavesWeightsAlone) {
   EXPECT_FALSE(torch::equal(before, weights(trainer)));
   EXPECT_TRUE(torch::isfinite(weights(trainer)).all().item<bool>());
   EXPECT_EQ(trainer.read_stats().skipped, 1);
+}
+
+// The CPU's one-pass AdamW update against the whole-buffer tensor operations
+// (the update on other devices): accepted steps, the average's first copy,
+// clipping (and none), and a rejected step, in float64 and float32.
+TEST(Training, OnePassAdamWEqualsTheTensorOperations) {
+  for (auto dtype : {torch::kFloat64, torch::kFloat32}) {
+    const double tol = dtype == torch::kFloat64 ? 1e-15 : 1e-6;
+    torch::manual_seed(7);
+    const auto o = torch::TensorOptions().dtype(dtype);
+    const int64_t n = 100003;  // several parallel chunks and a ragged tail
+    train::AdamWBuffers a{torch::randn({n}, o), {}, torch::zeros({n}, o), torch::zeros({n}, o), {}};
+    a.ema = a.w.clone();
+    train::AdamWBuffers b{a.w.clone(), {}, a.m.clone(), a.v.clone(), a.ema.clone()};
+    auto applied = torch::zeros({}, torch::kFloat64);
+    for (int step = 0; step < 4; ++step) {
+      const bool ok = step != 2;
+      auto g = torch::randn({n}, o) * (step + 1);
+      a.g = g.clone();
+      b.g = g.clone();
+      applied += ok ? 1.0 : 0.0;
+      train::AdamWUpdate u{torch::tensor(ok),
+                           torch::tensor(step == 3 ? 1.0 : 0.5 + 0.1 * step, o),
+                           applied.clone(),
+                           4e-4,
+                           1e-3,
+                           0.9,
+                           0.999,
+                           1e-8,
+                           step == 0 ? 1.0 : 1e-3};
+      train::adamw_update_in_one_pass(a, u);
+      train::adamw_update_by_tensor_ops(b, u);
+      for (auto [x, y, name] : {std::tuple{a.w, b.w, "w"},
+                                {a.g, b.g, "g"},
+                                {a.m, b.m, "m"},
+                                {a.v, b.v, "v"},
+                                {a.ema, b.ema, "ema"}}) {
+        const double err = (x - y).abs().max().item<double>();
+        EXPECT_LE(err, tol * std::max(1.0, y.abs().max().item<double>()))
+            << name << " step " << step << " " << dtype;
+      }
+    }
+  }
 }
 
 TEST(Training, OptimizerStateRoundTrip) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "train/adamw_update.h"
 #include "uma_error.h"
 
 namespace uma::train {
@@ -66,32 +67,18 @@ void AdamW::step(const torch::Tensor& loss) {
 
   grad_norm_ = torch::linalg_vector_norm(g, 2);
   auto ok = torch::isfinite(loss) & torch::isfinite(grad_norm_);
-  auto okf = ok.to(w.scalar_type());
   skipped_ += 1.0 - ok.to(torch::kFloat64);
   applied_ += ok.to(torch::kFloat64);
   // clip_grad_norm_: scale by max_norm / (norm + 1e-6) when that is below 1.
   auto scale = options_.clip_norm > 0
                    ? torch::clamp_max(options_.clip_norm / (grad_norm_ + 1e-6), 1.0)
                    : torch::ones_like(grad_norm_);
-  // A rejected step's gradient becomes zero (masked, so NaN cannot leak through).
-  g.mul_(scale).masked_fill_(ok.logical_not(), 0.0);
-
-  const double b1 = options_.beta1, b2 = options_.beta2;
-  w.mul_(1.0 - lr * options_.weight_decay * okf);
-  exp_avg_.lerp_(g, (1.0 - b1) * okf);
-  exp_avg_sq_.mul_(1.0 - (1.0 - b2) * okf).addcmul_(g, g, 1.0 - b2);
-  auto t = torch::clamp_min(applied_, 1.0);
-  auto step_size = (lr / (1.0 - torch::pow(b1, t))) * okf;
-  auto bias2_sqrt = torch::sqrt(1.0 - torch::pow(b2, t));
-  // w -= step_size * m / denom, as m / (denom / -step_size); a rejected step
-  // divides by -0 and adds -0.
-  auto denom = exp_avg_sq_.sqrt()
-                   .div_(bias2_sqrt.to(w.scalar_type()))
-                   .add_(options_.eps)
-                   .div_(-step_size.to(w.scalar_type()));
-  w.addcdiv_(exp_avg_, denom);
-  // AveragedModel: the first update copies, then ema += (1 - decay)(w - ema).
-  if (ema_.defined()) ema_.lerp_(w, steps_ == 1 ? okf : (1.0 - options_.ema_decay) * okf);
+  AdamWBuffers buffers{w, g, exp_avg_, exp_avg_sq_, ema_};
+  AdamWUpdate update{ok, scale, applied_, lr, options_.weight_decay, options_.beta1, options_.beta2,
+                     options_.eps,
+                     // AveragedModel: the first update copies, then ema += (1 - decay)(w - ema).
+                     steps_ == 1 ? 1.0 : 1.0 - options_.ema_decay};
+  adamw_update(buffers, update);
 }
 
 AdamW::State AdamW::state() const {
