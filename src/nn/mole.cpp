@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "nn/system_blocks.h"
 #include "uma_error.h"
 
 namespace uma::nn {
@@ -81,12 +82,16 @@ torch::Tensor per_system_linear(const torch::Tensor& x, const torch::Tensor& w,
     if (bias.defined()) y = y + bias;
     return y.view(sizes);
   }
-  // Unequal blocks: GEMMs on split views, no padding.
-  auto rows = x.split_with_sizes(lengths, 0);
-  std::vector<torch::Tensor> parts;
-  parts.reserve(systems);
-  for (int64_t b = 0; b < systems; ++b) parts.push_back(folded_linear(rows[b], w[b], bias));
-  return torch::cat(parts, 0);
+  // Unequal blocks: one GEMM per block of rows, no padding.
+  auto sizes = x.sizes().vec();
+  sizes.back() = w.size(1);
+  int64_t per_row = 1;  // 2-D rows per row of x
+  for (int64_t d = 1; d + 1 < x.dim(); ++d) per_row *= x.size(d);
+  auto offsets = row_offsets;
+  for (auto& o : offsets) o *= per_row;
+  auto y = system_blocks_linear(x.reshape({-1, x.size(-1)}), w, offsets);
+  if (bias.defined()) y = y + bias;
+  return y.view(sizes);
 }
 
 torch::Tensor folded_linear(const torch::Tensor& x, const torch::Tensor& weight,
