@@ -224,7 +224,10 @@ LossTerms Trainer::evaluate(const Batch& b, bool backward) {
     auto& grads = flat_->grads();
     grads.zero_();
     auto total_loss = terms.losses.sum();
-    total_loss.backward();
+    // Only the parameters' gradient: the engine skips every path that ends at
+    // the positions or the strain only (the geometry: edge vectors, Wigner
+    // matrices, basis and envelope, and the lean operators' geometric inputs).
+    torch::autograd::backward({total_loss}, {}, false, false, flat_->parameters());
     // A non-finite loss on any process poisons the summed gradient, so every
     // process rejects the same step.
     torch::NoGradGuard no_grad;
