@@ -47,8 +47,8 @@ UMA_ALWAYS_INLINE void rotate_row(const T* d, const T* x, int64_t C, const T* w,
 }
 
 // The backward of rotate_row for the radial weights and D: gw (+)= g * rotated,
-// gd[k] += sum_c g w x[k].
-template <int K, bool Accumulate, typename T>
+// gd[k] += sum_c g w x[k] (where WantD).
+template <int K, bool Accumulate, bool WantD, typename T>
 UMA_ALWAYS_INLINE void rotate_row_grad_edge(const T* d, const T* x, int64_t C, const T* w,
                                             const T* g, T* gw, T* gd) {
   T a0 = 0, a1 = 0, a2 = 0, a3 = 0, a4 = 0;
@@ -61,17 +61,20 @@ UMA_ALWAYS_INLINE void rotate_row_grad_edge(const T* d, const T* x, int64_t C, c
       gw[c] += gc * rotated;
     else
       gw[c] = gc * rotated;
-    const T gr = gc * w[c];
-    a0 += gr * x[c];
-    if constexpr (K > 1) {
-      a1 += gr * x[C + c];
-      a2 += gr * x[2 * C + c];
-    }
-    if constexpr (K > 3) {
-      a3 += gr * x[3 * C + c];
-      a4 += gr * x[4 * C + c];
+    if constexpr (WantD) {
+      const T gr = gc * w[c];
+      a0 += gr * x[c];
+      if constexpr (K > 1) {
+        a1 += gr * x[C + c];
+        a2 += gr * x[2 * C + c];
+      }
+      if constexpr (K > 3) {
+        a3 += gr * x[3 * C + c];
+        a4 += gr * x[4 * C + c];
+      }
     }
   }
+  if constexpr (!WantD) return;
   gd[0] += a0;
   if constexpr (K > 1) {
     gd[1] += a1;
@@ -94,8 +97,9 @@ UMA_ALWAYS_INLINE void rotate_row_grad_node(const T* d, const T* g, const T* w, 
 }
 
 // The tangent of rotate_row_grad_edge along (dd, dx, dw) for the radial
-// weights and D: gw (+)= g (d.dx + dd.x), gd[k] += sum_c g (w dx[k] + dw x[k]).
-template <int K, bool Accumulate, typename T>
+// weights and D: gw (+)= g (d.dx + dd.x), gd[k] += sum_c g (w dx[k] + dw x[k])
+// (where WantD).
+template <int K, bool Accumulate, bool WantD, typename T>
 UMA_ALWAYS_INLINE void rotate_row_grad_edge_tangent(const T* d, const T* dd, const T* x,
                                                     const T* dx, int64_t C, const T* w, const T* dw,
                                                     const T* g, T* gw, T* gd) {
@@ -109,17 +113,20 @@ UMA_ALWAYS_INLINE void rotate_row_grad_edge_tangent(const T* d, const T* dd, con
       gw[c] += gc * t;
     else
       gw[c] = gc * t;
-    const T gr = gc * w[c], ga = gc * dw[c];
-    a0 += gr * dx[c] + ga * x[c];
-    if constexpr (K > 1) {
-      a1 += gr * dx[C + c] + ga * x[C + c];
-      a2 += gr * dx[2 * C + c] + ga * x[2 * C + c];
-    }
-    if constexpr (K > 3) {
-      a3 += gr * dx[3 * C + c] + ga * x[3 * C + c];
-      a4 += gr * dx[4 * C + c] + ga * x[4 * C + c];
+    if constexpr (WantD) {
+      const T gr = gc * w[c], ga = gc * dw[c];
+      a0 += gr * dx[c] + ga * x[c];
+      if constexpr (K > 1) {
+        a1 += gr * dx[C + c] + ga * x[C + c];
+        a2 += gr * dx[2 * C + c] + ga * x[2 * C + c];
+      }
+      if constexpr (K > 3) {
+        a3 += gr * dx[3 * C + c] + ga * x[3 * C + c];
+        a4 += gr * dx[4 * C + c] + ga * x[4 * C + c];
+      }
     }
   }
+  if constexpr (!WantD) return;
   gd[0] += a0;
   if constexpr (K > 1) {
     gd[1] += a1;
@@ -155,8 +162,8 @@ UMA_ALWAYS_INLINE void unrotate_row_add(const T* d, T s, const T* y, int64_t C, 
 }
 
 // The backward of unrotate_row_add: gy[c] = s sum_k d[k] gt[k, c] (where
-// WantGy), a[k] = sum_c gt[k, c] y[c].
-template <int K, bool WantGy, typename T>
+// WantGy), a[k] = sum_c gt[k, c] y[c] (where WantA).
+template <int K, bool WantGy, bool WantA, typename T>
 UMA_ALWAYS_INLINE void unrotate_row_grad(const T* d, T s, const T* gt, const T* y, int64_t C, T* gy,
                                          T* a) {
   T a0 = 0, a1 = 0, a2 = 0, a3 = 0, a4 = 0;
@@ -167,17 +174,20 @@ UMA_ALWAYS_INLINE void unrotate_row_grad(const T* d, T s, const T* gt, const T* 
       for (int k = 1; k < K; ++k) acc += d[k] * gt[k * C + c];
       gy[c] = s * acc;
     }
-    const T yc = y[c];
-    a0 += gt[c] * yc;
-    if constexpr (K > 1) {
-      a1 += gt[C + c] * yc;
-      a2 += gt[2 * C + c] * yc;
-    }
-    if constexpr (K > 3) {
-      a3 += gt[3 * C + c] * yc;
-      a4 += gt[4 * C + c] * yc;
+    if constexpr (WantA) {
+      const T yc = y[c];
+      a0 += gt[c] * yc;
+      if constexpr (K > 1) {
+        a1 += gt[C + c] * yc;
+        a2 += gt[2 * C + c] * yc;
+      }
+      if constexpr (K > 3) {
+        a3 += gt[3 * C + c] * yc;
+        a4 += gt[4 * C + c] * yc;
+      }
     }
   }
+  if constexpr (!WantA) return;
   a[0] = a0;
   if constexpr (K > 1) {
     a[1] = a1;
@@ -269,18 +279,18 @@ UMA_VECTOR_CLONES void rotate_in_tangent(const T* D, const T* dD, const T* x, co
   }
 }
 
-// gD ([E, 81], zeroed) and gradial ([E, 6, 2C]) of rotate_in, per edge.
-template <typename T>
-UMA_VECTOR_CLONES void rotate_in_grad_edges(const T* D, const T* x, const int64_t* src,
-                                            const int64_t* tgt, const T* radial, Rows<const T> g,
-                                            int64_t C, T* gD, T* gradial, int64_t begin,
-                                            int64_t end) {
+// gD ([E, 81], zeroed; where WantD) and gradial ([E, 6, 2C]) of rotate_in, per edge.
+template <bool WantD, typename T>
+UMA_ALWAYS_INLINE void rotate_in_grad_edges_of(const T* D, const T* x, const int64_t* src,
+                                               const int64_t* tgt, const T* radial, Rows<const T> g,
+                                               int64_t C, T* gD, T* gradial, int64_t begin,
+                                               int64_t end) {
   for (int64_t e = begin; e < end; ++e) {
     const T* node[2] = {x + src[e] * 9 * C, x + tgt[e] * 9 * C};
     for (int j = 0; j < 9; ++j) {
       const int r = kLRow[j], k0 = kBlockStart[r];
       const T* d = D + e * 81 + r * 9 + k0;
-      T* gd = gD + e * 81 + r * 9 + k0;
+      T* gd = WantD ? gD + e * 81 + r * 9 + k0 : nullptr;
       const int64_t w_at = (e * 6 + kRadialRow[j]) * 2 * C;
       const T* gj = g.row(e, j);
       for (int h = 0; h < 2; ++h) {
@@ -291,39 +301,52 @@ UMA_VECTOR_CLONES void rotate_in_grad_edges(const T* D, const T* x, const int64_
         const int K = kBlockSize[r];
         if (kRadialFirst[j]) {
           if (K == 1)
-            rotate_row_grad_edge<1, false>(d, xh, C, w, gh, gw, gd);
+            rotate_row_grad_edge<1, false, WantD>(d, xh, C, w, gh, gw, gd);
           else if (K == 3)
-            rotate_row_grad_edge<3, false>(d, xh, C, w, gh, gw, gd);
+            rotate_row_grad_edge<3, false, WantD>(d, xh, C, w, gh, gw, gd);
           else
-            rotate_row_grad_edge<5, false>(d, xh, C, w, gh, gw, gd);
+            rotate_row_grad_edge<5, false, WantD>(d, xh, C, w, gh, gw, gd);
         } else {
           if (K == 1)
-            rotate_row_grad_edge<1, true>(d, xh, C, w, gh, gw, gd);
+            rotate_row_grad_edge<1, true, WantD>(d, xh, C, w, gh, gw, gd);
           else if (K == 3)
-            rotate_row_grad_edge<3, true>(d, xh, C, w, gh, gw, gd);
+            rotate_row_grad_edge<3, true, WantD>(d, xh, C, w, gh, gw, gd);
           else
-            rotate_row_grad_edge<5, true>(d, xh, C, w, gh, gw, gd);
+            rotate_row_grad_edge<5, true, WantD>(d, xh, C, w, gh, gw, gd);
         }
       }
     }
   }
 }
 
-// The tangents of rotate_in_grad_edges along (dD, dx, dradial): dD ([E, 81],
-// accumulated) and dradial ([E, 6, 2C], written), per edge.
+// rotate_in_grad_edges_of; gD null: gradial only.
 template <typename T>
-UMA_VECTOR_CLONES void rotate_in_grad_edges_tangent(const T* D, const T* dD, const T* x,
-                                                    const T* dx, const int64_t* src,
-                                                    const int64_t* tgt, const T* radial,
-                                                    const T* dradial, Rows<const T> g, int64_t C,
-                                                    T* gD, T* gradial, int64_t begin, int64_t end) {
+UMA_VECTOR_CLONES void rotate_in_grad_edges(const T* D, const T* x, const int64_t* src,
+                                            const int64_t* tgt, const T* radial, Rows<const T> g,
+                                            int64_t C, T* gD, T* gradial, int64_t begin,
+                                            int64_t end) {
+  if (gD)
+    rotate_in_grad_edges_of<true>(D, x, src, tgt, radial, g, C, gD, gradial, begin, end);
+  else
+    rotate_in_grad_edges_of<false>(D, x, src, tgt, radial, g, C, gD, gradial, begin, end);
+}
+
+// The tangents of rotate_in_grad_edges along (dD, dx, dradial): dD ([E, 81],
+// accumulated; where WantD) and dradial ([E, 6, 2C], written), per edge.
+template <bool WantD, typename T>
+UMA_ALWAYS_INLINE void rotate_in_grad_edges_tangent_of(const T* D, const T* dD, const T* x,
+                                                       const T* dx, const int64_t* src,
+                                                       const int64_t* tgt, const T* radial,
+                                                       const T* dradial, Rows<const T> g, int64_t C,
+                                                       T* gD, T* gradial, int64_t begin,
+                                                       int64_t end) {
   for (int64_t e = begin; e < end; ++e) {
     const int64_t at[2] = {src[e] * 9 * C, tgt[e] * 9 * C};
     for (int j = 0; j < 9; ++j) {
       const int r = kLRow[j], k0 = kBlockStart[r], K = kBlockSize[r];
       const int64_t d_at = e * 81 + r * 9 + k0, w_at = (e * 6 + kRadialRow[j]) * 2 * C;
       const T *d = D + d_at, *dd = dD + d_at;
-      T* gd = gD + d_at;
+      T* gd = WantD ? gD + d_at : nullptr;
       const T* gj = g.row(e, j);
       for (int h = 0; h < 2; ++h) {
         const int64_t x_at = at[h] + k0 * C, hw = w_at + h * C;
@@ -332,22 +355,37 @@ UMA_VECTOR_CLONES void rotate_in_grad_edges_tangent(const T* D, const T* dD, con
         T* gw = gradial + hw;
         if (kRadialFirst[j]) {
           if (K == 1)
-            rotate_row_grad_edge_tangent<1, false>(d, dd, xh, dxh, C, w, dw, gh, gw, gd);
+            rotate_row_grad_edge_tangent<1, false, WantD>(d, dd, xh, dxh, C, w, dw, gh, gw, gd);
           else if (K == 3)
-            rotate_row_grad_edge_tangent<3, false>(d, dd, xh, dxh, C, w, dw, gh, gw, gd);
+            rotate_row_grad_edge_tangent<3, false, WantD>(d, dd, xh, dxh, C, w, dw, gh, gw, gd);
           else
-            rotate_row_grad_edge_tangent<5, false>(d, dd, xh, dxh, C, w, dw, gh, gw, gd);
+            rotate_row_grad_edge_tangent<5, false, WantD>(d, dd, xh, dxh, C, w, dw, gh, gw, gd);
         } else {
           if (K == 1)
-            rotate_row_grad_edge_tangent<1, true>(d, dd, xh, dxh, C, w, dw, gh, gw, gd);
+            rotate_row_grad_edge_tangent<1, true, WantD>(d, dd, xh, dxh, C, w, dw, gh, gw, gd);
           else if (K == 3)
-            rotate_row_grad_edge_tangent<3, true>(d, dd, xh, dxh, C, w, dw, gh, gw, gd);
+            rotate_row_grad_edge_tangent<3, true, WantD>(d, dd, xh, dxh, C, w, dw, gh, gw, gd);
           else
-            rotate_row_grad_edge_tangent<5, true>(d, dd, xh, dxh, C, w, dw, gh, gw, gd);
+            rotate_row_grad_edge_tangent<5, true, WantD>(d, dd, xh, dxh, C, w, dw, gh, gw, gd);
         }
       }
     }
   }
+}
+
+// rotate_in_grad_edges_tangent_of; gD null: gradial only.
+template <typename T>
+UMA_VECTOR_CLONES void rotate_in_grad_edges_tangent(const T* D, const T* dD, const T* x,
+                                                    const T* dx, const int64_t* src,
+                                                    const int64_t* tgt, const T* radial,
+                                                    const T* dradial, Rows<const T> g, int64_t C,
+                                                    T* gD, T* gradial, int64_t begin, int64_t end) {
+  if (gD)
+    rotate_in_grad_edges_tangent_of<true>(D, dD, x, dx, src, tgt, radial, dradial, g, C, gD,
+                                          gradial, begin, end);
+  else
+    rotate_in_grad_edges_tangent_of<false>(D, dD, x, dx, src, tgt, radial, dradial, g, C, gD,
+                                           gradial, begin, end);
 }
 
 // The tangent of rotate_in_grad_nodes along (dD, dradial): gx ([N, 9, C],
@@ -455,9 +493,9 @@ UMA_VECTOR_CLONES void rotate_out(const T* D, const T* envelope, Rows<const T> y
   }
 }
 
-// gy (pieces, where WantGy), gD ([E, 81], zeroed) and genvelope ([E]) of
-// rotate_out, per edge.
-template <bool WantGy, typename T>
+// gy (pieces, where WantGy), gD ([E, 81], zeroed) and genvelope ([E]) (where
+// WantGeometry) of rotate_out, per edge.
+template <bool WantGy, bool WantGeometry, typename T>
 UMA_ALWAYS_INLINE void rotate_out_grad_edges(const T* D, const T* envelope, Rows<const T> y,
                                              int rows, const int64_t* tgt, const T* gout, int64_t C,
                                              Rows<T> gy, T* gD, T* genvelope, int64_t begin,
@@ -472,61 +510,73 @@ UMA_ALWAYS_INLINE void rotate_out_grad_edges(const T* D, const T* envelope, Rows
       T* out = WantGy ? gy.row(e, j) : nullptr;
       T a[5];
       if (K == 1)
-        unrotate_row_grad<1, WantGy>(d, s, gt + k0 * C, y.row(e, j), C, out, a);
+        unrotate_row_grad<1, WantGy, WantGeometry>(d, s, gt + k0 * C, y.row(e, j), C, out, a);
       else if (K == 3)
-        unrotate_row_grad<3, WantGy>(d, s, gt + k0 * C, y.row(e, j), C, out, a);
+        unrotate_row_grad<3, WantGy, WantGeometry>(d, s, gt + k0 * C, y.row(e, j), C, out, a);
       else
-        unrotate_row_grad<5, WantGy>(d, s, gt + k0 * C, y.row(e, j), C, out, a);
-      for (int k = 0; k < K; ++k) {
-        gD[e * 81 + r * 9 + k0 + k] = s * a[k];
-        ge += d[k] * a[k];
-      }
+        unrotate_row_grad<5, WantGy, WantGeometry>(d, s, gt + k0 * C, y.row(e, j), C, out, a);
+      if constexpr (WantGeometry)
+        for (int k = 0; k < K; ++k) {
+          gD[e * 81 + r * 9 + k0 + k] = s * a[k];
+          ge += d[k] * a[k];
+        }
     }
-    genvelope[e] = ge;
+    if constexpr (WantGeometry) genvelope[e] = ge;
   }
 }
 
-// rotate_out_grad_edges, gy written where it has a base (else only gD and genvelope).
+// rotate_out_grad_edges, gy written where it has a base, gD and genvelope
+// where not null (both or neither).
 template <typename T>
 UMA_VECTOR_CLONES void rotate_out_grad(const T* D, const T* envelope, Rows<const T> y, int rows,
                                        const int64_t* tgt, const T* gout, int64_t C, Rows<T> gy,
                                        T* gD, T* genvelope, int64_t begin, int64_t end) {
-  if (gy.base[0])
-    rotate_out_grad_edges<true>(D, envelope, y, rows, tgt, gout, C, gy, gD, genvelope, begin, end);
+  const bool geometry = gD != nullptr;
+  if (gy.base[0] && geometry)
+    rotate_out_grad_edges<true, true>(D, envelope, y, rows, tgt, gout, C, gy, gD, genvelope, begin,
+                                      end);
+  else if (gy.base[0])
+    rotate_out_grad_edges<true, false>(D, envelope, y, rows, tgt, gout, C, gy, gD, genvelope, begin,
+                                       end);
   else
-    rotate_out_grad_edges<false>(D, envelope, y, rows, tgt, gout, C, gy, gD, genvelope, begin, end);
+    rotate_out_grad_edges<false, true>(D, envelope, y, rows, tgt, gout, C, gy, gD, genvelope, begin,
+                                       end);
 }
 
 // One row of rotate_out's double backward: out[c] = sum_k m1[k] g[k, c],
-// a[k] = sum_c g[k, c] y[c], b[k] = sum_c g[k, c] dy[c].
-template <int K, typename T>
+// a[k] = sum_c g[k, c] y[c], b[k] = sum_c g[k, c] dy[c] (a and b where WantAB).
+template <int K, bool WantAB, typename T>
 UMA_ALWAYS_INLINE void unrotate_row_grad_tangent(const T* m1, const T* g, const T* y, const T* dy,
                                                  int64_t C, T* out, T* a, T* b) {
   T a0 = 0, a1 = 0, a2 = 0, a3 = 0, a4 = 0, b0 = 0, b1 = 0, b2 = 0, b3 = 0, b4 = 0;
 #pragma omp simd reduction(+ : a0, a1, a2, a3, a4, b0, b1, b2, b3, b4)
   for (int64_t c = 0; c < C; ++c) {
-    const T yc = y[c], dyc = dy[c], g0 = g[c];
+    const T g0 = g[c];
     T acc = m1[0] * g0;
-    a0 += g0 * yc;
-    b0 += g0 * dyc;
-    if constexpr (K > 1) {
-      const T g1 = g[C + c], g2 = g[2 * C + c];
-      acc += m1[1] * g1 + m1[2] * g2;
-      a1 += g1 * yc;
-      a2 += g2 * yc;
-      b1 += g1 * dyc;
-      b2 += g2 * dyc;
-    }
-    if constexpr (K > 3) {
-      const T g3 = g[3 * C + c], g4 = g[4 * C + c];
-      acc += m1[3] * g3 + m1[4] * g4;
-      a3 += g3 * yc;
-      a4 += g4 * yc;
-      b3 += g3 * dyc;
-      b4 += g4 * dyc;
-    }
+    if constexpr (K > 1) acc += m1[1] * g[C + c] + m1[2] * g[2 * C + c];
+    if constexpr (K > 3) acc += m1[3] * g[3 * C + c] + m1[4] * g[4 * C + c];
     out[c] = acc;
+    if constexpr (WantAB) {
+      const T yc = y[c], dyc = dy[c];
+      a0 += g0 * yc;
+      b0 += g0 * dyc;
+      if constexpr (K > 1) {
+        const T g1 = g[C + c], g2 = g[2 * C + c];
+        a1 += g1 * yc;
+        a2 += g2 * yc;
+        b1 += g1 * dyc;
+        b2 += g2 * dyc;
+      }
+      if constexpr (K > 3) {
+        const T g3 = g[3 * C + c], g4 = g[4 * C + c];
+        a3 += g3 * yc;
+        a4 += g4 * yc;
+        b3 += g3 * dyc;
+        b4 += g4 * dyc;
+      }
+    }
   }
+  if constexpr (!WantAB) return;
   const T as[5] = {a0, a1, a2, a3, a4}, bs[5] = {b0, b1, b2, b3, b4};
   for (int k = 0; k < K; ++k) {
     a[k] = as[k];
@@ -586,12 +636,13 @@ UMA_VECTOR_CLONES void rotate_out_tangent(const T* D, const T* dD, const T* enve
 // with M1 = s dD + ds D, A = G(y) and B = G(dy) (G(u)[k] = sum_c gt[k, c] u[c]):
 // gy2 = M1^T-rotated gt (the gradient for y), gD2 = ds A + s B,
 // genvelope2 = <dD, A> + <D, B>.
-template <typename T>
-UMA_VECTOR_CLONES void rotate_out_grad_tangent(const T* D, const T* dD, const T* envelope,
-                                               const T* denvelope, Rows<const T> y,
-                                               Rows<const T> dy, int rows, const int64_t* tgt,
-                                               const T* gout, int64_t C, Rows<T> gy2, T* gD2,
-                                               T* genvelope2, int64_t begin, int64_t end) {
+// gD2 and genvelope2 where WantGeometry.
+template <bool WantGeometry, typename T>
+UMA_ALWAYS_INLINE void rotate_out_grad_tangent_of(const T* D, const T* dD, const T* envelope,
+                                                  const T* denvelope, Rows<const T> y,
+                                                  Rows<const T> dy, int rows, const int64_t* tgt,
+                                                  const T* gout, int64_t C, Rows<T> gy2, T* gD2,
+                                                  T* genvelope2, int64_t begin, int64_t end) {
   for (int64_t e = begin; e < end; ++e) {
     const T* gt = gout + tgt[e] * 9 * C;
     const T s = envelope[e], ds = denvelope[e];
@@ -605,18 +656,34 @@ UMA_VECTOR_CLONES void rotate_out_grad_tangent(const T* D, const T* dD, const T*
       T m1[5] = {0, 0, 0, 0, 0}, a[5], b[5];
       for (int k = 0; k < K; ++k) m1[k] = s * dd[k] + ds * d[k];
       if (K == 1)
-        unrotate_row_grad_tangent<1>(m1, g, yj, dyj, C, out, a, b);
+        unrotate_row_grad_tangent<1, WantGeometry>(m1, g, yj, dyj, C, out, a, b);
       else if (K == 3)
-        unrotate_row_grad_tangent<3>(m1, g, yj, dyj, C, out, a, b);
+        unrotate_row_grad_tangent<3, WantGeometry>(m1, g, yj, dyj, C, out, a, b);
       else
-        unrotate_row_grad_tangent<5>(m1, g, yj, dyj, C, out, a, b);
-      for (int k = 0; k < K; ++k) {
-        gD2[e * 81 + r * 9 + k0 + k] = ds * a[k] + s * b[k];
-        ge += dd[k] * a[k] + d[k] * b[k];
-      }
+        unrotate_row_grad_tangent<5, WantGeometry>(m1, g, yj, dyj, C, out, a, b);
+      if constexpr (WantGeometry)
+        for (int k = 0; k < K; ++k) {
+          gD2[e * 81 + r * 9 + k0 + k] = ds * a[k] + s * b[k];
+          ge += dd[k] * a[k] + d[k] * b[k];
+        }
     }
-    genvelope2[e] = ge;
+    if constexpr (WantGeometry) genvelope2[e] = ge;
   }
+}
+
+// rotate_out_grad_tangent_of; gD2 null: gy2 only.
+template <typename T>
+UMA_VECTOR_CLONES void rotate_out_grad_tangent(const T* D, const T* dD, const T* envelope,
+                                               const T* denvelope, Rows<const T> y,
+                                               Rows<const T> dy, int rows, const int64_t* tgt,
+                                               const T* gout, int64_t C, Rows<T> gy2, T* gD2,
+                                               T* genvelope2, int64_t begin, int64_t end) {
+  if (gD2)
+    rotate_out_grad_tangent_of<true>(D, dD, envelope, denvelope, y, dy, rows, tgt, gout, C, gy2,
+                                     gD2, genvelope2, begin, end);
+  else
+    rotate_out_grad_tangent_of<false>(D, dD, envelope, denvelope, y, dy, rows, tgt, gout, C, gy2,
+                                      gD2, genvelope2, begin, end);
 }
 
 // One edge's view of the gate's inputs.  y0 rows: [logit l1 | logit l2 |

@@ -67,7 +67,7 @@ torch::Tensor nothing(const torch::Tensor& like) { return torch::empty({0}, like
 struct RotateIn {
   torch::Tensor src, tgt, src_order, src_offsets, tgt_order, tgt_offsets;
 
-  // gD ([E, 9, 9], accumulated) and gradial (written).
+  // gD ([E, 9, 9], accumulated; skipped where empty) and gradial (written).
   void grad_edges(const torch::Tensor& D, const torch::Tensor& x, const torch::Tensor& radial,
                   const MPieces& g, torch::Tensor& gD, torch::Tensor& gradial) const {
     const int64_t E = D.size(0), C = x.size(2);
@@ -76,7 +76,8 @@ struct RotateIn {
       at::parallel_for(0, E, kEdgeGrain, [&](int64_t b, int64_t e) {
         kernels::rotate_in_grad_edges(host<scalar_t>(D), host<scalar_t>(x), host<int64_t>(src),
                                       host<int64_t>(tgt), host<scalar_t>(radial), grows, C,
-                                      host<scalar_t>(gD), host<scalar_t>(gradial), b, e);
+                                      gD.numel() ? host<scalar_t>(gD) : nullptr,
+                                      host<scalar_t>(gradial), b, e);
       });
     });
   }
@@ -110,13 +111,13 @@ class RotateToEdgeFrameGrad : public torch::autograd::Function<RotateToEdgeFrame
                                const torch::Tensor& src, const torch::Tensor& tgt,
                                const torch::Tensor& src_order, const torch::Tensor& src_offsets,
                                const torch::Tensor& tgt_order, const torch::Tensor& tgt_offsets,
-                               bool want_edge, bool want_x) {
+                               bool want_D, bool want_radial, bool want_x) {
     UMA_LEAN_SCOPE("rotate_to_edge_frame_grad");
     const RotateIn op{src, tgt, src_order, src_offsets, tgt_order, tgt_offsets};
     const MPieces g{g0, g1, g2};
     torch::Tensor gD = nothing(D), gradial = nothing(radial), gx = nothing(x);
-    if (want_edge) {
-      gD = torch::zeros_like(D);
+    if (want_D || want_radial) {
+      if (want_D) gD = torch::zeros_like(D);
       gradial = torch::empty_like(radial);
       op.grad_edges(D, x, radial, g, gD, gradial);
     }
@@ -142,16 +143,18 @@ class RotateToEdgeFrameGrad : public torch::autograd::Function<RotateToEdgeFrame
     const RotateIn op = rotate_in_of(s, 6);
     const auto aD = or_zeros(a[0], D), ax = or_zeros(a[1], x), ar = or_zeros(a[2], radial);
     const int64_t E = D.size(0), C = x.size(2);
-    variable_list out(14);
+    variable_list out(15);
     if (ctx->needs_input_grad(0) || ctx->needs_input_grad(2)) {
-      auto dD = torch::zeros_like(D), dr = torch::empty_like(radial);
+      auto dD = ctx->needs_input_grad(0) ? torch::zeros_like(D) : torch::Tensor();
+      auto dr = torch::empty_like(radial);
       AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "rotate_to_edge_frame_grad_edges_tangent", [&] {
         const auto grows = rows_of<const scalar_t>(g);
         at::parallel_for(0, E, kEdgeGrain, [&](int64_t b, int64_t e) {
           kernels::rotate_in_grad_edges_tangent(
               host<scalar_t>(D), host<scalar_t>(aD), host<scalar_t>(x), host<scalar_t>(ax),
               host<int64_t>(op.src), host<int64_t>(op.tgt), host<scalar_t>(radial),
-              host<scalar_t>(ar), grows, C, host<scalar_t>(dD), host<scalar_t>(dr), b, e);
+              host<scalar_t>(ar), grows, C, dD.defined() ? host<scalar_t>(dD) : nullptr,
+              host<scalar_t>(dr), b, e);
         });
       });
       if (ctx->needs_input_grad(0)) out[0] = dD;
@@ -214,10 +217,10 @@ class RotateToEdgeFrame : public torch::autograd::Function<RotateToEdgeFrame> {
     UMA_LEAN_SCOPE("rotate_to_edge_frame_backward");
     const auto s = ctx->get_saved_variables();
     const auto g = contiguous(grads, 0);
-    const bool want_edge = ctx->needs_input_grad(0) || ctx->needs_input_grad(2);
     const bool want_x = ctx->needs_input_grad(1);
     auto r = RotateToEdgeFrameGrad::apply(s[0], s[1], s[2], g[0], g[1], g[2], s[3], s[4], s[5],
-                                          s[6], s[7], s[8], want_edge, want_x);
+                                          s[6], s[7], s[8], ctx->needs_input_grad(0),
+                                          ctx->needs_input_grad(2), want_x);
     return {ctx->needs_input_grad(0) ? r[0] : torch::Tensor(),
             want_x ? r[1] : torch::Tensor(),
             ctx->needs_input_grad(2) ? r[2] : torch::Tensor(),
@@ -331,7 +334,7 @@ struct RotateOut {
     });
   }
   // gy (written where its pieces are defined), gD (zeroed outside the
-  // l-blocks) and genvelope of R along g.
+  // l-blocks) and genvelope (both skipped where empty) of R along g.
   void grad(const torch::Tensor& D, const torch::Tensor& envelope, const MPieces& y, int rows,
             const torch::Tensor& g, const MPieces& gy, torch::Tensor& gD,
             torch::Tensor& genv) const {
@@ -341,8 +344,9 @@ struct RotateOut {
       const auto out = rows_of<scalar_t>(gy);
       at::parallel_for(0, E, kEdgeGrain, [&](int64_t b, int64_t e) {
         kernels::rotate_out_grad(host<scalar_t>(D), host<scalar_t>(envelope), in, rows,
-                                 host<int64_t>(tgt), host<scalar_t>(g), C, out, host<scalar_t>(gD),
-                                 host<scalar_t>(genv), b, e);
+                                 host<int64_t>(tgt), host<scalar_t>(g), C, out,
+                                 gD.numel() ? host<scalar_t>(gD) : nullptr,
+                                 gD.numel() ? host<scalar_t>(genv) : nullptr, b, e);
       });
     });
   }
@@ -359,12 +363,13 @@ class RotateToNodesSummedGrad : public torch::autograd::Function<RotateToNodesSu
                                const torch::Tensor& envelope, const torch::Tensor& y0,
                                const torch::Tensor& y1, const torch::Tensor& y2,
                                const torch::Tensor& g, const torch::Tensor& tgt,
-                               const torch::Tensor& order, const torch::Tensor& offsets) {
+                               const torch::Tensor& order, const torch::Tensor& offsets,
+                               bool want_geometry) {
     UMA_LEAN_SCOPE("rotate_to_nodes_summed_grad");
     const int64_t E = D.size(0), C = y0.size(2);
     const int rows = rows_of_pieces(y1);
-    auto gD = torch::zeros_like(D);
-    auto genv = torch::empty_like(envelope);
+    auto gD = want_geometry ? torch::zeros_like(D) : nothing(D);
+    auto genv = want_geometry ? torch::empty_like(envelope) : nothing(envelope);
     MPieces gy{torch::empty({E, 3, C}, y0.options()),
                rows == 9 ? torch::empty_like(y1) : nothing(y1),
                rows == 9 ? torch::empty_like(y2) : nothing(y2)};
@@ -389,10 +394,12 @@ class RotateToNodesSummedGrad : public torch::autograd::Function<RotateToNodesSu
     const MPieces ay{or_zeros(a[2], y[0]), rows == 9 ? or_zeros(a[3], y[1]) : torch::Tensor(),
                      rows == 9 ? or_zeros(a[4], y[2]) : torch::Tensor()};
     const int64_t E = D.size(0), C = g.size(2);
-    variable_list out(9);
+    variable_list out(10);
     MPieces dy{torch::empty_like(y[0]), rows == 9 ? torch::empty_like(y[1]) : torch::Tensor(),
                rows == 9 ? torch::empty_like(y[2]) : torch::Tensor()};
-    auto dD = torch::zeros_like(D), denv = torch::empty_like(envelope);
+    const bool geometry = ctx->needs_input_grad(0) || ctx->needs_input_grad(1);
+    auto dD = geometry ? torch::zeros_like(D) : torch::Tensor();
+    auto denv = geometry ? torch::empty_like(envelope) : torch::Tensor();
     AT_DISPATCH_FLOATING_TYPES(g.scalar_type(), "rotate_to_nodes_summed_double_backward", [&] {
       const auto yrows = rows_of<const scalar_t>(y), ayrows = rows_of<const scalar_t>(ay);
       const auto dyrows = rows_of<scalar_t>(dy);
@@ -400,7 +407,8 @@ class RotateToNodesSummedGrad : public torch::autograd::Function<RotateToNodesSu
         kernels::rotate_out_grad_tangent(host<scalar_t>(D), host<scalar_t>(aD),
                                          host<scalar_t>(envelope), host<scalar_t>(aenv), yrows,
                                          ayrows, rows, host<int64_t>(op.tgt), host<scalar_t>(g), C,
-                                         dyrows, host<scalar_t>(dD), host<scalar_t>(denv), b, e);
+                                         dyrows, geometry ? host<scalar_t>(dD) : nullptr,
+                                         geometry ? host<scalar_t>(denv) : nullptr, b, e);
       });
       if (ctx->needs_input_grad(5)) {
         auto dg = torch::zeros_like(g);
@@ -437,12 +445,19 @@ class RotateToNodesSummed : public torch::autograd::Function<RotateToNodesSummed
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     UMA_LEAN_SCOPE("rotate_to_nodes_summed_backward");
     const auto s = ctx->get_saved_variables();
+    const bool geometry = ctx->needs_input_grad(0) || ctx->needs_input_grad(1);
     auto r = RotateToNodesSummedGrad::apply(s[0], s[1], s[2], s[3], s[4], grads[0].contiguous(),
-                                            s[5], s[6], s[7]);
+                                            s[5], s[6], s[7], geometry);
     const bool all_rows = rows_of_pieces(s[3]) == 9;
-    return {
-        r[0], r[1], r[2], all_rows ? r[3] : torch::Tensor(), all_rows ? r[4] : torch::Tensor(), {},
-        {},   {},   {}};
+    return {geometry ? r[0] : torch::Tensor(),
+            geometry ? r[1] : torch::Tensor(),
+            r[2],
+            all_rows ? r[3] : torch::Tensor(),
+            all_rows ? r[4] : torch::Tensor(),
+            {},
+            {},
+            {},
+            {}};
   }
 };
 
