@@ -1,6 +1,5 @@
 // `uma bench`: steady-state timing of one structure, model FLOP rate, a plain
 // GEMM rate measured in the same process, and peak memory.
-#include <sys/resource.h>
 
 #include <algorithm>
 #include <chrono>
@@ -17,6 +16,7 @@
 #include "device.h"
 #include "engine.h"
 #include "extxyz.h"
+#include "peak_rss.h"
 #include "training_data.h"
 #include "model.h"
 #include "measure/storage_meter.h"
@@ -98,8 +98,8 @@ int bench(const BenchArgs& a) {
   const auto t_load = Clock::now();
   Engine engine(load_model(a.model), opt);
   const double load_s = seconds_since(t_load);
-  rusage loaded{};
-  getrusage(RUSAGE_SELF, &loaded);  // the process baseline: libraries, model, file reading
+  const double loaded_rss_mb =
+      peak_rss_mb();  // the process baseline: libraries, model, file reading
   const auto frame = read_extxyz(a.structure).at(0);
   Atoms atoms = frame_atoms(frame);
   atoms.task = a.task;
@@ -139,8 +139,7 @@ int bench(const BenchArgs& a) {
   const double median = sorted[sorted.size() / 2];
 
   // Peak memory of loading and evaluating, before the GEMM below allocates.
-  rusage usage{};
-  getrusage(RUSAGE_SELF, &usage);
+  const double evaluation_peak_mb = peak_rss_mb();
   // A plain float32 GEMM of similar size: [edges, 512] x [512, 512].
   // (On a GPU each timed product ends with a read of one element, so that the
   // time covers the kernel.)
@@ -179,8 +178,8 @@ int bench(const BenchArgs& a) {
       {"model_gflop", flops / 1e9},
       {"model_gflops_per_s", flops / median / 1e9},
       {"gemm_gflops_per_s", gemm_flops / gemm_best / 1e9},
-      {"peak_rss_mb", usage.ru_maxrss / 1024.0},
-      {"baseline_rss_mb", loaded.ru_maxrss / 1024.0},
+      {"peak_rss_mb", evaluation_peak_mb},
+      {"baseline_rss_mb", loaded_rss_mb},
       {"memory_plan", es.memory_plan.describe()},
       {"recomputed", es.memory_plan.recompute},
       {"chunk_edges", es.memory_plan.chunk_edges},

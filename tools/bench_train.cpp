@@ -1,7 +1,6 @@
 // `uma bench-train`: steady-state time, counted host reads and ATen operator
 // calls of one training step (prints JSON).
 #include <ATen/record_function.h>
-#include <sys/resource.h>
 
 #include <algorithm>
 #include <atomic>
@@ -16,6 +15,7 @@
 #include "device.h"
 #include "model.h"
 #include "op_profile.h"
+#include "peak_rss.h"
 #include "train/trainer.h"
 #include "training_data.h"
 #include "transfers.h"
@@ -140,12 +140,7 @@ int bench_train(const BenchTrainArgs& a) {
                          }()},
                         {"loss", stats.loss},
                         {"edge_ops", trainer.edge_backend().name()},
-                        {"peak_rss_mb",
-                         [] {
-                           rusage usage{};
-                           getrusage(RUSAGE_SELF, &usage);
-                           return usage.ru_maxrss / 1024.0;
-                         }()},
+                        {"peak_rss_mb", peak_rss_mb()},
                         {"threads", at::get_num_threads()}};
   if (a.phases) {
     nlohmann::json per_step = nlohmann::json::object();
