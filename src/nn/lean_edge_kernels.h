@@ -5,6 +5,8 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
+#include <utility>
 
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
 // One copy per vector width, picked at load time for the running CPU.
@@ -388,6 +390,25 @@ UMA_VECTOR_CLONES void rotate_in_grad_edges_tangent(const T* D, const T* dD, con
                                            gradial, begin, end);
 }
 
+// The node passes visit a node's edges in segment order, scattered over the
+// edge arrays (a node's edges as target are far apart when the edges run by
+// source): fetch the next edges' rows while this one is summed, or each edge
+// waits for memory (with few channels the wait is most of the pass).
+constexpr int kPrefetchEdges = 2;
+
+// Edge e's rows of g, and of D and radial (each pair, the tangents' too).
+template <typename T>
+UMA_ALWAYS_INLINE void prefetch_edge_rows(
+    std::initializer_list<std::pair<const T*, const T*>> D_radial, const Rows<const T>& g,
+    int64_t e, int64_t C, int h) {
+  for (int j = 0; j < 9; ++j) __builtin_prefetch(g.row(e, j) + h * C);
+  for (const auto& [D, radial] : D_radial) {
+    for (int r = 0; r < 6; ++r) __builtin_prefetch(radial + (e * 6 + r) * 2 * C + h * C);
+    for (int i = 0; i < 81; i += 64 / static_cast<int>(sizeof(T)))
+      __builtin_prefetch(D + e * 81 + i);
+  }
+}
+
 // The tangent of rotate_in_grad_nodes along (dD, dradial): gx ([N, 9, C],
 // zeroed), per node.
 template <typename T>
@@ -402,6 +423,8 @@ UMA_VECTOR_CLONES void rotate_in_grad_nodes_tangent(
       const int64_t* offsets = h ? tgt_offsets : src_offsets;
       for (int64_t p = offsets[n]; p < offsets[n + 1]; ++p) {
         const int64_t e = order[p];
+        if (p + kPrefetchEdges < offsets[n + 1] && order[p + kPrefetchEdges] < edges)
+          prefetch_edge_rows<T>({{D, radial}, {dD, dradial}}, g, order[p + kPrefetchEdges], C, h);
         if (e >= edges) continue;
         for (int j = 0; j < 9; ++j) {
           const int r = kLRow[j], k0 = kBlockStart[r];
@@ -440,6 +463,8 @@ UMA_VECTOR_CLONES void rotate_in_grad_nodes(const T* D, const T* radial, Rows<co
       const int64_t* offsets = h ? tgt_offsets : src_offsets;
       for (int64_t p = offsets[n]; p < offsets[n + 1]; ++p) {
         const int64_t e = order[p];
+        if (p + kPrefetchEdges < offsets[n + 1] && order[p + kPrefetchEdges] < edges)
+          prefetch_edge_rows<T>({{D, radial}}, g, order[p + kPrefetchEdges], C, h);
         if (e >= edges) continue;
         for (int j = 0; j < 9; ++j) {
           const int r = kLRow[j], k0 = kBlockStart[r];
