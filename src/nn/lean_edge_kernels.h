@@ -48,31 +48,39 @@ UMA_ALWAYS_INLINE void rotate_row(const T* d, const T* x, int64_t C, const T* w,
   }
 }
 
-// The backward of rotate_row for the radial weights and D: gw (+)= g * rotated,
-// gd[k] += sum_c g w x[k] (where WantD).
+// The backward of rotate_row for the radial weights and D, both halves of a
+// row (x0: the source's rows, x1: the target's; w, g and gw: [2C] rows):
+// gw (+)= g * rotated, gd[k] += sum_c g w x[k] over both halves (where WantD;
+// one reduction per row).
 template <int K, bool Accumulate, bool WantD, typename T>
-UMA_ALWAYS_INLINE void rotate_row_grad_edge(const T* d, const T* x, int64_t C, const T* w,
-                                            const T* g, T* gw, T* gd) {
+UMA_ALWAYS_INLINE void rotate_row_grad_edge(const T* d, const T* x0, const T* x1, int64_t C,
+                                            const T* w, const T* g, T* gw, T* gd) {
   T a0 = 0, a1 = 0, a2 = 0, a3 = 0, a4 = 0;
 #pragma omp simd reduction(+ : a0, a1, a2, a3, a4)
   for (int64_t c = 0; c < C; ++c) {
-    T rotated = d[0] * x[c];
-    for (int k = 1; k < K; ++k) rotated += d[k] * x[k * C + c];
-    const T gc = g[c];
-    if constexpr (Accumulate)
-      gw[c] += gc * rotated;
-    else
-      gw[c] = gc * rotated;
+    T r0 = d[0] * x0[c], r1 = d[0] * x1[c];
+    for (int k = 1; k < K; ++k) {
+      r0 += d[k] * x0[k * C + c];
+      r1 += d[k] * x1[k * C + c];
+    }
+    const T g0 = g[c], g1 = g[C + c];
+    if constexpr (Accumulate) {
+      gw[c] += g0 * r0;
+      gw[C + c] += g1 * r1;
+    } else {
+      gw[c] = g0 * r0;
+      gw[C + c] = g1 * r1;
+    }
     if constexpr (WantD) {
-      const T gr = gc * w[c];
-      a0 += gr * x[c];
+      const T q0 = g0 * w[c], q1 = g1 * w[C + c];
+      a0 += q0 * x0[c] + q1 * x1[c];
       if constexpr (K > 1) {
-        a1 += gr * x[C + c];
-        a2 += gr * x[2 * C + c];
+        a1 += q0 * x0[C + c] + q1 * x1[C + c];
+        a2 += q0 * x0[2 * C + c] + q1 * x1[2 * C + c];
       }
       if constexpr (K > 3) {
-        a3 += gr * x[3 * C + c];
-        a4 += gr * x[4 * C + c];
+        a3 += q0 * x0[3 * C + c] + q1 * x1[3 * C + c];
+        a4 += q0 * x0[4 * C + c] + q1 * x1[4 * C + c];
       }
     }
   }
@@ -98,33 +106,39 @@ UMA_ALWAYS_INLINE void rotate_row_grad_node(const T* d, const T* g, const T* w, 
   }
 }
 
-// The tangent of rotate_row_grad_edge along (dd, dx, dw) for the radial
-// weights and D: gw (+)= g (d.dx + dd.x), gd[k] += sum_c g (w dx[k] + dw x[k])
-// (where WantD).
+// The tangent of rotate_row_grad_edge along (dd, dx, dw), both halves: gw
+// (+)= g (d.dx + dd.x), gd[k] += sum_c g (w dx[k] + dw x[k]) (where WantD).
 template <int K, bool Accumulate, bool WantD, typename T>
-UMA_ALWAYS_INLINE void rotate_row_grad_edge_tangent(const T* d, const T* dd, const T* x,
-                                                    const T* dx, int64_t C, const T* w, const T* dw,
-                                                    const T* g, T* gw, T* gd) {
+UMA_ALWAYS_INLINE void rotate_row_grad_edge_tangent(const T* d, const T* dd, const T* x0,
+                                                    const T* dx0, const T* x1, const T* dx1,
+                                                    int64_t C, const T* w, const T* dw, const T* g,
+                                                    T* gw, T* gd) {
   T a0 = 0, a1 = 0, a2 = 0, a3 = 0, a4 = 0;
 #pragma omp simd reduction(+ : a0, a1, a2, a3, a4)
   for (int64_t c = 0; c < C; ++c) {
-    T t = d[0] * dx[c] + dd[0] * x[c];
-    for (int k = 1; k < K; ++k) t += d[k] * dx[k * C + c] + dd[k] * x[k * C + c];
-    const T gc = g[c];
-    if constexpr (Accumulate)
-      gw[c] += gc * t;
-    else
-      gw[c] = gc * t;
+    T t0 = d[0] * dx0[c] + dd[0] * x0[c], t1 = d[0] * dx1[c] + dd[0] * x1[c];
+    for (int k = 1; k < K; ++k) {
+      t0 += d[k] * dx0[k * C + c] + dd[k] * x0[k * C + c];
+      t1 += d[k] * dx1[k * C + c] + dd[k] * x1[k * C + c];
+    }
+    const T g0 = g[c], g1 = g[C + c];
+    if constexpr (Accumulate) {
+      gw[c] += g0 * t0;
+      gw[C + c] += g1 * t1;
+    } else {
+      gw[c] = g0 * t0;
+      gw[C + c] = g1 * t1;
+    }
     if constexpr (WantD) {
-      const T gr = gc * w[c], ga = gc * dw[c];
-      a0 += gr * dx[c] + ga * x[c];
+      const T r0 = g0 * w[c], s0 = g0 * dw[c], r1 = g1 * w[C + c], s1 = g1 * dw[C + c];
+      a0 += r0 * dx0[c] + s0 * x0[c] + r1 * dx1[c] + s1 * x1[c];
       if constexpr (K > 1) {
-        a1 += gr * dx[C + c] + ga * x[C + c];
-        a2 += gr * dx[2 * C + c] + ga * x[2 * C + c];
+        a1 += r0 * dx0[C + c] + s0 * x0[C + c] + r1 * dx1[C + c] + s1 * x1[C + c];
+        a2 += r0 * dx0[2 * C + c] + s0 * x0[2 * C + c] + r1 * dx1[2 * C + c] + s1 * x1[2 * C + c];
       }
       if constexpr (K > 3) {
-        a3 += gr * dx[3 * C + c] + ga * x[3 * C + c];
-        a4 += gr * dx[4 * C + c] + ga * x[4 * C + c];
+        a3 += r0 * dx0[3 * C + c] + s0 * x0[3 * C + c] + r1 * dx1[3 * C + c] + s1 * x1[3 * C + c];
+        a4 += r0 * dx0[4 * C + c] + s0 * x0[4 * C + c] + r1 * dx1[4 * C + c] + s1 * x1[4 * C + c];
       }
     }
   }
@@ -288,34 +302,28 @@ UMA_ALWAYS_INLINE void rotate_in_grad_edges_of(const T* D, const T* x, const int
                                                int64_t C, T* gD, T* gradial, int64_t begin,
                                                int64_t end) {
   for (int64_t e = begin; e < end; ++e) {
-    const T* node[2] = {x + src[e] * 9 * C, x + tgt[e] * 9 * C};
     for (int j = 0; j < 9; ++j) {
-      const int r = kLRow[j], k0 = kBlockStart[r];
+      const int r = kLRow[j], k0 = kBlockStart[r], K = kBlockSize[r];
       const T* d = D + e * 81 + r * 9 + k0;
       T* gd = WantD ? gD + e * 81 + r * 9 + k0 : nullptr;
       const int64_t w_at = (e * 6 + kRadialRow[j]) * 2 * C;
-      const T* gj = g.row(e, j);
-      for (int h = 0; h < 2; ++h) {
-        const T* xh = node[h] + k0 * C;
-        const T* w = radial + w_at + h * C;
-        T* gw = gradial + w_at + h * C;
-        const T* gh = gj + h * C;
-        const int K = kBlockSize[r];
-        if (kRadialFirst[j]) {
-          if (K == 1)
-            rotate_row_grad_edge<1, false, WantD>(d, xh, C, w, gh, gw, gd);
-          else if (K == 3)
-            rotate_row_grad_edge<3, false, WantD>(d, xh, C, w, gh, gw, gd);
-          else
-            rotate_row_grad_edge<5, false, WantD>(d, xh, C, w, gh, gw, gd);
-        } else {
-          if (K == 1)
-            rotate_row_grad_edge<1, true, WantD>(d, xh, C, w, gh, gw, gd);
-          else if (K == 3)
-            rotate_row_grad_edge<3, true, WantD>(d, xh, C, w, gh, gw, gd);
-          else
-            rotate_row_grad_edge<5, true, WantD>(d, xh, C, w, gh, gw, gd);
-        }
+      const T *x0 = x + (src[e] * 9 + k0) * C, *x1 = x + (tgt[e] * 9 + k0) * C;
+      const T *w = radial + w_at, *gj = g.row(e, j);
+      T* gw = gradial + w_at;
+      if (kRadialFirst[j]) {
+        if (K == 1)
+          rotate_row_grad_edge<1, false, WantD>(d, x0, x1, C, w, gj, gw, gd);
+        else if (K == 3)
+          rotate_row_grad_edge<3, false, WantD>(d, x0, x1, C, w, gj, gw, gd);
+        else
+          rotate_row_grad_edge<5, false, WantD>(d, x0, x1, C, w, gj, gw, gd);
+      } else {
+        if (K == 1)
+          rotate_row_grad_edge<1, true, WantD>(d, x0, x1, C, w, gj, gw, gd);
+        else if (K == 3)
+          rotate_row_grad_edge<3, true, WantD>(d, x0, x1, C, w, gj, gw, gd);
+        else
+          rotate_row_grad_edge<5, true, WantD>(d, x0, x1, C, w, gj, gw, gd);
       }
     }
   }
@@ -343,33 +351,35 @@ UMA_ALWAYS_INLINE void rotate_in_grad_edges_tangent_of(const T* D, const T* dD, 
                                                        T* gD, T* gradial, int64_t begin,
                                                        int64_t end) {
   for (int64_t e = begin; e < end; ++e) {
-    const int64_t at[2] = {src[e] * 9 * C, tgt[e] * 9 * C};
     for (int j = 0; j < 9; ++j) {
       const int r = kLRow[j], k0 = kBlockStart[r], K = kBlockSize[r];
       const int64_t d_at = e * 81 + r * 9 + k0, w_at = (e * 6 + kRadialRow[j]) * 2 * C;
+      const int64_t at0 = (src[e] * 9 + k0) * C, at1 = (tgt[e] * 9 + k0) * C;
       const T *d = D + d_at, *dd = dD + d_at;
       T* gd = WantD ? gD + d_at : nullptr;
-      const T* gj = g.row(e, j);
-      for (int h = 0; h < 2; ++h) {
-        const int64_t x_at = at[h] + k0 * C, hw = w_at + h * C;
-        const T *xh = x + x_at, *dxh = dx + x_at, *w = radial + hw, *dw = dradial + hw;
-        const T* gh = gj + h * C;
-        T* gw = gradial + hw;
-        if (kRadialFirst[j]) {
-          if (K == 1)
-            rotate_row_grad_edge_tangent<1, false, WantD>(d, dd, xh, dxh, C, w, dw, gh, gw, gd);
-          else if (K == 3)
-            rotate_row_grad_edge_tangent<3, false, WantD>(d, dd, xh, dxh, C, w, dw, gh, gw, gd);
-          else
-            rotate_row_grad_edge_tangent<5, false, WantD>(d, dd, xh, dxh, C, w, dw, gh, gw, gd);
-        } else {
-          if (K == 1)
-            rotate_row_grad_edge_tangent<1, true, WantD>(d, dd, xh, dxh, C, w, dw, gh, gw, gd);
-          else if (K == 3)
-            rotate_row_grad_edge_tangent<3, true, WantD>(d, dd, xh, dxh, C, w, dw, gh, gw, gd);
-          else
-            rotate_row_grad_edge_tangent<5, true, WantD>(d, dd, xh, dxh, C, w, dw, gh, gw, gd);
-        }
+      const T *x0 = x + at0, *dx0 = dx + at0, *x1 = x + at1, *dx1 = dx + at1;
+      const T *w = radial + w_at, *dw = dradial + w_at, *gj = g.row(e, j);
+      T* gw = gradial + w_at;
+      if (kRadialFirst[j]) {
+        if (K == 1)
+          rotate_row_grad_edge_tangent<1, false, WantD>(d, dd, x0, dx0, x1, dx1, C, w, dw, gj, gw,
+                                                        gd);
+        else if (K == 3)
+          rotate_row_grad_edge_tangent<3, false, WantD>(d, dd, x0, dx0, x1, dx1, C, w, dw, gj, gw,
+                                                        gd);
+        else
+          rotate_row_grad_edge_tangent<5, false, WantD>(d, dd, x0, dx0, x1, dx1, C, w, dw, gj, gw,
+                                                        gd);
+      } else {
+        if (K == 1)
+          rotate_row_grad_edge_tangent<1, true, WantD>(d, dd, x0, dx0, x1, dx1, C, w, dw, gj, gw,
+                                                       gd);
+        else if (K == 3)
+          rotate_row_grad_edge_tangent<3, true, WantD>(d, dd, x0, dx0, x1, dx1, C, w, dw, gj, gw,
+                                                       gd);
+        else
+          rotate_row_grad_edge_tangent<5, true, WantD>(d, dd, x0, dx0, x1, dx1, C, w, dw, gj, gw,
+                                                       gd);
       }
     }
   }
