@@ -573,7 +573,7 @@ UMA_VECTOR_CLONES void rotate_out_grad(const T* D, const T* envelope, Rows<const
   else if (gy.base[0])
     rotate_out_grad_edges<true, false>(D, envelope, y, rows, tgt, gout, C, gy, gD, genvelope, begin,
                                        end);
-  else
+  else if (geometry)
     rotate_out_grad_edges<false, true>(D, envelope, y, rows, tgt, gout, C, gy, gD, genvelope, begin,
                                        end);
 }

@@ -19,7 +19,8 @@ inline T lerp(T from, T to, T weight) {
 // device memory (not a transfer: the CPU is the device here).
 template <typename T>
 T value(const torch::Tensor& t) {
-  return *t.to(c10::CppTypeToScalarType<T>::value).template data_ptr<T>();
+  const auto type = c10::CppTypeToScalarType<T>::value;
+  return *t.to(type).template data_ptr<T>();  // host data
 }
 
 template <typename T>
@@ -35,11 +36,11 @@ void update_in_one_pass(AdamWBuffers& b, const AdamWUpdate& u) {
   const T eps = static_cast<T>(u.eps);
   const T neg_step = -static_cast<T>(u.lr / (1.0 - std::pow(u.beta1, t)));
   const T ema_weight = static_cast<T>(u.ema_weight);
-  T* w = b.w.data_ptr<T>();
-  T* g = b.g.data_ptr<T>();
-  T* m = b.m.data_ptr<T>();
-  T* v = b.v.data_ptr<T>();
-  T* ema = b.ema.defined() ? b.ema.data_ptr<T>() : nullptr;
+  T* w = b.w.data_ptr<T>();                                  // host data
+  T* g = b.g.data_ptr<T>();                                  // host data
+  T* m = b.m.data_ptr<T>();                                  // host data
+  T* v = b.v.data_ptr<T>();                                  // host data
+  T* ema = b.ema.defined() ? b.ema.data_ptr<T>() : nullptr;  // host data
   // Memory-bound: the buffers are read and written once (the gradient only
   // when clipping changes it).
   auto update = [&](int64_t i, T gi) {
