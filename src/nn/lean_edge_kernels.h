@@ -37,6 +37,14 @@ struct Rows {
   }
 };
 
+// out[k] += the first K of a0..a4: a row's channel sums, one per column of
+// its l-block (kept in scalars inside the channel loops, stored after them).
+template <int K, typename T>
+UMA_ALWAYS_INLINE void add_sums(T* out, T a0, T a1, T a2, T a3, T a4) {
+  const T a[5] = {a0, a1, a2, a3, a4};
+  for (int k = 0; k < K; ++k) out[k] += a[k];
+}
+
 // out[c] = w[c] * sum_k d[k] x[k, c]
 template <int K, typename T>
 UMA_ALWAYS_INLINE void rotate_row(const T* d, const T* x, int64_t C, const T* w, T* out) {
@@ -85,15 +93,7 @@ UMA_ALWAYS_INLINE void rotate_row_grad_edge(const T* d, const T* x0, const T* x1
     }
   }
   if constexpr (!WantD) return;
-  gd[0] += a0;
-  if constexpr (K > 1) {
-    gd[1] += a1;
-    gd[2] += a2;
-  }
-  if constexpr (K > 3) {
-    gd[3] += a3;
-    gd[4] += a4;
-  }
+  add_sums<K>(gd, a0, a1, a2, a3, a4);
 }
 
 // The backward of rotate_row for x: gx[k, c] += d[k] g[c] w[c].
@@ -143,15 +143,7 @@ UMA_ALWAYS_INLINE void rotate_row_grad_edge_tangent(const T* d, const T* dd, con
     }
   }
   if constexpr (!WantD) return;
-  gd[0] += a0;
-  if constexpr (K > 1) {
-    gd[1] += a1;
-    gd[2] += a2;
-  }
-  if constexpr (K > 3) {
-    gd[3] += a3;
-    gd[4] += a4;
-  }
+  add_sums<K>(gd, a0, a1, a2, a3, a4);
 }
 
 // The tangent of rotate_row_grad_node along (dd, dw): gx[k, c] += g[c] (dd[k] w[c] + d[k] dw[c]).

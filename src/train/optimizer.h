@@ -1,10 +1,11 @@
 // AdamW, gradient-norm clipping and an exponential moving average over one
 // flat buffer holding every parameter of a module, as torch.optim.AdamW,
 // clip_grad_norm_ and AveragedModel (get_ema_multi_avg_fn) define them, with
-// fairchem's cosine learning-rate schedule.  Each update is a handful of
-// whole-buffer operations and reads nothing back: a step whose loss or
-// gradient norm is not finite leaves the weights, moments and average
-// untouched (device-side mask) and is counted.
+// fairchem's cosine learning-rate schedule.  Each update is one fused pass on
+// the CPU or a handful of whole-buffer operations elsewhere (adamw_update.h)
+// and reads nothing back: a step whose loss or gradient norm is not finite
+// leaves the weights, moments and average untouched (device-side mask) and is
+// counted.
 #pragma once
 
 #include <cstdint>
