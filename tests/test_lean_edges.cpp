@@ -143,6 +143,35 @@ TEST(LeanEdges, RotateToEdgeFrameMatchesTheComposition) {
   expect_same(lean(), reference());
 }
 
+// With two threads over many edges, the node gradient is summed by each
+// thread over its own edges (few nodes) or per node (the threads' sums would
+// be too large: 60,000 nodes), with nodes that are their own neighbours.
+TEST(LeanEdges, RotateToEdgeFrameGradientOverThreads) {
+  const int threads = at::get_num_threads();
+  at::set_num_threads(2);
+  for (int64_t nodes : {int64_t{9}, int64_t{60000}}) {
+    SCOPED_TRACE(std::to_string(nodes) + " nodes");
+    const int64_t E = 700, C = 4;
+    torch::manual_seed(31);
+    // edges among the first 9 nodes (a third of them loops), the rest without edges
+    auto src = torch::randint(0, 9, {E}, torch::kLong);
+    auto tgt =
+        torch::where(torch::arange(E) % 3 == 0, src, torch::randint(0, 9, {E}, torch::kLong));
+    const Graph g{src, tgt, segments_by_node(src, nodes), segments_by_node(tgt, nodes)};
+    auto vec = leaf({E, 3}, 32), x = leaf({nodes, 9, C}, 33), w = leaf({E, 12 * C}, 34);
+    auto first = [&](const MPieces& p) {
+      auto loss = torch::zeros({}, torch::kFloat64);
+      for (int i = 0; i < 3; ++i) loss = loss + (p[i] * fixed_weights(p[i], 0.41 + 0.1 * i)).sum();
+      return grad({loss}, {vec, x, w});
+    };
+    const auto lean =
+        first(rotate_to_edge_frame(edge_wigner(vec), x, src, tgt, w, g.by_source, g.by_target));
+    const auto reference = first(rotate_in_reference(edge_wigner(vec), x, g, w));
+    expect_same(lean, reference);
+  }
+  at::set_num_threads(threads);
+}
+
 TEST(LeanEdges, GateMatchesGateActivation) {
   const int64_t H = kChannels;
   // y0 as the first convolution leaves it: a view whose rows are longer than 5H

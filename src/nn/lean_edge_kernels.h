@@ -287,11 +287,13 @@ UMA_VECTOR_CLONES void rotate_in_tangent(const T* D, const T* dD, const T* x, co
   }
 }
 
-// gD ([E, 81], zeroed; where WantD) and gradial ([E, 6, 2C]) of rotate_in, per edge.
-template <bool WantD, typename T>
+// gD ([E, 81], zeroed; where WantD), gradial ([E, 6, 2C]) and, where WantX,
+// gx ([N, 9, C], accumulated) of rotate_in, per edge.  gx here is one
+// thread's own buffer: a node's sums come from edges of any thread.
+template <bool WantD, bool WantX, typename T>
 UMA_ALWAYS_INLINE void rotate_in_grad_edges_of(const T* D, const T* x, const int64_t* src,
                                                const int64_t* tgt, const T* radial, Rows<const T> g,
-                                               int64_t C, T* gD, T* gradial, int64_t begin,
+                                               int64_t C, T* gD, T* gradial, T* gx, int64_t begin,
                                                int64_t end) {
   for (int64_t e = begin; e < end; ++e) {
     for (int j = 0; j < 9; ++j) {
@@ -317,20 +319,40 @@ UMA_ALWAYS_INLINE void rotate_in_grad_edges_of(const T* D, const T* x, const int
         else
           rotate_row_grad_edge<5, true, WantD>(d, x0, x1, C, w, gj, gw, gd);
       }
+      if constexpr (WantX) {
+        // While g's and w's rows are in cache; two passes, so that a node
+        // that is its own neighbour (gx0 == gx1) sums both.
+        T *gx0 = gx + (src[e] * 9 + k0) * C, *gx1 = gx + (tgt[e] * 9 + k0) * C;
+        if (K == 1) {
+          rotate_row_grad_node<1>(d, gj, w, C, gx0);
+          rotate_row_grad_node<1>(d, gj + C, w + C, C, gx1);
+        } else if (K == 3) {
+          rotate_row_grad_node<3>(d, gj, w, C, gx0);
+          rotate_row_grad_node<3>(d, gj + C, w + C, C, gx1);
+        } else {
+          rotate_row_grad_node<5>(d, gj, w, C, gx0);
+          rotate_row_grad_node<5>(d, gj + C, w + C, C, gx1);
+        }
+      }
     }
   }
 }
 
-// rotate_in_grad_edges_of; gD null: gradial only.
+// rotate_in_grad_edges_of; gD null: no gD; gx null: no gx.
 template <typename T>
 UMA_VECTOR_CLONES void rotate_in_grad_edges(const T* D, const T* x, const int64_t* src,
                                             const int64_t* tgt, const T* radial, Rows<const T> g,
-                                            int64_t C, T* gD, T* gradial, int64_t begin,
+                                            int64_t C, T* gD, T* gradial, T* gx, int64_t begin,
                                             int64_t end) {
-  if (gD)
-    rotate_in_grad_edges_of<true>(D, x, src, tgt, radial, g, C, gD, gradial, begin, end);
+  if (gD && gx)
+    rotate_in_grad_edges_of<true, true>(D, x, src, tgt, radial, g, C, gD, gradial, gx, begin, end);
+  else if (gD)
+    rotate_in_grad_edges_of<true, false>(D, x, src, tgt, radial, g, C, gD, gradial, gx, begin, end);
+  else if (gx)
+    rotate_in_grad_edges_of<false, true>(D, x, src, tgt, radial, g, C, gD, gradial, gx, begin, end);
   else
-    rotate_in_grad_edges_of<false>(D, x, src, tgt, radial, g, C, gD, gradial, begin, end);
+    rotate_in_grad_edges_of<false, false>(D, x, src, tgt, radial, g, C, gD, gradial, gx, begin,
+                                          end);
 }
 
 // The tangents of rotate_in_grad_edges along (dD, dx, dradial): dD ([E, 81],

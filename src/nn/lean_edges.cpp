@@ -67,19 +67,35 @@ torch::Tensor nothing(const torch::Tensor& like) { return torch::empty({0}, like
 struct RotateIn {
   torch::Tensor src, tgt, src_order, src_offsets, tgt_order, tgt_offsets;
 
-  // gD ([E, 9, 9], accumulated; skipped where empty) and gradial (written).
+  // gD ([E, 9, 9], accumulated; skipped where empty), gradial (written) and,
+  // where defined, gx ([N, 9, C], accumulated; see sums_nodes_per_thread).
   void grad_edges(const torch::Tensor& D, const torch::Tensor& x, const torch::Tensor& radial,
-                  const MPieces& g, torch::Tensor& gD, torch::Tensor& gradial) const {
+                  const MPieces& g, torch::Tensor& gD, torch::Tensor& gradial,
+                  torch::Tensor gx = {}) const {
     const int64_t E = D.size(0), C = x.size(2);
+    const int threads = at::get_num_threads();
+    // One gx per thread, summed after: a node's edges lie in every thread's range.
+    auto per_thread =
+        gx.defined() ? torch::zeros({threads, gx.size(0), 9, C}, gx.options()) : torch::Tensor();
     AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "rotate_to_edge_frame_grad_edges", [&] {
       const auto grows = rows_of<const scalar_t>(g);
+      scalar_t* sums = per_thread.defined() ? host<scalar_t>(per_thread) : nullptr;
       at::parallel_for(0, E, kEdgeGrain, [&](int64_t b, int64_t e) {
+        scalar_t* own = sums ? sums + at::get_thread_num() * gx.numel() : nullptr;
         kernels::rotate_in_grad_edges(host<scalar_t>(D), host<scalar_t>(x), host<int64_t>(src),
                                       host<int64_t>(tgt), host<scalar_t>(radial), grows, C,
                                       gD.numel() ? host<scalar_t>(gD) : nullptr,
-                                      host<scalar_t>(gradial), b, e);
+                                      host<scalar_t>(gradial), own, b, e);
       });
     });
+    if (per_thread.defined()) gx.add_(per_thread.sum(0));
+  }
+  // Whether grad_edges should also sum gx (one pass over g and the radial
+  // weights instead of two) rather than grad_nodes: while the threads'
+  // buffers stay small (they are zeroed and summed each call).
+  static bool sums_nodes_per_thread(const torch::Tensor& gx) {
+    constexpr int64_t kBudgetBytes = 32 << 20;
+    return at::get_num_threads() * gx.numel() * gx.element_size() <= kBudgetBytes;
   }
   // gx ([N, 9, C], accumulated).
   void grad_nodes(const torch::Tensor& D, const torch::Tensor& radial, const MPieces& g,
@@ -116,15 +132,14 @@ class RotateToEdgeFrameGrad : public torch::autograd::Function<RotateToEdgeFrame
     const RotateIn op{src, tgt, src_order, src_offsets, tgt_order, tgt_offsets};
     const MPieces g{g0, g1, g2};
     torch::Tensor gD = nothing(D), gradial = nothing(radial), gx = nothing(x);
+    if (want_x) gx = torch::zeros_like(x);
+    const bool one_pass = want_x && RotateIn::sums_nodes_per_thread(gx);
     if (want_D || want_radial) {
       if (want_D) gD = torch::zeros_like(D);
       gradial = torch::empty_like(radial);
-      op.grad_edges(D, x, radial, g, gD, gradial);
+      op.grad_edges(D, x, radial, g, gD, gradial, one_pass ? gx : torch::Tensor());
     }
-    if (want_x) {
-      gx = torch::zeros_like(x);
-      op.grad_nodes(D, radial, g, gx);
-    }
+    if (want_x && !(one_pass && (want_D || want_radial))) op.grad_nodes(D, radial, g, gx);
     ctx->save_for_backward(
         {D, x, radial, g0, g1, g2, src, tgt, src_order, src_offsets, tgt_order, tgt_offsets});
     return {gD, gx, gradial};
