@@ -23,19 +23,48 @@ T value(const torch::Tensor& t) {
   return *t.to(type).template data_ptr<T>();  // host data
 }
 
+// The update's constants, each rounded to T as the tensor operations round it.
+template <typename T>
+struct Step {
+  T scale, keep, m_weight, v_keep, v_weight, bias2_sqrt, eps, neg_step, ema_weight;
+};
+
+// Elements [begin, end) of the buffers (ema null: no average).  A function of
+// its own, with everything by value: inside the OpenMP region that
+// at::parallel_for opens, loops over a lambda's by-reference captures were
+// not vectorised.
+template <typename T>
+void update_range(const Step<T> k, T* __restrict w, T* __restrict g, T* __restrict m,
+                  T* __restrict v, T* __restrict ema, int64_t begin, int64_t end) {
+  const bool clip = k.scale != T(1);
+#pragma omp simd
+  for (int64_t i = begin; i < end; ++i) {
+    const T gi = clip ? g[i] * k.scale : g[i];
+    if (clip) g[i] = gi;
+    const T mi = lerp(m[i], gi, k.m_weight);
+    const T vi = v[i] * k.v_keep + k.v_weight * gi * gi;
+    const T denom = (std::sqrt(vi) / k.bias2_sqrt + k.eps) / k.neg_step;
+    w[i] = w[i] * k.keep + mi / denom;
+    m[i] = mi;
+    v[i] = vi;
+  }
+  if (!ema) return;
+#pragma omp simd
+  for (int64_t i = begin; i < end; ++i) ema[i] = lerp(ema[i], w[i], k.ema_weight);
+}
+
 template <typename T>
 void update_in_one_pass(AdamWBuffers& b, const AdamWUpdate& u) {
   const double t = std::max(value<double>(u.applied), 1.0);
-  // Each constant rounded to T as the tensor operations round it.
-  const T scale = value<T>(u.scale);
-  const T keep = T(1) - static_cast<T>(u.lr * u.weight_decay);
-  const T m_weight = static_cast<T>(1.0 - u.beta1);
-  const T v_keep = T(1) - static_cast<T>(1.0 - u.beta2);
-  const T v_weight = static_cast<T>(1.0 - u.beta2);
-  const T bias2_sqrt = static_cast<T>(std::sqrt(1.0 - std::pow(u.beta2, t)));
-  const T eps = static_cast<T>(u.eps);
-  const T neg_step = -static_cast<T>(u.lr / (1.0 - std::pow(u.beta1, t)));
-  const T ema_weight = static_cast<T>(u.ema_weight);
+  const Step<T> k{value<T>(u.scale),
+                  T(1) - static_cast<T>(u.lr * u.weight_decay),
+                  static_cast<T>(1.0 - u.beta1),
+                  T(1) - static_cast<T>(1.0 - u.beta2),
+                  static_cast<T>(1.0 - u.beta2),
+                  static_cast<T>(std::sqrt(1.0 - std::pow(u.beta2, t))),
+                  static_cast<T>(u.eps),
+                  -static_cast<T>(u.lr / (1.0 - std::pow(u.beta1, t))),
+                  static_cast<T>(u.ema_weight)};
   T* w = b.w.data_ptr<T>();                                  // host data
   T* g = b.g.data_ptr<T>();                                  // host data
   T* m = b.m.data_ptr<T>();                                  // host data
@@ -43,28 +72,8 @@ void update_in_one_pass(AdamWBuffers& b, const AdamWUpdate& u) {
   T* ema = b.ema.defined() ? b.ema.data_ptr<T>() : nullptr;  // host data
   // Memory-bound: the buffers are read and written once (the gradient only
   // when clipping changes it).
-  auto update = [&](int64_t i, T gi) {
-    const T mi = lerp(m[i], gi, m_weight);
-    const T vi = v[i] * v_keep + v_weight * gi * gi;
-    const T denom = (std::sqrt(vi) / bias2_sqrt + eps) / neg_step;
-    w[i] = w[i] * keep + mi / denom;
-    m[i] = mi;
-    v[i] = vi;
-  };
-  at::parallel_for(0, b.w.numel(), 1 << 14, [&](int64_t begin, int64_t end) {
-    if (scale == T(1)) {
-#pragma omp simd
-      for (int64_t i = begin; i < end; ++i) update(i, g[i]);
-    } else {
-#pragma omp simd
-      for (int64_t i = begin; i < end; ++i) {
-        g[i] *= scale;
-        update(i, g[i]);
-      }
-    }
-    if (!ema) return;
-#pragma omp simd
-    for (int64_t i = begin; i < end; ++i) ema[i] = lerp(ema[i], w[i], ema_weight);
+  at::parallel_for(0, b.w.numel(), 1 << 14, [=](int64_t begin, int64_t end) {
+    update_range(k, w, g, m, v, ema, begin, end);
   });
 }
 
