@@ -133,13 +133,14 @@ class RotateToEdgeFrameGrad : public torch::autograd::Function<RotateToEdgeFrame
     const MPieces g{g0, g1, g2};
     torch::Tensor gD = nothing(D), gradial = nothing(radial), gx = nothing(x);
     if (want_x) gx = torch::zeros_like(x);
-    const bool one_pass = want_x && RotateIn::sums_nodes_per_thread(gx);
+    // gx in the edge pass where there is one and the threads' sums are small
+    const bool one_pass = want_x && (want_D || want_radial) && RotateIn::sums_nodes_per_thread(gx);
     if (want_D || want_radial) {
       if (want_D) gD = torch::zeros_like(D);
       gradial = torch::empty_like(radial);
       op.grad_edges(D, x, radial, g, gD, gradial, one_pass ? gx : torch::Tensor());
     }
-    if (want_x && !(one_pass && (want_D || want_radial))) op.grad_nodes(D, radial, g, gx);
+    if (want_x && !one_pass) op.grad_nodes(D, radial, g, gx);
     ctx->save_for_backward(
         {D, x, radial, g0, g1, g2, src, tgt, src_order, src_offsets, tgt_order, tgt_offsets});
     return {gD, gx, gradial};
