@@ -16,6 +16,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export UMA_CACHE="${UMA_CACHE:-$HOME/.cache/lammps-uma}"
+mkdir -p "$UMA_CACHE"   # a fresh machine has none; the logs below go there
 scripts/host_packages.sh
 source scripts/root_layout.sh      # the paths inside the root
 log() { printf '[lammps-env] %s\n' "$*" >&2; }
