@@ -38,7 +38,9 @@
 # UMA_GPU_BUDGET_S (stages that would start after this many seconds are
 # skipped and reported, and the last stages' time limits are cut to what is
 # left; default 540 on a GPU, none with --cpu), UMA_GPU_CCACHE=0 (do not use
-# ccache even if present).
+# ccache even if present), UMA_GPU_STAGES (e.g. "ranks devices train lammps_md":
+# only these of the checking and timing stages run, and only the builds they
+# need; for a second run in what is left of a lease; default: all).
 set -uo pipefail   # not -e: a failed stage is recorded and the rest go on
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -247,7 +249,7 @@ else
   VERSUS_TIMEOUT=1800
 fi
 # the least a stage needs left of the budget to start (else it is skipped)
-declare -A STAGE_NEEDS_S=([mpi]=10 [ranks]=30 [devices]=20 [train]=20 [tf32]=30 [versus_fairchem]=60)
+declare -A STAGE_NEEDS_S=([lammps_md]=30 [mpi]=10 [ranks]=30 [devices]=20 [train]=20 [tf32]=30 [versus_fairchem]=60)
 SYSROOT="$B/sysroot"
 LOGS="$B/logs"
 DET="$B/details"
@@ -289,9 +291,17 @@ skip() {     # name reason
   write_summary
 }
 
+# Whether a checking or timing stage is in UMA_GPU_STAGES (all are by default).
+wanted() { [ -z "${UMA_GPU_STAGES:-}" ] || [[ " ${UMA_GPU_STAGES//,/ } " == *" $1 "* ]]; }
+CHECK_STAGES=" tests ranks devices train tf32 bench versus_fairchem lammps_md "
+
 # run_stage NAME FUNCTION: runs it with its output in $LOGS/NAME.log, timed.
 run_stage() {
   local name="$1"; shift
+  if [[ "$CHECK_STAGES" == *" $name "* ]] && ! wanted "$name"; then
+    skip "$name" "not in UMA_GPU_STAGES ($UMA_GPU_STAGES)"
+    return 1
+  fi
   if [ "$BUDGET" != 0 ] && awk -v e="$(elapsed)" -v b="$BUDGET" 'BEGIN{exit !(e > b)}'; then
     skip "$name" "time budget of $BUDGET s used up"
     return 1
@@ -520,7 +530,8 @@ st_engine() {
   fi
   "$HPY" -c 'import json, sys; json.dump({"torch_mode": sys.argv[2], "torch_cmake_prefix": sys.argv[3]}, open(sys.argv[1], "w"))' \
     "$DET/engine.json" "$TORCH_MODE" "$torch_prefix"
-  cmake --build "$B/engine" -j"$JOBS"
+  if wanted tests; then cmake --build "$B/engine" -j"$JOBS"
+  else cmake --build "$B/engine" -j"$JOBS" --target uma_tool; fi   # the test programs only for the tests
 }
 
 st_tests() {
@@ -673,8 +684,11 @@ st_lammps_build() {
   [ -f "$LSRC/src/lammpsplugin.h" ] || { echo "the tarball lacks $LAMMPS_TOPDIR/src"; return 1; }
   # With MPI (the Open MPI of the mpi stage), never the serial STUBS: a
   # configure that finds no MPI fails (BUILD_MPI=on makes MPI REQUIRED).
+  # As C++20, as the plugin is: LAMMPS's own default, C++17, gives its
+  # messages fmt's argument types where the plugin's compiler gives
+  # std::format's, and the plugin would not load (the first GPU run, 2026-12-04).
   cmake -S "$LSRC/cmake" -B "$B/lammps-build" -G "$GEN" -DCMAKE_BUILD_TYPE=Release \
-    -DBUILD_MPI=on "${MPI_HINTS[@]}" -DBUILD_OMP=off -DBUILD_SHARED_LIBS=on -DPKG_PLUGIN=on -DPKG_MANYBODY=on \
+    -DCMAKE_CXX_STANDARD=20 -DBUILD_MPI=on "${MPI_HINTS[@]}" -DBUILD_OMP=off -DBUILD_SHARED_LIBS=on -DPKG_PLUGIN=on -DPKG_MANYBODY=on \
     -DBUILD_TOOLS=off -DBUILD_DOC=off -DENABLE_TESTING=off -DDOWNLOAD_POTENTIALS=off \
     -DWITH_JPEG=off -DWITH_PNG=off -DWITH_GZIP=off -DWITH_FFMPEG=off -DWITH_CURL=off \
     -DCMAKE_INSTALL_PREFIX="$LINST" -DCMAKE_INSTALL_LIBDIR=lib -DCMAKE_INSTALL_RPATH="$LINST/lib" \
@@ -703,6 +717,7 @@ st_plugin() {
 
 st_lammps_md() {
   local device reps steps rc=0
+  stage_deadline "$MD_TIMEOUT"
   if [ "$MODE" = gpu ]; then device=cuda; reps="5 5 10"; steps=200; else device=cpu; reps="3 3 3"; steps=10; fi
   set -- $reps
   mkdir -p "$B/md"
@@ -745,7 +760,7 @@ EOF
     log=log.lammps; [ "$graph" = yes ] && log=log.graph.lammps
     echo "== LAMMPS NVE, cuda_graph $graph"
     rm -f "$log"
-    LD_LIBRARY_PATH="$LINST/lib:${LD_LIBRARY_PATH:-}" timeout "$MD_TIMEOUT" \
+    LD_LIBRARY_PATH="$LINST/lib:${LD_LIBRARY_PATH:-}" timeout "$(left)" \
       "${MPIRUN[@]}" -np 1 "$LINST/bin/lmp" -in in.uma_nve -log "$log" -var plugin "$B/engine/umaplugin.so" \
       -var model "$MODEL" -var device "$device" -var nx "$1" -var ny "$2" -var nz "$3" -var steps "$steps" \
       -var graph "$graph"
@@ -977,16 +992,15 @@ run_stage unpack st_unpack && ok_unpack=1
 # before anything forks: st_mpi exports PATH, LD_LIBRARY_PATH and the OMPI_ settings
 run_stage mpi st_mpi && ok_mpi=1
 if [ $ok_unpack = 1 ]; then run_stage gtest st_gtest && ok_gtest=1; else skip gtest "needs unpack"; fi
-if [ $ok_gtest = 1 ]; then run_stage engine st_engine && ok_engine=1; else skip engine "needs gtest"; fi
-
-# On the GPU machine LAMMPS builds while the tests run (they wait on the GPU);
-# in the CPU proof (two cores) one thing at a time.
+# On the GPU machine LAMMPS builds alongside the engine and the tests (16
+# cores; the tests wait on the GPU); in the CPU proof (two cores) one thing at a time.
 lammps_pid=""
-if [ $ok_unpack = 1 ] && [ $ok_mpi = 1 ] && [ "$MODE" = gpu ] && [ $ok_engine = 1 ]; then
-  log "lammps_build runs alongside the tests"
+if [ $ok_unpack = 1 ] && [ $ok_mpi = 1 ] && [ "$MODE" = gpu ]; then
+  log "lammps_build runs alongside the engine's build and the tests"
   run_stage lammps_build st_lammps_build &
   lammps_pid=$!
 fi
+if [ $ok_gtest = 1 ]; then run_stage engine st_engine && ok_engine=1; else skip engine "needs gtest"; fi
 if [ $ok_engine = 1 ]; then run_stage tests st_tests; else skip tests "needs engine"; fi
 if [ -n "$lammps_pid" ]; then
   wait "$lammps_pid" && ok_lammps=1

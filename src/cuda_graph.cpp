@@ -50,7 +50,12 @@ std::unique_ptr<CudaGraph> CudaGraph::capture(const torch::Device& device,
   wait_for(caller, side);
   {
     c10::cuda::CUDAStreamGuard on_side(side);
-    step();                          // warm-up, eager: its errors are the step's own
+    step();  // warm-up, eager: its errors are the step's own
+    // The warm-up's freed blocks go back to the device: the capture draws
+    // from a private pool that cannot reuse them, and at 4,000 Cu atoms (47
+    // GB a step) cache and pool did not both fit in an H200's 140 GB (the
+    // first GPU run, 2026-12-04).
+    c10::cuda::CUDACachingAllocator::emptyCache();
     before = reserved_bytes(index);  // what the capture adds is its pool
     impl->graph.capture_begin();
     try {

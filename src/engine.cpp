@@ -256,21 +256,29 @@ Evaluation Engine::run(StepPlan& plan, const Geometry& geo, const Request& what)
   return ev;
 }
 
-Evaluation Engine::run_or_replay(StepPlan& plan, const Geometry& geo, const Request& what) {
-  // What a capture depends on besides the positions and cells: within the
-  // plan, what is sized by the graph (never returns once it changes) and
-  // whether the experts are merged yet; per key, what the step computes and
-  // the graph's bin plan for this cell (may alternate).
+// What a capture depends on besides the positions and cells, within the
+// plan: what is sized by the graph (never returns once it changes) and
+// whether the experts are merged yet.
+std::vector<int64_t> Engine::replay_epoch(const StepPlan& plan) const {
   std::vector<int64_t> epoch{plan.merged ? 1 : 0,
                              plan.memory.recompute ? plan.memory.chunk_edges : 0};
   for (const auto& c : graph_.graph_capacities())
     epoch.insert(epoch.end(), {c.edges, c.candidates, c.neighbors, c.free_bins});
+  return epoch;
+}
+
+Evaluation Engine::run_or_replay(StepPlan& plan, const Geometry& geo, const Request& what) {
+  // Per key: what the step computes and the graph's bin plan for this cell
+  // (may alternate within an epoch).
   std::vector<int64_t> key{int64_t(what.atom_virial)};
   const auto bins = graph_.plan_key(geo.graph);
   key.insert(key.end(), bins.begin(), bins.end());
-  switch (plan.replays.next(epoch, key)) {
-    case ReplayCache<Replay>::Action::kEager:
-      return run(plan, geo, what);
+  switch (plan.replays.next(replay_epoch(plan), key)) {
+    case ReplayCache<Replay>::Action::kEager: {
+      Evaluation ev = run(plan, geo, what);
+      plan.replays.settled(replay_epoch(plan));
+      return ev;
+    }
     case ReplayCache<Replay>::Action::kReplay: {
       Replay& r = plan.replays.current();
       torch::NoGradGuard no_grad;              // the step's inputs into the graph's, on the device

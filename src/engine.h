@@ -146,6 +146,8 @@ class Engine {
   Evaluation run(StepPlan& plan, const Geometry& geo, const Request& what);
   // run(), or its CUDA graph (EngineOptions::cuda_graph).
   Evaluation run_or_replay(StepPlan& plan, const Geometry& geo, const Request& what);
+  // What the plan's captures depend on (replay_cache.h's epoch).
+  std::vector<int64_t> replay_epoch(const StepPlan& plan) const;
 
   UmaModel model_;
   EngineOptions options_;

@@ -13,8 +13,8 @@
 //    are computed, the graph's bin plan for the current cell).  Each capture
 //    keeps the device tables it reads alive, so several keys can hold one.
 // The first step of a key runs eager: it may grow a capacity, merge the
-// experts or make a new plan, which change the epoch.  The second
-// consecutive step with that key captures; from then on the key replays
+// experts or make a new plan, which change the epoch (the caller says so
+// with settled()).  The second consecutive step with that key captures; from then on the key replays
 // whenever it comes back, even after steps with other keys.  A run whose key
 // changes every step (Monte Carlo moves, GCMC) never captures.  At most
 // `max_captures` are kept, and together they hold at most `max_bytes` of
@@ -80,6 +80,17 @@ class ReplayCache {
     if (entries_.empty() || entries_.front().key != key_)
       throw Error("no CUDA-graph capture of this step's key is held");
     return *entries_.front().capture;
+  }
+
+  // After a kEager step: the epoch as that step left it.  A first step sizes
+  // the graph and merges the experts, so the epoch it was asked under is
+  // already gone; told here, the cache drops what belonged to the old one and
+  // the step's key counts as seen under the new one: its next step captures.
+  void settled(const Key& epoch) {
+    if (epoch == epoch_) return;
+    entries_.clear();
+    refused_.clear();
+    epoch_ = epoch;
   }
 
   // After kCapture: the capture succeeded and holds `bytes` of device memory.

@@ -44,6 +44,27 @@ TEST(ReplayCache, FirstStepEagerSecondCapturesThenReplays) {
   EXPECT_EQ(live, 1);
 }
 
+// The engine's first step sizes the graph and merges the experts, which
+// changes the epoch it was asked under: told so (settled), the cache lets
+// the second step capture.  An eager step of another key that changes the
+// epoch again frees the capture, and the first key starts over.
+TEST(ReplayCache, AnEagerStepThatMovesTheEpochLetsTheNextCapture) {
+  int live = 0;
+  Cache cache;
+  EXPECT_EQ(step(cache, &live, kA), Action::kEager);
+  cache.settled(kLater);
+  EXPECT_EQ(step(cache, &live, kA, 1, kLater), Action::kCapture);
+  EXPECT_EQ(step(cache, &live, kA, 0, kLater), Action::kReplay);
+  EXPECT_EQ(step(cache, &live, kB, 0, kLater), Action::kEager);
+  cache.settled(kEpoch);
+  EXPECT_EQ(live, 0);
+  EXPECT_EQ(step(cache, &live, kA), Action::kEager);
+  EXPECT_EQ(step(cache, &live, kA, 2), Action::kCapture);
+  cache.settled(kEpoch);  // unchanged: nothing happens
+  EXPECT_EQ(step(cache, &live, kA), Action::kReplay);
+  EXPECT_EQ(cache.current().id, 2);
+}
+
 // A dump step that asks for per-atom virials, say: the other key runs eager
 // once, and the first key's capture replays again right after it.
 TEST(ReplayCache, AKeyThatComesBackReplaysItsCapture) {

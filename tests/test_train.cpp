@@ -130,6 +130,7 @@ TEST(Training, LeanEdgeOpsGiveTheCompositionsStep) {
   // LibTorch composition: the same losses and the same gradient, in float64.
   auto run = [](nn::EdgeOps ops, const char* name) {
     auto o = evaluation_options(torch::kFloat64);
+    o.device = torch::kCPU;  // the lean operators are CPU kernels (on CUDA: the composition)
     o.edge_ops = ops;
     Trainer trainer(random_model(small_config(4, true)), o);
     EXPECT_STREQ(trainer.edge_backend().name(), name);

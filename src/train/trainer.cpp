@@ -358,6 +358,10 @@ TrainStats Trainer::read_stats() {
 Uncertainty Trainer::uncertainty(const Sample& sample) {
   if (!has_committee()) throw Error("internal: uncertainty() without a committee");
   validate_systems(model_, {sample.atoms});
+  // The estimate decides which frames are labelled: it repeats bit for bit
+  // under `deterministic`, as the steps do (on CUDA its sums into atoms
+  // would otherwise be float atomics).
+  const DeterministicScope deterministic(options_.deterministic);
   torch::NoGradGuard no_grad;
   const auto fopts = torch::TensorOptions().dtype(options_.dtype).device(options_.device);
   const std::vector<Atoms> systems = {sample.atoms};

@@ -49,8 +49,8 @@ struct TrainOptions {
   int64_t committee_members = 0;
   // Bit-identical steps from run to run on CUDA as on the CPU: LibTorch's
   // deterministic algorithms (sums into atoms without float atomics, fixed
-  // cuBLAS workspaces), switched on for the duration of each step() only, so
-  // that MD evaluations between steps keep the fast sums.
+  // cuBLAS workspaces), switched on for the duration of each step() and
+  // uncertainty() only, so that MD evaluations between them keep the fast sums.
   bool deterministic = true;
   // Data parallelism.  sum_host: element-wise in-place sum of host numbers
   // over processes (valid-sample counts, statistics); sum_gradients: in-place
