@@ -104,7 +104,8 @@ TEST(Committee, MainModelTrainsExactlyAsWithout) {
       EXPECT_EQ(upload_count() - between, between - before + 1)
           << "step " << i;  // 0: process-wide caches fill
   }
-  EXPECT_EQ(plain.weights_hash(), watched.weights_hash());
+  EXPECT_EQ(plain.weights_hash(), watched.weights_hash())
+      << largest_weight_difference(plain.model(), watched.model());
   const auto a = plain.read_stats(), b = watched.read_stats();
   EXPECT_EQ(a.loss, b.loss);
   EXPECT_TRUE(std::isnan(a.committee_loss));

@@ -130,6 +130,19 @@ inline UmaModel random_model(const nlohmann::json& config, uint64_t seed = 7) {
   return model;
 }
 
+// For a failed bitwise comparison of two models' weights: the largest
+// absolute difference and the parameter that holds it.
+inline std::string largest_weight_difference(const UmaModel& a, const UmaModel& b) {
+  const auto theirs = b->named_parameters();
+  double worst = 0;
+  std::string where = "none";
+  for (const auto& p : a->named_parameters()) {
+    const double d = (p.value() - theirs[p.key()]).abs().max().item<double>();
+    if (d > worst) worst = d, where = p.key();
+  }
+  return "largest weight difference " + std::to_string(worst) + " in " + where;
+}
+
 // As random_model, with an energy mean and element references in every
 // dataset: per-atom energy shifts that a lost or misplaced shift would show.
 inline UmaModel random_model_with_references(nlohmann::json config, uint64_t seed = 7) {
