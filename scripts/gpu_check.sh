@@ -603,6 +603,19 @@ print("cuda graph:", "captured and replayed" if ok else "NOT replayed: " + repr(
 sys.exit(0 if ok else 1)' "$B/bench-$s-graph.out" || rc=1
     done
   fi
+  # Where the step's time goes, by operator (uma bench --profile; on CUDA each
+  # outermost operator waits for the device, so its time is its kernels').
+  s="${structs[0]}"; p="${precisions[-1]}"
+  echo "== uma bench $s --device $device --precision $p --repeats $repeats --profile"
+  timeout "$BENCH_TIMEOUT" "$B/engine/uma" bench "$MODEL" "$STRUCTS/$s.extxyz" --task omat \
+    --device "$device" --precision "$p" --repeats "$repeats" --profile > "$B/bench-$s-profile.out" 2>&1
+  local r=$?
+  "$HPY" "$REPORT" bench "$s $p profile" "$B/bench-$s-profile.out" "$r" "$DET/bench.json"
+  "$HPY" -c 'import json, sys
+j = json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])
+print("profiled: %.1f ms per step (unprofiled %.1f); the top operators:" % (j["profile"]["ms_per_step"], j["ms_per_step"]))
+for o in j["profile"]["top_ops"]:
+    print("  %9.2f ms %8.0f calls  %s" % (o["ms"], o["calls"], o["op"]))' "$B/bench-$s-profile.out" || rc=1
   return $rc
 }
 

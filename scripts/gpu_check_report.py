@@ -109,7 +109,7 @@ def cmd_bench(label, stdout, rc, out):
     if result is not None and int(rc) == 0:
         for k in ("atoms", "edges", "device", "precision", "ms_per_step", "steps_per_s", "peak_device_mb",
                   "model_gflops_per_s", "gemm_gflops_per_s", "load_s", "first_call_s", "peak_rss_mb", "threads",
-                  "cuda_graph", "graph_captures", "graph_replays", "graph_refusal", "graph_pool_mb"):
+                  "cuda_graph", "graph_captures", "graph_replays", "graph_refusal", "graph_pool_mb", "profile"):
             if k in result:
                 entry[k] = result[k]
         if "time_s" in result:
@@ -613,7 +613,7 @@ def cmd_summary(stages_path, details_dir, env_path, mode, budget, total, out, fi
         if s["name"] == "bench" and isinstance(d, list):
             figures["uma_bench"] = [{k: r[k] for k in ("run", "atoms", "edges", "device", "precision", "ms_per_step",
                                                        "steps_per_s", "peak_device_mb", "model_gflops_per_s", "graph_replays",
-                                                       "graph_refusal", "rc", "error")
+                                                       "graph_refusal", "profile", "rc", "error")
                                      if k in r} for r in d]
         if s["name"] == "lammps_md" and d:
             figures["lammps_md"] = {k: d[k] for k in ("performance", "timesteps_per_s", "atoms", "steps", "device",

@@ -121,7 +121,7 @@ int bench(const BenchArgs& a) {
   const auto times = time_repeats(a.repeats, [&] { evaluate_on_host(engine, {atoms}); });
   nlohmann::json profile;
   if (a.profile) {
-    OpProfile ops;
+    OpProfile ops(/*synchronize_cuda=*/opt.device.is_cuda());
     const auto t0 = Clock::now();
     for (int i = 0; i < a.repeats; ++i) evaluate_on_host(engine, {atoms});
     profile = {{"ms_per_step", 1e3 * seconds_since(t0) / a.repeats},

@@ -108,7 +108,7 @@ int bench_train(const BenchTrainArgs& a) {
   const bool cuda = o.device.is_cuda();
   nlohmann::json profile;
   if (a.profile) {
-    OpProfile ops;
+    OpProfile ops(/*synchronize_cuda=*/cuda);
     const auto t0 = std::chrono::steady_clock::now();
     for (int i = 0; i < a.steps; ++i) trainer.step(batch);
     profile = {{"ms_per_step",

@@ -6,6 +6,8 @@
 #include <thread>
 #include <vector>
 
+#include <torch/cuda.h>
+
 namespace uma::tool {
 namespace {
 
@@ -17,6 +19,7 @@ struct Totals {
 };
 std::map<std::string, Totals> totals;
 std::thread::id profiled;    // the thread that made the OpProfile: the only one counted
+bool synchronized = false;   // each outermost operator waits for the CUDA device
 thread_local int depth = 0;  // of counted calls on this thread
 
 struct Started : at::ObserverContext {
@@ -31,6 +34,7 @@ bool counted(std::string_view name) {
 std::unique_ptr<at::ObserverContext> begins(const at::RecordFunction& fn) {
   if (std::this_thread::get_id() != profiled || !counted(fn.name())) return nullptr;
   if (depth++ > 0) return nullptr;
+  if (synchronized) torch::cuda::synchronize();  // what was queued before is not this operator's
   return std::make_unique<Started>();
 }
 
@@ -38,6 +42,7 @@ void ends(const at::RecordFunction& fn, at::ObserverContext* ctx) {
   if (std::this_thread::get_id() != profiled || !counted(fn.name())) return;
   --depth;
   if (!ctx) return;
+  if (synchronized) torch::cuda::synchronize();  // its kernels have run
   auto& t = totals[fn.name()];
   t.seconds += std::chrono::duration<double>(Clock::now() - static_cast<Started*>(ctx)->t0).count();
   ++t.calls;
@@ -45,9 +50,10 @@ void ends(const at::RecordFunction& fn, at::ObserverContext* ctx) {
 
 }  // namespace
 
-OpProfile::OpProfile() {
+OpProfile::OpProfile(bool synchronize_cuda) {
   totals.clear();
   profiled = std::this_thread::get_id();
+  synchronized = synchronize_cuda;
   handle_ = at::addGlobalCallback(
       at::RecordFunctionCallback(begins, ends).scopes({at::RecordScope::FUNCTION}));
 }

@@ -2,7 +2,10 @@
 // lean edge operators (uma::lean::) of the calling thread timed by name while
 // an OpProfile lives (`uma bench --profile`, `uma bench-train --profile`).
 // Nested calls count towards their outermost operator; time outside any
-// operator (autograd bookkeeping, Python-free glue) is not counted.
+// operator (autograd bookkeeping, Python-free glue) is not counted.  On a
+// CUDA device the operators only queue kernels: with `synchronize_cuda` the
+// device is synchronised at each outermost operator's start and end, so that
+// its time is its kernels' (the step itself runs slower, without overlap).
 #pragma once
 
 #include <ATen/record_function.h>
@@ -16,7 +19,7 @@ namespace uma::tool {
 
 class OpProfile {
  public:
-  OpProfile();
+  explicit OpProfile(bool synchronize_cuda = false);
   ~OpProfile();
   OpProfile(const OpProfile&) = delete;
   OpProfile& operator=(const OpProfile&) = delete;

@@ -228,7 +228,8 @@ Command add_bench(CLI::App& app) {
       ->check(CLI::IsMember({"lean", "reference"}));
   cmd->add_flag("--no-merge", a->no_merge, "evaluate the full expert mixture");
   cmd->add_flag("--profile", bench.profile,
-                "time the outermost ATen operators over as many more evaluations");
+                "time the outermost ATen operators over as many more evaluations "
+                "(on CUDA each waits for the device: its kernels' time)");
   cmd->add_flag("--cuda-graph", bench.cuda_graph,
                 "replay a CUDA graph of the step once it is captured "
                 "(CUDA only)");
