@@ -14,9 +14,10 @@
 //    keeps the device tables it reads alive, so several keys can hold one.
 // The first step of a key runs eager: it may grow a capacity, merge the
 // experts or make a new plan, which change the epoch (the caller says so
-// with settled()).  The second consecutive step with that key captures; from then on the key replays
-// whenever it comes back, even after steps with other keys.  A run whose key
-// changes every step (Monte Carlo moves, GCMC) never captures.  At most
+// with settled()).  The second consecutive step with that key captures;
+// from then on the key replays whenever it comes back, even after steps
+// with other keys.  A run whose key changes every step (Monte Carlo moves,
+// GCMC) never captures.  At most
 // `max_captures` are kept, and together they hold at most `max_bytes` of
 // device memory, except that the capture in use is always kept: the least
 // recently used go first.  A key whose capture failed runs eager for the
