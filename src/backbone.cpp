@@ -178,14 +178,28 @@ torch::Tensor BackboneImpl::forward(const BatchTensors& in, const EdgeInput& e,
     for (auto& r : c.row_offsets) r = std::clamp(r, begin, end) - begin;
     return c;
   };
+  // What a chunk's work reads that may need a gradient (training): the
+  // parameters and the experts' mixing coefficients.
+  // A chunk takes the coefficients from its reads (the last one), as the
+  // chunked sum asks of every read that is no parameter.
+  std::vector<torch::Tensor> reads;
+  const bool coefficients_read = ctx.coefficients.defined() && ctx.coefficients.requires_grad();
+  if (!stored) {
+    for (const auto& p : parameters())
+      if (p.requires_grad()) reads.push_back(p);
+    if (coefficients_read) reads.push_back(ctx.coefficients);
+  }
   auto over_edges = [&](int64_t edges, const torch::Tensor& h, EdgeWork work) {
     if (stored)
       return work(h, edges == all_edges ? *stored : stored->first(edges), clipped(ctx, 0, edges));
     return nn::chunked_edge_sum(
-        h, e.vec, edges, e.recompute_chunk, {N, 9, C},
-        [this, in, e, ctx, clipped, work](const torch::Tensor& hc, const torch::Tensor& vec,
-                                          int64_t begin, int64_t end) {
-          return work(hc, edge_frame(in, e, vec, begin), clipped(ctx, begin, end));
+        h, e.vec, edges, e.recompute_chunk, {N, 9, C}, reads,
+        [this, in, e, ctx, clipped, work, coefficients_read](
+            const torch::Tensor& hc, const torch::Tensor& vec,
+            const std::vector<torch::Tensor>& chunk_reads, int64_t begin, int64_t end) {
+          nn::MoleContext chunk_ctx = clipped(ctx, begin, end);
+          if (coefficients_read) chunk_ctx.coefficients = chunk_reads.back();
+          return work(hc, edge_frame(in, e, vec, begin), chunk_ctx);
         });
   };
 

@@ -182,26 +182,71 @@ TEST(MemoryPlan, MeasuredPeaksFollowTheBudget) {
   EXPECT_GT(stored_peak, stored_predicted / 1.7);
 }
 
-// Recomputed edge work has first derivatives only; a second backward (what
-// force training would need) is refused, not silently wrong.
-TEST(Recompute, RefusesSecondDerivatives) {
-  auto x = torch::rand({3, 2}, torch::kFloat64).requires_grad_(true);
-  auto vec = torch::rand({4, 3}, torch::kFloat64).requires_grad_(true);
-  auto tgt = torch::tensor({0, 0, 1, 2}, torch::kLong);
+// The chunked sum's first and second derivatives equal those of the same
+// work done in one piece, for every input a training step differentiates:
+// the node features (themselves a function of a parameter), the edge vectors,
+// the parameters it reads, a mixing coefficient that is no leaf (and depends
+// on a parameter the work reads too), and the
+// incoming gradient (through a head parameter).  Chunks of 3 over 7 edges,
+// the last row outside `edges`.  A third derivative is refused.
+TEST(Recompute, SecondDerivativesEqualTheWholeSums) {
+  torch::manual_seed(7);
+  const auto f64 = torch::kFloat64;
+  auto q = torch::rand({4, 2}, f64).requires_grad_(true);        // -> node features
+  auto w = torch::rand({2}, f64).requires_grad_(true);           // read by the work
+  auto p = torch::rand({1}, f64).requires_grad_(true);           // -> coefficient c
+  auto head = torch::rand({4, 1, 2}, f64).requires_grad_(true);  // -> incoming gradient
+  auto pos = torch::rand({8, 3}, f64).requires_grad_(true);
+  auto src = torch::tensor({0, 1, 1, 2, 3, 3, 0}, torch::kLong);
+  auto tgt = torch::tensor({1, 0, 2, 3, 2, 0, 3}, torch::kLong);
+  auto work = [&](const torch::Tensor& h, const torch::Tensor& v, const torch::Tensor& c,
+                  int64_t begin, int64_t end) {
+    auto s = src.narrow(0, begin, end - begin), t = tgt.narrow(0, begin, end - begin);
+    auto rad = (v.pow(2).sum(1, true) * c).sin();            // [n, 1]
+    auto msg = torch::tanh(h.index_select(0, t) * w) * rad;  // [n, 2]
+    return torch::zeros({4, 1, 2}, h.options()).index_add(0, s, msg.unsqueeze(1));
+  };
+  // loss(out) as a force-training step builds it: forces from a create_graph
+  // backward, then every parameter's gradient of energy and force terms.
+  auto step = [&](bool chunked) {
+    auto x = torch::tanh(q);
+    auto c = p * w.sum();  // no leaf, and a function of another read
+    auto vec = pos.narrow(0, 1, 7) - pos.narrow(0, 0, 7);
+    auto out = chunked ? nn::chunked_edge_sum(x, vec, 6, 3, {4, 1, 2}, {w, c},
+                                              [&](const torch::Tensor& h, const torch::Tensor& v,
+                                                  const std::vector<torch::Tensor>& r, int64_t b,
+                                                  int64_t e) { return work(h, v, r[1], b, e); })
+                       : work(x, vec.narrow(0, 0, 6), c, 0, 6);
+    auto energy = (out * head).sum() + x.pow(2).sum();
+    auto forces = torch::autograd::grad({energy}, {pos}, {}, /*retain_graph=*/true,
+                                        /*create_graph=*/true)[0];
+    auto loss = forces.pow(2).sum() + 0.3 * energy;
+    return std::make_pair(forces.detach(),
+                          torch::autograd::grad({loss}, {q, w, p, head}, {}, /*retain_graph=*/true,
+                                                /*create_graph=*/false, /*allow_unused=*/true));
+  };
+  const auto [forces, grads] = step(true);
+  const auto [whole_forces, whole_grads] = step(false);
+  EXPECT_LE(rel_diff(forces, whole_forces), 1e-14);
+  const char* names[] = {"q", "w", "p", "head"};
+  for (size_t k = 0; k < grads.size(); ++k) {
+    ASSERT_TRUE(grads[k].defined()) << names[k];
+    EXPECT_GT(whole_grads[k].abs().max().item<double>(), 0.0) << names[k];
+    EXPECT_LE(rel_diff(grads[k], whole_grads[k]), 1e-13) << names[k];
+  }
+
+  auto x = torch::tanh(q);
+  auto vec = pos.narrow(0, 1, 7) - pos.narrow(0, 0, 7);
   auto out = nn::chunked_edge_sum(
-      x, vec, 4, 3, {3, 1, 2},
-      [&](const torch::Tensor& h, const torch::Tensor& v, int64_t begin, int64_t end) {
-        auto chunk_tgt = tgt.narrow(0, begin, end - begin);
-        auto rows = h.index_select(0, chunk_tgt);
-        return torch::zeros({3, 1, 2}, h.options())
-            .index_add(0, chunk_tgt, (rows * v.pow(2).sum(1, true)).unsqueeze(1));
-      });
-  auto once = torch::autograd::grad({out.sum()}, {vec}, {}, /*retain_graph=*/true)[0];
-  // d/dv_e sum(h[tgt_e] |v_e|^2) = 2 v_e sum(h[tgt_e])
-  auto expected = 2 * vec.detach() * x.detach().index_select(0, tgt).sum(1, true);
-  EXPECT_TRUE(torch::allclose(once, expected, 1e-14, 1e-14));
-  expect_error([&] { torch::autograd::grad({out.sum()}, {vec}, {}, true, /*create_graph=*/true); },
-               "no second derivative");
+      x, vec, 6, 3, {4, 1, 2}, {w},
+      [&](const torch::Tensor& h, const torch::Tensor& v, const std::vector<torch::Tensor>&,
+          int64_t b, int64_t e) { return work(h, v, p, b, e); });
+  auto forces_again = torch::autograd::grad({(out * head).sum()}, {pos}, {}, true, true)[0];
+  expect_error(
+      [&] {
+        torch::autograd::grad({forces_again.pow(2).sum()}, {w}, {}, true, /*create_graph=*/true);
+      },
+      "no third derivative");
 }
 
 }  // namespace

@@ -151,6 +151,32 @@ TEST(Training, LeanEdgeOpsGiveTheCompositionsStep) {
         << "task " << t;
 }
 
+TEST(Training, RecomputedEdgeWorkGivesTheStoredStep) {
+  // The edge work recomputed in chunks of 37 edges (cutting through systems)
+  // in both backward passes gives the stored path's losses and gradient on a
+  // multi-task batch, in float64, with either edge backend.
+  auto run = [](nn::EdgeOps ops, int64_t chunk) {
+    auto o = evaluation_options(torch::kFloat64);
+    o.device = torch::kCPU;  // the lean operators are CPU kernels
+    o.edge_ops = ops;
+    o.recompute_chunk = chunk;
+    Trainer trainer(random_model(small_config(4, true)), o);
+    auto ids = add_samples(trainer);
+    trainer.step(ids);
+    return std::make_pair(trainer.gradient().clone(), trainer.read_stats());
+  };
+  for (auto ops : {nn::EdgeOps::kLean, nn::EdgeOps::kReference}) {
+    const auto [stored, stored_stats] = run(ops, 0);
+    const auto [chunked, chunked_stats] = run(ops, 37);
+    const double scale = stored.abs().max().item<double>();
+    ASSERT_GT(scale, 0.0);
+    const auto where = ops == nn::EdgeOps::kLean ? "lean" : "reference";
+    EXPECT_LE((chunked - stored).abs().max().item<double>(), 1e-12 * scale) << where;
+    EXPECT_NEAR(chunked_stats.loss, stored_stats.loss, 1e-12 * std::abs(stored_stats.loss))
+        << where;
+  }
+}
+
 TEST(Training, BatchedMoleEqualsSplitViews) {
   // Padding every edge block to the widest (one batched GEMM per MoLE layer)
   // gives the loss and gradient of exact blocks (one GEMM per system).

@@ -82,6 +82,7 @@ int bench_train(const BenchTrainArgs& a) {
   o.optimizer.ema_decay = 0.999;
   o.optimizer.clip_norm = 100;
   o.edge_ops = a.edge_ops == "lean" ? nn::EdgeOps::kLean : nn::EdgeOps::kReference;
+  o.recompute_chunk = a.recompute;
   train::Trainer trainer(load_model(a.model), o);
   std::vector<int64_t> batch;
   for (const auto& s : read_training_data(a.data, "omat")) batch.push_back(trainer.add_sample(s));
@@ -140,6 +141,7 @@ int bench_train(const BenchTrainArgs& a) {
                          }()},
                         {"loss", stats.loss},
                         {"edge_ops", trainer.edge_backend().name()},
+                        {"recompute", a.recompute},
                         {"peak_rss_mb", peak_rss_mb()},
                         {"threads", at::get_num_threads()}};
   if (a.phases) {

@@ -46,6 +46,7 @@ struct BenchTrainArgs {
   bool phases = false;            // also time the step's phases (train/step_phase.h)
   bool profile = false;           // also time the outermost ATen operators (op_profile.h)
   std::string edge_ops = "lean";  // lean or reference (TrainOptions::edge_ops)
+  int64_t recompute = 0;          // TrainOptions::recompute_chunk
 };
 
 // Times training steps on one fixed batch and counts host reads and ATen ops.

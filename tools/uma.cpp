@@ -299,6 +299,9 @@ Command add_bench_train(CLI::App& app) {
                 "time the outermost ATen operators over as many more steps");
   cmd->add_option("--edge-ops", bt->edge_ops, "the blocks' edge operators")
       ->check(CLI::IsMember({"lean", "reference"}));
+  cmd->add_option("--recompute", bt->recompute,
+                  "edges per chunk of edge work recomputed in the backward (0: stored)")
+      ->check(CLI::NonNegativeNumber);
   cmd->add_option("--device", bt->device, "cpu, cuda or cuda:N");
   return {cmd, [bt] { return uma::tool::bench_train(*bt); }};
 }

@@ -150,6 +150,11 @@ const std::vector<Row>& rows() {
        [](const TrainOptions& o) {
          return std::string(o.edge_ops == nn::EdgeOps::kLean ? "lean" : "reference");
        }},
+      integer_row(
+          "recompute", "edges per chunk of edge work recomputed in the backward, 0 to store it",
+          "an integer >= 0", [](int64_t v) { return v >= 0; },
+          [](TrainOptions& o, int64_t v) { o.recompute_chunk = v; },
+          [](const TrainOptions& o) { return o.recompute_chunk; }),
       {{"deterministic", "LibTorch's deterministic algorithms during each step (yes or no)"},
        [](TrainOptions& o, const std::string& v) {
          if (v == "yes" || v == "on" || v == "true" || v == "1")

@@ -111,6 +111,7 @@ torch::Tensor Trainer::atom_energies(const BatchTensors& in, const RadiusGraph& 
                                      torch::Tensor* scalars) {
   EdgeInput edges{graph.src, graph.tgt, graph.valid, graph.edge_system, vec, graph.row_offsets, {}};
   edges.backend = edge_backend_;
+  edges.recompute_chunk = options_.recompute_chunk;
   auto backbone = model_->backbone();
   auto system_emb = backbone->system_embedding(in);
   nn::MoleContext ctx;

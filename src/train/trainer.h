@@ -38,6 +38,10 @@ struct TrainOptions {
   // The blocks' edge work (nn/edge_backend.h): the lean operators on the CPU,
   // whose second derivatives the step's backward runs through.
   nn::EdgeOps edge_ops = nn::EdgeOps::kLean;
+  // > 0: the blocks' edge work runs in chunks of this many edges, recomputed
+  // in both backward passes instead of stored (nn/edge_chunks.h): less memory
+  // for large batches, about twice the step's time.  0: stored.
+  int64_t recompute_chunk = 0;
   // fairchem freezes the dataset embeddings unless dataset_emb_grad is set.
   bool train_dataset_embeddings = false;
   // Systems of a batch share one edge-block size (one batched MoLE GEMM) when
