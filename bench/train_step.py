@@ -21,11 +21,16 @@ Ours runs twice: with the lean edge operators (the default) and with the
 LibTorch composition (--edge-ops reference, what training ran before the lean
 operators had second derivatives), with the step's phases timed.
 
+With --recompute C, a third run of ours recomputes the edge work in chunks
+of C edges in both backward passes (fix uma/train's recompute keyword): its
+time against the stored lean step and its peak memory.
+
 Rounds of (lean, reference, fairchem) run interleaved (--rounds, default 3)
 and the speed-ups are the medians of the rounds' ratios: the shared machines'
 load drifts over a minute by more than the differences measured.
 
 usage: train_step.py UMA_TOOL OUT.json [--steps N] [--threads T] [--rounds R] [--batches k4l2 large]
+                     [--recompute C]
 """
 import argparse
 import json
@@ -182,10 +187,10 @@ def median(values):
     return sorted(values)[len(values) // 2]
 
 
-def ours(uma_tool, model_file, data, steps, threads, edge_ops):
+def ours(uma_tool, model_file, data, steps, threads, edge_ops, recompute=0):
     env = dict(os.environ, OMP_NUM_THREADS=str(threads))
     return json.loads(subprocess.run([uma_tool, "bench-train", model_file, data, "--steps", str(steps),
-                                      "--edge-ops", edge_ops, "--phases"],
+                                      "--edge-ops", edge_ops, "--recompute", str(recompute), "--phases"],
                                      check=True, capture_output=True, text=True, env=env).stdout)
 
 
@@ -206,6 +211,8 @@ def main():
                         "the speed-ups are the medians of the rounds' ratios")
     p.add_argument("--batches", nargs="+", choices=("k4l2", "large"), default=["k4l2", "large"],
                    help="k4l2: the 71-atom batch; large: 350 atoms, perf_check's max_atoms per rank")
+    p.add_argument("--recompute", type=int, default=0,
+                   help="also run ours with the edge work recomputed in chunks of this many edges")
     args = p.parse_args()
     torch.set_num_threads(args.threads)
     import logging
@@ -230,6 +237,9 @@ def main():
                            "reference": ours(args.uma_tool, model_file, data, args.steps, args.threads,
                                              "reference"),
                            "fairchem": fairchem_steps(args.steps)})
+            if args.recompute > 0:
+                rounds[-1]["recomputed"] = ours(args.uma_tool, model_file, data, args.steps, args.threads,
+                                                "lean", args.recompute)
         # the round with the median lean time stands for the run; the speed-ups are per-round medians
         by_lean = sorted(rounds, key=lambda x: x["lean"]["median_seconds"])
         lean, reference, theirs = (by_lean[len(by_lean) // 2][k] for k in ("lean", "reference", "fairchem"))
@@ -240,6 +250,14 @@ def main():
              "speedup": ratio("fairchem", "lean"),
              "speedup_reference_edge_ops": ratio("fairchem", "reference"),
              "op_ratio": lean["aten_ops_per_step"] / theirs["aten_ops_per_step"]}
+        if args.recompute > 0:
+            mine = by_lean[len(by_lean) // 2]["recomputed"]
+            r["lammps_uma_recomputed"] = mine
+            r["recomputed_time_ratio"] = ratio("recomputed", "lean")
+            print(f"  recomputed in chunks of {args.recompute} edges: {mine['median_seconds']:.3f} s/step "
+                  f"({r['recomputed_time_ratio']:.2f}x the stored step's time, median of rounds), "
+                  f"peak RSS {mine['peak_rss_mb']:.0f} MB against {lean['peak_rss_mb']:.0f} MB, "
+                  f"loss {mine['loss']:.10g} against {lean['loss']:.10g}", flush=True)
         result["batches"][name] = r
         print(f"{name}: {r['atoms_per_batch']} atoms/batch, {args.threads} threads\n"
               f"  lammps-uma (lean)      {lean['median_seconds']:.3f} s/step, {lean['host_reads_per_step']} host "

@@ -6,7 +6,8 @@
 #   scripts/bench.sh --lammps --ranks [--steps N] 1 vs 2 ranks (halo exchange, deep ghost shell),
 #                                                 500..4000 Cu atoms; computed scaling table
 #   scripts/bench.sh --lammps --kokkos [--steps N] uma/kk vs uma (KOKKOS OpenMP), 108 and 1000 Cu atoms
-#   scripts/bench.sh --train [--steps N] [--rounds R]  one training step vs fairchem's (K4L2, CPU)
+#   scripts/bench.sh --train [--steps N] [--rounds R] [--recompute C]
+#                                                 one training step vs fairchem's (K4L2, CPU)
 #   scripts/bench.sh --memory [bench/memory.py options]
 #                                                 peak memory and time against atoms (256..8000 Cu):
 #                                                 fairchem checkpointed vs stored vs recomputed

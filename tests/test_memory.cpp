@@ -16,23 +16,6 @@ double rel_diff(const torch::Tensor& a, const torch::Tensor& b) {
   return (a - b).abs().max().item<double>() / std::max(1e-300, b.abs().max().item<double>());
 }
 
-// n x n x n conventional fcc Cu cells (4 n^3 atoms), rattled.
-Atoms copper_supercell(int64_t n) {
-  const Atoms unit = copper_cell();
-  const double a = unit.cell[0][0];
-  std::vector<double> pos;
-  for (int64_t i = 0; i < n; ++i)
-    for (int64_t j = 0; j < n; ++j)
-      for (int64_t k = 0; k < n; ++k)
-        for (int64_t atom = 0; atom < 4; ++atom)
-          for (int c = 0; c < 3; ++c)
-            pos.push_back(unit.positions[atom][c].item<double>() +
-                          a * (c == 0 ? i : (c == 1 ? j : k)));
-  const double L = a * static_cast<double>(n);
-  return atoms_from(std::vector<int64_t>(pos.size() / 3, 29), pos,
-                    {{{L, 0, 0}, {0, L, 0}, {0, 0, L}}}, {true, true, true}, "omat");
-}
-
 Engine fp64_engine_with(int64_t chunk, bool merge, const nlohmann::json& config) {
   EngineOptions opts;
   opts.device = test_device();

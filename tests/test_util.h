@@ -179,6 +179,23 @@ inline Atoms copper_cell(double rattle = 0.07, uint64_t seed = 3) {
                     "omat");
 }
 
+// n x n x n conventional fcc Cu cells (4 n^3 atoms), rattled.
+inline Atoms copper_supercell(int64_t n) {
+  const Atoms unit = copper_cell();
+  const double a = unit.cell[0][0];
+  std::vector<double> pos;
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < n; ++j)
+      for (int64_t k = 0; k < n; ++k)
+        for (int64_t atom = 0; atom < 4; ++atom)
+          for (int c = 0; c < 3; ++c)
+            pos.push_back(unit.positions[atom][c].item<double>() +
+                          a * (c == 0 ? i : (c == 1 ? j : k)));
+  const double L = a * static_cast<double>(n);
+  return atoms_from(std::vector<int64_t>(pos.size() / 3, 29), pos,
+                    {{{L, 0, 0}, {0, L, 0}, {0, 0, L}}}, {true, true, true}, "omat");
+}
+
 // Skewed triclinic cell with two elements.
 inline Atoms triclinic_cell() {
   return atoms_from({13, 8, 8}, {0.1, 0.2, 0.3, 1.9, 0.4, 0.7, 0.9, 1.8, 1.6},

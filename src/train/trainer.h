@@ -40,7 +40,8 @@ struct TrainOptions {
   nn::EdgeOps edge_ops = nn::EdgeOps::kLean;
   // > 0: the blocks' edge work runs in chunks of this many edges, recomputed
   // in both backward passes instead of stored (nn/edge_chunks.h): less memory
-  // for large batches, about twice the step's time.  0: stored.
+  // for large batches, 2.4-3.8x the step's time on the CPU (doc/benchmarks.md).
+  // 0: stored.
   int64_t recompute_chunk = 0;
   // fairchem freezes the dataset embeddings unless dataset_emb_grad is set.
   bool train_dataset_embeddings = false;

@@ -70,11 +70,14 @@ def case_data_parallel(h, r):
     on 4 ranks vs 1 rank); every rank holds bit-identical weights (checked by the fix's hash at checkpoints)."""
     write_frames(h)
     fix = ("fix t all uma/train 1 data frames.extxyz max_atoms {m} shuffle no lr 1e-3 ema 0 print 1 "
-           "precision {p} checkpoint {out} 3\nrun 3\n")
+           "precision {p} checkpoint {out} 3{extra}\nrun 3\n")
     runs = {}
     for name, np_, max_atoms, precision in (("one", 1, 64, "fp64"), ("two", 2, 32, "fp64"), ("one4", 1, 128, "fp64"),
-                                            ("four", 4, 32, "fp64"), ("one32", 1, 64, "fp32"), ("two32", 2, 32, "fp32")):
-        text = head() + fix.format(m=max_atoms, p=precision, out=name + ".safetensors")
+                                            ("four", 4, 32, "fp64"), ("one32", 1, 64, "fp32"), ("two32", 2, 32, "fp32"),
+                                            ("two_recomputed", 2, 32, "fp64")):
+        # the last: the edge work recomputed in chunks of 1000 edges (several per frame) in both backward passes
+        extra = " recompute 1000" if name == "two_recomputed" else ""
+        text = head() + fix.format(m=max_atoms, p=precision, out=name + ".safetensors", extra=extra)
         log = lammps(h, r, "in." + name, text, np_=np_)
         check(f"identical on {np_} rank(s)" in log, f"{name}: no replica check in the log")
         runs[name] = (losses(log), weights(h, name + ".safetensors"))
@@ -109,6 +112,15 @@ def case_data_parallel(h, r):
                   f"bound 1% of the largest update {step:.2e})")
             print(f"  {a} vs {b}: losses within {rel:.1e} relative, weights median |dw| {np.median(dw):.1e}, "
                   f"max {dw.max():.1e} = {dw.max() / step:.1e} x the largest update {step:.1e} (fp32)")
+    # recomputed edge work: the stored run's losses (printed to 10 digits) and float32 checkpoint
+    la, wa = runs["two"]
+    lb, wb = runs["two_recomputed"]
+    rel = max(abs(x - y) / abs(x) for x, y in zip(la, lb))
+    worst = np.max(np.abs(wa - wb) / np.maximum(np.abs(wa), 1e-6))
+    check(len(la) == len(lb) == 3 and rel < 1e-9 and worst < 1e-6,
+          f"two vs two_recomputed: losses {la} vs {lb} ({rel:.2e} relative, bound 1e-9), "
+          f"a weight differs by {worst:.2e} relative (bound 1e-6)")
+    print(f"  two vs two_recomputed: losses within {rel:.1e} relative, every weight within {worst:.1e} relative")
     moved = np.abs(runs["one"][1] - weights(h, "one4.safetensors")).max()
     check(moved > 1e-4, "the weights did not change with the batch")
 
@@ -244,6 +256,8 @@ def case_errors(h, r):
          "Fix uma/train: lr must be > 0, got '-1'"),
         ("option_table_precision", head() + "fix t all uma/train 1 data frames.extxyz precision tf32\nrun 1\n",
          "Fix uma/train: precision must be fp32 or fp64, got 'tf32'"),
+        ("option_table_recompute", head() + "fix t all uma/train 1 data frames.extxyz recompute -5\nrun 1\n",
+         "Fix uma/train: recompute must be an integer >= 0, got '-5'"),
         ("max_atoms", head() + "fix t all uma/train 1 data frames.extxyz max_atoms 10\nrun 1\n",
          "no frame has at most max_atoms 10 atoms"),
     ]
