@@ -8,8 +8,10 @@
 #include <fstream>
 #include <set>
 
-#include "transfers.h"
+#include <c10/core/CPUAllocator.h>
+
 #include "measure/storage_meter.h"
+#include "transfers.h"
 #include "test_util.h"
 #include "train/adamw_update.h"
 #include "train/sampler.h"
@@ -191,6 +193,46 @@ TEST(Training, RecomputedEdgeWorkGivesTheStoredStep) {
                 where, stored.peak_bytes * 1e-6, chunked.peak_bytes * 1e-6);
     EXPECT_LT(chunked.peak_bytes, 0.1 * stored.peak_bytes) << where;  // measured 0.07, 0.05
   }
+}
+
+// While alive, LibTorch's CPU allocator refuses every allocation of at least
+// `limit` bytes with c10::OutOfMemoryError, as a full device would.
+class RefusingCpuAllocator final : public c10::Allocator {
+ public:
+  explicit RefusingCpuAllocator(size_t limit) : inner_(c10::GetCPUAllocator()), limit_(limit) {
+    c10::SetCPUAllocator(this, kPriority);
+  }
+  ~RefusingCpuAllocator() override { c10::SetCPUAllocator(inner_, kPriority); }
+  c10::DataPtr allocate(size_t n) override {
+    TORCH_CHECK_WITH(OutOfMemoryError, n < limit_, "test allocator: ", n, " bytes refused");
+    return inner_->allocate(n);
+  }
+  void copy_data(void* dest, const void* src, std::size_t count) const override {
+    default_copy_data(dest, src, count);
+  }
+
+ private:
+  static constexpr uint8_t kPriority = 100;  // above LibTorch's default (0)
+  c10::Allocator* inner_;
+  size_t limit_;
+};
+
+TEST(Training, AStepOutOfMemorySaysHowToMakeItSmaller) {
+  auto o = evaluation_options(torch::kFloat64);
+  o.device = torch::kCPU;  // the refusing allocator is the CPU's
+  Trainer trainer(random_model(small_config()), o);
+  auto ids = add_samples(trainer);
+  ids.push_back(trainer.add_sample(labelled(copper_supercell(2), -110.0)));
+  {
+    RefusingCpuAllocator refuse(1 << 20);
+    expect_error([&] { trainer.step(ids); }, "bytes refused");
+    expect_error([&] { trainer.step(ids); },
+                 "ran out of memory: fewer atoms per batch (max_atoms) or the edge work recomputed "
+                 "in chunks (recompute C, e.g. 1000)");
+  }
+  // Nothing was lost: the next step runs.
+  trainer.step(ids);
+  EXPECT_EQ(trainer.steps(), 1);
 }
 
 TEST(Training, BatchedMoleEqualsSplitViews) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <new>
 #include <numeric>
 
 #include "batch.h"
@@ -34,6 +35,22 @@ Trainer::Errors property_maes(const std::vector<LossTask>& tasks, const double* 
   auto mae = [&](int k) { return n[k] > 0 ? err[k] / n[k] : std::nan(""); };
   return {mae(static_cast<int>(Property::kEnergy)), mae(static_cast<int>(Property::kForces)),
           mae(static_cast<int>(Property::kStress))};
+}
+
+// What a failed step reports: an allocation failure also names the two ways
+// to a smaller step.
+std::string step_failure(const std::exception& e, int64_t recompute_chunk) {
+  const std::string what = e.what();
+  const bool memory = dynamic_cast<const c10::OutOfMemoryError*>(&e) != nullptr ||
+                      dynamic_cast<const std::bad_alloc*>(&e) != nullptr ||
+                      what.find("not enough memory") != std::string::npos;
+  if (!memory) return what;
+  const std::string recompute =
+      recompute_chunk > 0 ? "the edge work recomputed in smaller chunks (recompute below " +
+                                std::to_string(recompute_chunk) + ")"
+                          : "the edge work recomputed in chunks (recompute C, e.g. 1000)";
+  return what + "\nThe training step ran out of memory: fewer atoms per batch (max_atoms) or " +
+         recompute + " make it smaller.";
 }
 
 }  // namespace
@@ -271,7 +288,7 @@ void Trainer::step(const std::vector<int64_t>& indices) {
     if (fail_step_) throw Error("a failure injected by UMA_TEST_FAIL_TRAINING_STEP (tests only)");
     terms = evaluate(batch, /*backward=*/true);
   } catch (const std::exception& e) {
-    failure = e.what();
+    failure = step_failure(e, options_.recompute_chunk);
   }
   agree(failure);
   StepPhase phase("uma::train::optimizer");
