@@ -59,7 +59,7 @@ class GradientSum {
     auto& s = sums_[slot];
     if (slot == kVec) {
       if (!s.defined()) s = torch::zeros_like(vec);
-      s.narrow(0, begin, d.size(0)).copy_(d);
+      s.narrow(0, begin, d.size(0)).copy_(d);  // same device
     } else if (!s.defined()) {
       s = d.clone();  // d may alias the incoming gradient
     } else {
