@@ -16,6 +16,7 @@ struct Record {
 
 CpuStorageMeter::CpuStorageMeter(int64_t large_bytes)
     : inner_(c10::GetCPUAllocator()), large_bytes_(large_bytes) {
+  reset();  // the counters are global: forget an earlier meter's peak and totals
   c10::SetCPUAllocator(this, kPriority);
 }
 

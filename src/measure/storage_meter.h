@@ -4,7 +4,8 @@
 // the bytes allocated in total and in blocks of at least `large_bytes`
 // (edge-sized tensors, for example).  Counters are global and atomic:
 // intra-op threads allocate too, and storage made while the meter was
-// installed may be freed after it is gone.  One meter at a time.
+// installed may be freed after it is gone.  One meter at a time; a new one
+// starts from a peak equal to what is live and zero totals.
 #pragma once
 
 #include <atomic>

@@ -67,11 +67,8 @@ class GradientSum {
     }
   }
 
-  // Undefined where nothing arrived, unless `like` is given: then zeros of its shape.
-  torch::Tensor take(size_t slot, const torch::Tensor& like = {}) {
-    if (!sums_[slot].defined() && like.defined()) return torch::zeros_like(like);
-    return std::move(sums_[slot]);
-  }
+  // Undefined where nothing arrived.
+  torch::Tensor take(size_t slot) { return std::move(sums_[slot]); }
 
  private:
   tensor_list sums_;
