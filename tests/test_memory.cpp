@@ -174,14 +174,14 @@ TEST(MemoryPlan, MeasuredPeaksFollowTheBudget) {
 // the last row outside `edges`.  A third derivative is refused.
 TEST(Recompute, SecondDerivativesEqualTheWholeSums) {
   torch::manual_seed(7);
-  const auto f64 = torch::kFloat64;
+  const auto f64 = torch::TensorOptions().dtype(torch::kFloat64).device(test_device());
   auto q = torch::rand({4, 2}, f64).requires_grad_(true);        // -> node features
   auto w = torch::rand({2}, f64).requires_grad_(true);           // read by the work
   auto p = torch::rand({1}, f64).requires_grad_(true);           // -> coefficient c
   auto head = torch::rand({4, 1, 2}, f64).requires_grad_(true);  // -> incoming gradient
   auto pos = torch::rand({8, 3}, f64).requires_grad_(true);
-  auto src = torch::tensor({0, 1, 1, 2, 3, 3, 0}, torch::kLong);
-  auto tgt = torch::tensor({1, 0, 2, 3, 2, 0, 3}, torch::kLong);
+  auto src = torch::tensor({0, 1, 1, 2, 3, 3, 0}, torch::kLong).to(test_device());
+  auto tgt = torch::tensor({1, 0, 2, 3, 2, 0, 3}, torch::kLong).to(test_device());
   auto work = [&](const torch::Tensor& h, const torch::Tensor& v, const torch::Tensor& c,
                   int64_t begin, int64_t end) {
     auto s = src.narrow(0, begin, end - begin), t = tgt.narrow(0, begin, end - begin);
