@@ -179,9 +179,8 @@ torch::Tensor BackboneImpl::forward(const BatchTensors& in, const EdgeInput& e,
     return c;
   };
   // What a chunk's work reads that may need a gradient (training): the
-  // parameters and the experts' mixing coefficients.
-  // A chunk takes the coefficients from its reads (the last one), as the
-  // chunked sum asks of every read that is no parameter.
+  // parameters and, last, the experts' mixing coefficients, which a chunk
+  // takes from its reads (the chunked sum asks that of every non-parameter).
   std::vector<torch::Tensor> reads;
   const bool coefficients_read = ctx.coefficients.defined() && ctx.coefficients.requires_grad();
   if (!stored) {
