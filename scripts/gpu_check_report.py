@@ -26,19 +26,41 @@
       one structure of the versus_fairchem stage (scripts/gpu_speed_report.py)
   gpu_check_report.py lammps-replay LOG_EAGER LOG_GRAPH RC OUT.json TOL
       lammps_md on the GPU: the cuda_graph yes run against the eager one (scripts/gpu_speed_report.py)
-  gpu_check_report.py summary STAGES DETAILS_DIR ENV.json MODE BUDGET_S TOTAL_S OUT.json [FINAL]
-      the summary JSON (stages in order, their details, the figures); prints it when FINAL is 1
+  gpu_check_report.py versus-skip OUT.json STRUCT REASON
+  gpu_check_report.py versus-compiled OUT.json STRUCT DIR REF_DIR EAGER_DIR
+      the versus_fairchem_compiled stage, fairchem's compile timed apart (scripts/gpu_speed_report.py)
+  gpu_check_report.py shards OUT.json LOGDIR DEADLINE_EPOCH_S NSHARDS BINARY [GTEST_ARGS...]
+      runs the GoogleTest binary in NSHARDS shards at once (GTEST_TOTAL_SHARDS, GTEST_SHARD_INDEX;
+      the environment and working folder as given), each shard's output in LOGDIR; the tests of a
+      shard that crashed, and those no shard reached, run again in new shards while time is left;
+      all are stopped a few seconds before DEADLINE_EPOCH_S.  Writes the counts, the failed tests
+      (failed, crashed, timed out) and those not run; exit 1 unless every test ran and passed
+  gpu_check_report.py gtest-exclude BINARY
+      prints a ctest -E regex for the LAMMPS-root and converter tests and every case of BINARY
+  gpu_check_report.py tests-merge OUT.json GTEST.json CTEST.json
+      the tests stage's details: the shards' and ctest's counts and failures together
+  gpu_check_report.py archive OUT.tar.gz BASE SUBDIR...
+      BASE's small text files (top level) and those under each SUBDIR (logs, outputs, details;
+      no models, no installed packages), each at most 2 MB (its end), into one gzipped tar
+  gpu_check_report.py summary STAGES DETAILS_DIR ENV.json MODE BUDGET_S TOTAL_S OUT.json [FINAL [SELECTION [ARCHIVE]]]
+      the summary JSON (stages in order, their details, the figures, each stage's commands with
+      their limits and the cut ones); prints it when FINAL is 1
 
 The subcommands that check (mpi, ranks, devices, train, precision) print what they found
 and exit 1 when a check fails; they write OUT.json in every case.
 """
+import io
 import json
 import math
 import os
 import re
+import signal
+import subprocess
 import sys
+import tarfile
+import time
 
-from gpu_speed_report import cmd_lammps_replay, cmd_versus, last_thermo
+from gpu_speed_report import cmd_lammps_replay, cmd_versus, cmd_versus_compiled, cmd_versus_skip, last_thermo
 
 
 def load(path, default=None):
@@ -65,6 +87,20 @@ def tail(path, n=30):
         return []
 
 
+def read_jsonl(path):
+    out = []
+    try:
+        with open(path) as f:
+            for line in f:
+                try:
+                    out.append(json.loads(line))
+                except ValueError:
+                    pass
+    except OSError:
+        pass
+    return out
+
+
 def cmd_record(stages, name, status, seconds, details="", note=""):
     entry = {"name": name, "status": status, "seconds": round(float(seconds), 1)}
     if note:
@@ -72,6 +108,13 @@ def cmd_record(stages, name, status, seconds, details="", note=""):
     d = load(details) if details else None
     if d is not None:
         entry["details"] = d
+    # the stage's commands run by `limited`: each one's limit, time and exit status
+    commands = read_jsonl(details[:-len(".json")] + ".commands.jsonl") if details.endswith(".json") else []
+    if commands:
+        entry["commands"] = commands
+        cut = [c["command"] for c in commands if c.get("cut")]
+        if cut:
+            entry["cut_commands"] = cut
     with open(stages, "a") as f:
         f.write(json.dumps(entry) + "\n")
 
@@ -92,6 +135,271 @@ def cmd_ctest(log, out):
     if not m and "total" not in res:
         res["log_tail"] = tail(log)
     dump(res, out)
+
+
+# ---- the tests stage: the engine suite in GoogleTest shards run at once
+
+GTEST_RUN = re.compile(r"\[ RUN      \] (\S+)")
+GTEST_END = re.compile(r"\[ +(OK|FAILED|SKIPPED) +\] (\S+?)(?:, where .*?)?(?: \((\d+) ms\))?\s*$")
+
+
+def gtest_list(binary, args, timeout):
+    """(exit status, [Suite.Name, ...], stderr) of BINARY --gtest_list_tests (DISABLED_ ones left out)."""
+    r = subprocess.run([binary, "--gtest_list_tests"] + list(args), capture_output=True, text=True,
+                       timeout=timeout)
+    tests, suite = [], None
+    for line in r.stdout.splitlines():
+        code = line.split("#")[0].rstrip()
+        if not code.strip():
+            continue
+        if not line.startswith(" "):
+            suite = code.strip() if code.strip().endswith(".") else None
+        elif suite:
+            tests.append(suite + code.strip())
+    return r.returncode, [t for t in tests if "DISABLED_" not in t], r.stderr
+
+
+def parse_gtest_log(path):
+    """[(name, status, ms)] of the tests a shard's output ended, and the one it started and never ended."""
+    done, current = [], None
+    try:
+        with open(path, errors="replace") as f:
+            for line in f:
+                m = GTEST_RUN.search(line)
+                if m:
+                    current = m.group(1)
+                    continue
+                m = GTEST_END.search(line)
+                if m and current is not None and m.group(2) == current:
+                    done.append((current, {"OK": "passed", "FAILED": "failed", "SKIPPED": "skipped"}[m.group(1)],
+                                 int(m.group(3)) if m.group(3) else None))
+                    current = None
+    except OSError:
+        pass
+    return done, current
+
+
+def test_output(path, name, limit=80):
+    """The lines a test printed, from its RUN line to its result (or to the end: a crash)."""
+    out, on = [], False
+    try:
+        with open(path, errors="replace") as f:
+            for line in f:
+                if not on:
+                    m = GTEST_RUN.search(line)
+                    on = bool(m and m.group(1) == name)
+                    if on:
+                        out.append(line.rstrip("\n"))
+                    continue
+                out.append(line.rstrip("\n"))
+                m = GTEST_END.search(line)
+                if m and m.group(2) == name:
+                    break
+    except OSError:
+        pass
+    return out if len(out) <= limit else out[:limit // 2] + ["... (%d lines)" % (len(out) - limit)] + out[-limit // 2:]
+
+
+def kill_group(proc):
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(proc.pid, sig)
+        except OSError:
+            return
+        try:
+            proc.wait(timeout=5)
+            return
+        except subprocess.TimeoutExpired:
+            pass
+
+
+def exit_text(rc):
+    return "signal %d" % -rc if rc is not None and rc < 0 else "exit %s" % rc
+
+
+def cmd_shards(out, logdir, deadline, nshards, binary, *gtest_args):
+    t_start = time.time()
+    deadline = float(deadline) - 3   # the stage still writes its details before its end
+    n = max(1, int(nshards))
+    os.makedirs(logdir, exist_ok=True)
+    res = {"binary": binary, "device": os.environ.get("UMA_TEST_DEVICE"), "shards": n,
+           "omp_num_threads": os.environ.get("OMP_NUM_THREADS"), "rounds": []}
+    try:
+        rc, tests, err = gtest_list(binary, gtest_args, max(1.0, min(120.0, deadline - time.time())))
+    except (OSError, subprocess.SubprocessError) as e:
+        rc, tests, err = None, [], str(e)
+    if rc != 0 or not tests:
+        res["error"] = "cannot list the tests (%s): %s" % (exit_text(rc), " | ".join(err.strip().splitlines()[-5:]))
+        res.update(total=0, passed=0, failed=0, failed_tests=[res["error"]])
+        dump(res, out)
+        print("gtest shards: FAILED: " + res["error"])
+        return 1
+    print("%d tests of %s in %d shards at once (UMA_TEST_DEVICE=%s, OMP_NUM_THREADS=%s)" %
+          (len(tests), os.path.basename(binary), n, res["device"], res["omp_num_threads"]))
+    results, shard_errors, logs_of = {}, [], {}
+    pending, round_no = list(tests), 0
+    while pending and round_no < 4 and time.time() < deadline - (10 if round_no else 0):
+        k = min(n, len(pending))
+        # the first round: GoogleTest's own sharding of the whole suite; later ones: what is left
+        filt = [] if round_no == 0 else ["--gtest_filter=" + ":".join(pending)]
+        procs = []
+        for i in range(k):
+            log = os.path.join(logdir, "round%d-shard%d.log" % (round_no, i))
+            env = dict(os.environ, GTEST_TOTAL_SHARDS=str(k), GTEST_SHARD_INDEX=str(i))
+            env.pop("GTEST_SHARD_STATUS_FILE", None)
+            f = open(log, "w")
+            p = subprocess.Popen([binary] + list(gtest_args) + filt, stdout=f, stderr=subprocess.STDOUT, env=env,
+                                 start_new_session=True)
+            procs.append({"p": p, "f": f, "log": log, "t0": time.time(), "killed": False, "t1": None})
+        while any(x["p"].poll() is None for x in procs):
+            now = time.time()
+            for x in procs:
+                if x["t1"] is None and x["p"].poll() is not None:
+                    x["t1"] = now
+            if now >= deadline:
+                for x in procs:
+                    if x["p"].poll() is None:
+                        x["killed"] = True
+                        kill_group(x["p"])
+                break
+            time.sleep(0.2)
+        crashed, info = False, []
+        for x in procs:
+            x["p"].wait()
+            x["f"].close()
+            rcx = x["p"].returncode
+            done, current = parse_gtest_log(x["log"])
+            rel = os.path.basename(x["log"])
+            for name, status, ms in done:
+                results[name] = {"status": status, "ms": ms}
+                logs_of[name] = x["log"]
+            if current is not None:
+                results[current] = {"status": "timeout" if x["killed"] else "crashed", "exit": exit_text(rcx)}
+                logs_of[current] = x["log"]
+                crashed = crashed or not x["killed"]
+            elif rcx not in (0, 1) and not x["killed"]:
+                shard_errors.append("%s: %s after its last test" % (rel, exit_text(rcx)))
+            info.append({"log": rel, "exit": rcx, "killed_at_deadline": x["killed"], "tests_ended": len(done),
+                         "seconds": round((x["t1"] or time.time()) - x["t0"], 1)})
+        res["rounds"].append({"filter": "left over" if filt else None, "processes": info})
+        before = len(pending)
+        pending = [t for t in tests if t not in results]
+        if any(x["killed"] for x in procs) or not crashed or len(pending) == before:
+            break
+        print("round %d: a shard crashed; %d tests not reached run again" % (round_no, len(pending)))
+        round_no += 1
+    status = {}
+    for name, r in results.items():
+        status.setdefault(r["status"], []).append(name)
+    names = {"failed": "Failed", "crashed": "crashed", "timeout": "Timeout"}
+    failed_tests = ["%s (%s%s)" % (t, names[st], ": " + results[t]["exit"] if "exit" in results[t] else "")
+                    for st in ("failed", "crashed", "timeout") for t in status.get(st, [])]
+    not_run = [t for t in tests if t not in results]
+    timed = sorted(((r["ms"], t) for t, r in results.items() if r.get("ms") is not None), reverse=True)
+    res.update(total=len(tests), passed=len(status.get("passed", [])), failed=len(failed_tests),
+               skipped=len(status.get("skipped", [])), skipped_tests=status.get("skipped", []),
+               not_run=len(not_run), not_run_tests=not_run[:60], failed_tests=failed_tests,
+               shard_errors=shard_errors, seconds=round(time.time() - t_start, 1),
+               slowest_ms=[{"test": t, "ms": ms} for ms, t in timed[:12]])
+    dump(res, out)
+    for t in status.get("failed", []) + status.get("crashed", []) + status.get("timeout", []):
+        print("---- %s (%s), %s:" % (t, results[t]["status"], os.path.basename(logs_of[t])))
+        for line in test_output(logs_of[t], t):
+            print("    " + line)
+    print("slowest: " + ", ".join("%s %.1f s" % (t, ms / 1e3) for ms, t in timed[:8]))
+    ok = not failed_tests and not not_run and not shard_errors
+    print("gtest shards: %d tests, %d passed, %d failed, %d skipped, %d not run%s in %.1f s: %s" % (
+        len(tests), res["passed"], len(failed_tests), res["skipped"], len(not_run),
+        (", shard errors: " + "; ".join(shard_errors)) if shard_errors else "", res["seconds"],
+        "passed" if ok else "FAILED"))
+    for t in failed_tests:
+        print("  FAILED " + t)
+    if not_run:
+        print("  not run (the stage's limit): " + ", ".join(not_run[:20]) + (" ..." if len(not_run) > 20 else ""))
+    return 0 if ok else 1
+
+
+def cmd_gtest_exclude(binary):
+    rc, tests, err = gtest_list(binary, [], 120)
+    if rc != 0 or not tests:
+        print("cannot list %s's tests (%s): %s" % (binary, exit_text(rc), err.strip()), file=sys.stderr)
+        return 1
+    suites = sorted({t.split(".", 1)[0] for t in tests})
+    esc = [re.sub(r"([.^$*+?()\[\]{}|\\])", r"\\\1", x) for x in suites]
+    print("^(lammps|converter|%s)\\." % "|".join(esc))
+    return 0
+
+
+def cmd_tests_merge(out, gtest_json, ctest_json):
+    g, c = load(gtest_json, {}) or {}, load(ctest_json, {}) or {}
+    res = {"total": g.get("total", 0) + c.get("total", 0), "passed": g.get("passed", 0) + c.get("passed", 0),
+           "failed": g.get("failed", 0) + c.get("failed", 0),
+           "failed_tests": g.get("failed_tests", []) + c.get("failed_tests", []),
+           "skipped": g.get("skipped", 0), "not_run": g.get("not_run", 0), "not_run_tests": g.get("not_run_tests", []),
+           "shard_errors": g.get("shard_errors", []), "gtest": g, "ctest": c}
+    if "total" not in c:
+        res["ctest_incomplete"] = "no ctest summary line (stopped by the stage's limit?)"
+    dump(res, out)
+    print("tests: %d, %d passed, %d failed, %d not run%s" % (res["total"], res["passed"], res["failed"],
+                                                            res["not_run"], "; ctest incomplete" if "ctest_incomplete" in res else ""))
+    return 0
+
+
+# ---- the one archive that comes back with the summary
+
+ARCHIVE_SKIP_DIRS = {"site", "image", "model", "__pycache__"}
+ARCHIVE_SUFFIXES = (".log", ".json", ".jsonl", ".out", ".err", ".rc", ".txt", ".lammps", ".dump", ".data")
+ARCHIVE_FILE_CAP = 2 << 20
+ARCHIVE_TOTAL_CAP = 48 << 20   # uncompressed; compressed, well under the 16 MiB a file may come back with
+
+
+def archived(name):
+    return name.endswith(ARCHIVE_SUFFIXES) or name.startswith(("log.", "probe.", "in."))
+
+
+def cmd_archive(out, base, *subdirs):
+    files = []
+    top_level = (".json", ".jsonl", ".out", ".txt", ".log")
+    outname = os.path.basename(out)
+    for name in sorted(os.listdir(base)):
+        path = os.path.join(base, name)
+        if os.path.isfile(path) and name.endswith(top_level) and name != outname and ".tmp" not in name:
+            files.append(path)
+    for sub in subdirs:
+        root = os.path.join(base, sub)
+        for dirpath, dirnames, filenames in os.walk(root):
+            dirnames[:] = sorted(d for d in dirnames if d not in ARCHIVE_SKIP_DIRS)
+            files += [os.path.join(dirpath, f) for f in sorted(filenames) if archived(f) and ".tmp" not in f]
+    tmp = "%s.tmp%d" % (out, os.getpid())
+    total, left_out, cut = 0, [], []
+    with tarfile.open(tmp, "w:gz") as tar:
+        for path in files:
+            rel = os.path.relpath(path, base)
+            try:
+                size = os.path.getsize(path)
+                with open(path, "rb") as f:
+                    if size > ARCHIVE_FILE_CAP:
+                        f.seek(size - ARCHIVE_FILE_CAP)
+                        cut.append(rel)
+                    data = f.read(ARCHIVE_FILE_CAP)
+            except OSError:
+                continue
+            if total + len(data) > ARCHIVE_TOTAL_CAP:
+                left_out.append(rel)
+                continue
+            total += len(data)
+            info = tarfile.TarInfo("gpu_check/" + rel)
+            info.size, info.mtime, info.mode = len(data), int(time.time()), 0o644
+            tar.addfile(info, io.BytesIO(data))
+        note = ("The logs and details of scripts/gpu_check.sh, written %s; paths relative to its build folder.\n"
+                "Files over %d bytes keep their last %d bytes: %s\nLeft out (over %d bytes in all): %s\n" % (
+                    time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), ARCHIVE_FILE_CAP, ARCHIVE_FILE_CAP,
+                    ", ".join(cut) or "none", ARCHIVE_TOTAL_CAP, ", ".join(left_out) or "none")).encode()
+        info = tarfile.TarInfo("gpu_check/MANIFEST.txt")
+        info.size, info.mtime, info.mode = len(note), int(time.time()), 0o644
+        tar.addfile(info, io.BytesIO(note))
+    os.replace(tmp, out)
+    return 0
 
 
 def cmd_bench(label, stdout, rc, out):
@@ -598,18 +906,38 @@ def summarise_ranks_case(c):
     return out
 
 
-def cmd_summary(stages_path, details_dir, env_path, mode, budget, total, out, final="0"):
-    stages = []
-    if os.path.exists(stages_path):
-        with open(stages_path) as f:
-            stages = [json.loads(line) for line in f if line.strip()]
+def versus_figures(d):
+    return {struct: ({"not_run": e["not_run"]} if "not_run" in e else
+                     {"atoms": e.get("atoms"), "passed": e.get("passed"), "ratios": e.get("ratios"),
+                      "checks_failed": e.get("checks_failed"),
+                      "runs": {n: {k: r[k] for k in ("ms_per_step", "steps_per_s", "peak_device_mb", "first_call_s",
+                                                     "load_s", "compile_s", "compile_s_over_eager",
+                                                     "energy_per_atom_error", "force_max_abs_error",
+                                                     "version", "torch", "cut", "error") if k in r}
+                               for n, r in e.get("runs", {}).items()}})
+            for struct, e in d.get("structures", {}).items()}
+
+
+def cmd_summary(stages_path, details_dir, env_path, mode, budget, total, out, final="0", selection="all",
+                archive=""):
+    stages = read_jsonl(stages_path)
     failed = [s["name"] for s in stages if s["status"] == "failed"]
     skipped = [s["name"] for s in stages if s["status"] == "skipped"]
+    not_selected = [s["name"] for s in stages if s["status"] == "not_selected"]
     figures = {}
     for s in stages:
         d = s.get("details")
         if s["name"] == "tests" and d:
-            figures["tests"] = {k: d[k] for k in ("total", "passed", "failed", "failed_tests") if k in d}
+            figures["tests"] = {k: d[k] for k in ("total", "passed", "failed", "failed_tests", "skipped", "not_run",
+                                                  "not_run_tests", "shard_errors", "ctest_incomplete") if k in d}
+            g = d.get("gtest") or {}
+            if g:
+                figures["tests"]["shards"] = g.get("shards")
+                figures["tests"]["gtest_seconds"] = g.get("seconds")
+                figures["tests"]["slowest_ms"] = g.get("slowest_ms", [])[:5]
+        if s["name"] == "profile" and isinstance(d, list):
+            figures["uma_profile"] = [{k: r[k] for k in ("run", "atoms", "ms_per_step", "profile", "rc", "error")
+                                       if k in r} for r in d]
         if s["name"] == "bench" and isinstance(d, list):
             figures["uma_bench"] = [{k: r[k] for k in ("run", "atoms", "edges", "device", "precision", "ms_per_step",
                                                        "steps_per_s", "peak_device_mb", "model_gflops_per_s", "graph_replays",
@@ -639,14 +967,8 @@ def cmd_summary(stages_path, details_dir, env_path, mode, budget, total, out, fi
                 figures["lammps_md_replay"] = {k: replay[k] for k in (
                     "passed", "worst_difference", "eager_timesteps_per_s", "replayed_timesteps_per_s",
                     "replay_speedup", "checks_failed") if k in replay}
-        if s["name"] == "versus_fairchem" and d:
-            figures["versus_fairchem"] = {
-                struct: {"atoms": e.get("atoms"), "passed": e.get("passed"), "ratios": e.get("ratios"),
-                         "runs": {n: {k: r[k] for k in ("ms_per_step", "steps_per_s", "peak_device_mb",
-                                                        "energy_per_atom_error", "force_max_abs_error",
-                                                        "version", "torch", "cut", "error") if k in r}
-                                  for n, r in e.get("runs", {}).items()}}
-                for struct, e in d.get("structures", {}).items()}
+        if s["name"] in ("versus_fairchem", "versus_fairchem_compiled") and d:
+            figures[s["name"]] = versus_figures(d)
         if s["name"] == "tf32" and d:
             figures["tf32"] = {
                 struct: dict({"atoms": e.get("atoms"), "passed": e.get("passed")},
@@ -660,9 +982,14 @@ def cmd_summary(stages_path, details_dir, env_path, mode, budget, total, out, fi
         "mode": mode,
         "note": ("CPU proof of the offline build from the prepared folder: NOT GPU figures"
                  if mode == "cpu-proof" else "GPU check"),
+        # passed: every stage of the selection ran and passed (not_selected_stages: those it did not ask for)
         "status": "failed" if failed or skipped else "passed",
+        "selection": selection,
         "failed_stages": failed,
         "skipped_stages": skipped,
+        "not_selected_stages": not_selected,
+        "cut_commands": {s["name"]: s["cut_commands"] for s in stages if s.get("cut_commands")},
+        "archive": archive or None,
         "total_s": round(float(total), 1),
         "budget_s": budget if budget > 0 else None,
         "within_budget": (float(total) <= budget) if budget > 0 else None,
@@ -681,8 +1008,10 @@ def cmd_summary(stages_path, details_dir, env_path, mode, budget, total, out, fi
 def main(argv):
     cmds = {"record": cmd_record, "ctest": cmd_ctest, "bench": cmd_bench, "lammps": cmd_lammps,
             "mpi": cmd_mpi, "ranks": cmd_ranks, "ranks-skip": cmd_ranks_skip, "devices": cmd_devices,
-            "train": cmd_train, "versus": cmd_versus, "lammps-replay": cmd_lammps_replay,
-            "precision": cmd_precision, "summary": cmd_summary}
+            "train": cmd_train, "versus": cmd_versus, "versus-skip": cmd_versus_skip,
+            "versus-compiled": cmd_versus_compiled, "lammps-replay": cmd_lammps_replay,
+            "precision": cmd_precision, "shards": cmd_shards, "gtest-exclude": cmd_gtest_exclude,
+            "tests-merge": cmd_tests_merge, "archive": cmd_archive, "summary": cmd_summary}
     if len(argv) < 2 or argv[1] not in cmds:
         print(__doc__.strip(), file=sys.stderr)
         return 2

@@ -11,13 +11,25 @@
       ms/step, steps/s and peak device memory of every run, the energy and force
       errors against fp64, fairchem's / ours and replay / eager ratios.
 
+  gpu_check_report.py versus-skip OUT.json STRUCT REASON
+      a structure the stage did not start (the time left): recorded as not run, not failed.
+
+  gpu_check_report.py versus-compiled OUT.json STRUCT DIR REF_DIR EAGER_DIR
+      one structure of the versus_fairchem_compiled stage: fairchem with torch.compile,
+      fairchem-P.{out,err,rc,forces.json} in DIR; the fp64 reference REF_DIR/ref.json; ours
+      and fairchem eager from the versus_fairchem stage in EAGER_DIR where it ran.  Per
+      precision: the first call (load_s apart; first_call_s holds the compile), the step
+      (ms_per_step, the median of the timed calls after it), compile_s = first_call_s - the
+      step, and, where the eager stage ran, compile_s_over_eager = first_call_s - fairchem
+      eager's first call; errors against fp64; compiled / eager and compiled / ours ratios.
+
   gpu_check_report.py lammps-replay LOG_EAGER LOG_GRAPH RC OUT.json TOL
       lammps_md's cuda_graph yes run against its eager run: the step was captured and
       replayed (the pair style's log lines), no refusal, the same thermo steps, PotEng
       and TotEng per atom within TOL eV/atom and Temp within TOL relative (float
       atomics reorder fp32 sums between any two runs), timesteps/s of both.
 
-versus checks (exit 1 when one fails): the fp64 reference ran; every run that was made
+versus and versus-compiled check (exit 1 when one fails): the fp64 reference ran; every run that was made
 exited 0 or was cut by the stage's time limit (exit 124/137, recorded as cut,
 not as a figure); fp32 energies, ours and fairchem's, within 1e-3 eV/atom of
 the fp64 reference (the same weights, both ways); finite numbers.
@@ -79,8 +91,34 @@ def _errors(frame, ref):
 
 def _timing(result):
     median = result["time_s"]["median"]
-    return {"ms_per_step": 1e3 * median, "steps_per_s": 1.0 / median,
-            "peak_device_mb": result.get("peak_device_mb"), "first_call_s": result.get("first_call_s")}
+    out = {"ms_per_step": 1e3 * median, "steps_per_s": 1.0 / median,
+           "peak_device_mb": result.get("peak_device_mb"), "first_call_s": result.get("first_call_s")}
+    if "load_s" in result:
+        out["load_s"] = result["load_s"]
+    return out
+
+
+def _write(res, out):
+    tmp = "%s.tmp%d" % (out, os.getpid())
+    with open(tmp, "w") as f:
+        json.dump(res, f, indent=1)
+        f.write("\n")
+    os.replace(tmp, out)
+
+
+def _all_passed(structs):
+    """Every structure that ran passed (those not run for the time left count for nothing)."""
+    return all(e.get("passed") for e in structs.values() if "not_run" not in e)
+
+
+def cmd_versus_skip(out, struct, reason):
+    res = _load(out) or {}
+    structs = res.setdefault("structures", {})
+    structs[struct] = {"not_run": reason}
+    res["passed"] = _all_passed(structs)
+    _write(res, out)
+    print("versus %s: %s" % (struct, reason))
+    return 0
 
 
 def cmd_versus(out, struct, dir_):
@@ -176,12 +214,8 @@ def cmd_versus(out, struct, dir_):
     entry["checks_failed"] = failed
     entry["passed"] = not failed
     structs[struct] = entry
-    res["passed"] = all(e.get("passed") for e in structs.values())
-    tmp = out + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(res, f, indent=1)
-        f.write("\n")
-    os.replace(tmp, out)
+    res["passed"] = _all_passed(structs)
+    _write(res, out)
     for name, run in entry["runs"].items():
         if "ms_per_step" in run:
             print("%s %-18s %9.2f ms/step %8.2f steps/s  peak %s MB  energy err %s eV/atom" % (
@@ -192,6 +226,98 @@ def cmd_versus(out, struct, dir_):
     for k, v in ratios.items():
         print("%s %s %.2fx" % (struct, k, v))
     print("versus %s: %s" % (struct, "passed" if not failed else "FAILED: " + "; ".join(failed)))
+    return 1 if failed else 0
+
+
+def cmd_versus_compiled(out, struct, dir_, ref_dir, eager_dir):
+    res = _load(out) or {}
+    structs = res.setdefault("structures", {})
+    entry = {"runs": {}}
+    failed = []
+    ref = None
+    ref_rc = _rc(ref_dir, "ref")
+    data = _load(os.path.join(ref_dir, "ref.json"))
+    if ref_rc == 0 and isinstance(data, list) and data:
+        ref = data[0]
+        entry["atoms"] = len(ref["forces"]) // 3
+        entry["reference"] = "lammps-uma fp64 (uma eval)"
+    else:
+        failed.append("the fp64 reference did not run (exit %s)" % ref_rc)
+    ratios = {}
+    for prec in ("fp32", "tf32"):
+        name = "fairchem-compiled-%s" % prec
+        rc = _rc(dir_, "fairchem-%s" % prec)
+        if rc is None:
+            continue
+        if rc in CUT:
+            err = []
+            try:
+                with open(os.path.join(dir_, "fairchem-%s.err" % prec), errors="replace") as f:
+                    err = f.read().splitlines()[-3:]
+            except OSError:
+                pass
+            entry["runs"][name] = {"cut": "stage time limit (exit %d): the compile and its first call did not end "
+                                          "within the command's limit (details/versus_fairchem_compiled.commands.jsonl)"
+                                          % rc, "stderr_tail": err}
+            continue
+        if rc != 0:
+            entry["runs"][name] = {"rc": rc, "error": "exit %d" % rc}
+            failed.append("%s: exit %d" % (name, rc))
+            continue
+        result, lines = _last_json_line(os.path.join(dir_, "fairchem-%s.out" % prec))
+        if result is None or "time_s" not in result:
+            entry["runs"][name] = {"error": lines[-5:]}
+            failed.append("%s: no JSON line" % name)
+            continue
+        run = _timing(result)
+        run.update({k: result[k] for k in ("engine", "version", "torch", "backend") if k in result})
+        step_s = result["time_s"]["median"]
+        if isinstance(result.get("first_call_s"), (int, float)):
+            run["compile_s"] = result["first_call_s"] - step_s   # the first call beyond one step
+        eager, _ = _last_json_line(os.path.join(eager_dir, "fairchem-%s.out" % prec))
+        eager_ms = None
+        if _rc(eager_dir, "fairchem-%s" % prec) == 0 and eager and "time_s" in eager:
+            eager_ms = 1e3 * eager["time_s"]["median"]
+            run["eager_ms_per_step"] = eager_ms
+            run["eager_first_call_s"] = eager.get("first_call_s")
+            if isinstance(eager.get("first_call_s"), (int, float)) and isinstance(result.get("first_call_s"),
+                                                                                   (int, float)):
+                run["compile_s_over_eager"] = result["first_call_s"] - eager["first_call_s"]
+        frame = _load(os.path.join(dir_, "fairchem-%s.forces.json" % prec))
+        if ref is not None and frame:
+            e, why = _errors(frame, ref)
+            if why:
+                failed.append("%s: %s" % (name, why))
+            else:
+                run.update(e)
+                if prec == "fp32" and not e["energy_per_atom_error"] < 1e-3:
+                    failed.append("%s: energy %.3e eV/atom from fp64 (limit 1e-3: not the same model?)" %
+                                  (name, e["energy_per_atom_error"]))
+        entry["runs"][name] = run
+        ms = run["ms_per_step"]
+        if eager_ms:
+            ratios["compiled_speedup_%s" % prec] = eager_ms / ms
+        for mode, key in (("eager", "fairchem_compiled_over_ours_eager_%s"),
+                          ("graph", "fairchem_compiled_over_ours_replayed_%s")):
+            ours, _ = _last_json_line(os.path.join(eager_dir, "ours-%s-%s.out" % (prec, mode)))
+            if _rc(eager_dir, "ours-%s-%s" % (prec, mode)) == 0 and ours and "time_s" in ours:
+                ratios[key % prec] = ms / (1e3 * ours["time_s"]["median"])
+    entry["ratios"] = ratios
+    entry["checks_failed"] = failed
+    entry["passed"] = not failed
+    structs[struct] = entry
+    res["passed"] = _all_passed(structs)
+    _write(res, out)
+    for name, run in entry["runs"].items():
+        if "ms_per_step" in run:
+            print("%s %-22s %9.2f ms/step, first call %.1f s (load %.1f s apart), compile ~%.1f s" % (
+                struct, name, run["ms_per_step"], run.get("first_call_s") or float("nan"),
+                run.get("load_s") or float("nan"), run.get("compile_s") or float("nan")))
+        else:
+            print("%s %-22s %s" % (struct, name, run))
+    for k, v in ratios.items():
+        print("%s %s %.2fx" % (struct, k, v))
+    print("versus compiled %s: %s" % (struct, "passed" if not failed else "FAILED: " + "; ".join(failed)))
     return 1 if failed else 0
 
 
