@@ -21,11 +21,12 @@
 #include "train_report.h"
 #include "uma_model_handle.h"
 
-#include "model.h"
+#include "model/model.h"
 #include "train/sampler.h"
 #include "train/trainer.h"
-#include "training_data.h"
-#include "transfers.h"
+#include "train/training_loop.h"
+#include "io/training_data.h"
+#include "runtime/transfers.h"
 
 using namespace LAMMPS_NS;
 using namespace FixConst;
@@ -79,11 +80,15 @@ void FixUMATrain::create_trainer() {
   try {
     torch::manual_seed(o.seed);
     trainer_ = std::make_unique<uma::train::Trainer>(uma::load_model(setup.model_path), o);
+    if (set_.max_atoms == 0) set_.max_atoms = std::max<long long>(atom->natoms, 1);
+    loop_ = std::make_unique<uma::train::TrainingLoop>(
+        *trainer_,
+        uma::train::MaxAtomsSampler(set_.max_atoms, o.seed, comm->nprocs, comm->me, set_.shuffle));
     for (const auto *files : {&set_.data_files, &set_.holdout_files})
       for (const auto &file : *files) {
         const bool held = files == &set_.holdout_files;
         auto samples = frames_->read(file);
-        for (const auto &s : samples) add_sample(s, held);
+        for (const auto &s : samples) loop_->add(s, held);
         if (comm->me == 0)
           utils::logmesg(lmp, "fix uma/train: {} {}frames from {}\n", samples.size(),
                          held ? "held-out " : "", file);
@@ -91,9 +96,6 @@ void FixUMATrain::create_trainer() {
   } catch (const std::exception &e) {
     error->all(FLERR, "Fix uma/train: {}", e.what());
   }
-  if (set_.max_atoms == 0) set_.max_atoms = std::max<long long>(atom->natoms, 1);
-  sampler_ = std::make_unique<uma::train::MaxAtomsSampler>(set_.max_atoms, o.seed, comm->nprocs,
-                                                           comm->me, set_.shuffle);
   report_->log_setup(set_, setup.model_path, task);
 }
 
@@ -105,7 +107,7 @@ void FixUMATrain::setup(int) {
     } catch (const std::exception &e) {
       error->all(FLERR, "Fix uma/train: cannot restart from the optimizer state: {}", e.what());
     }
-    sampler_->resume(
+    loop_->sampler().resume(
         static_cast<int64_t>(resumed_.epoch), static_cast<int64_t>(resumed_.position),
         resumed_.planned_samples > 0 ? static_cast<int64_t>(resumed_.planned_samples) : -1);
     calls_ = static_cast<long long>(resumed_.calls);
@@ -160,7 +162,7 @@ void FixUMATrain::collect_frame(uma::Sample &s) {
   gate_->labelled(update->ntimestep);
   report_->set(TrainReport::REFERENCE_CALLS, static_cast<double>(frames_collected_));
   try {
-    add_sample(s, set_.holdout_every > 0 && frames_collected_ % set_.holdout_every == 0);
+    loop_->add(s, set_.holdout_every > 0 && frames_collected_ % set_.holdout_every == 0);
   } catch (const std::exception &e) {
     failure = e.what();
   }
@@ -169,35 +171,16 @@ void FixUMATrain::collect_frame(uma::Sample &s) {
     error->all(FLERR, "Fix uma/train: frame at step {}: {}", update->ntimestep, failure);
 }
 
-void FixUMATrain::add_sample(const uma::Sample &s, bool held_out) {
-  const int64_t id = trainer_->add_sample(s);
-  if (held_out) {
-    held_ids_.push_back(id);
-  } else {
-    train_ids_.push_back(id);
-    train_atoms_.push_back(static_cast<int64_t>(s.atoms.numbers.size()));
-  }
-}
-
 void FixUMATrain::train() {
-  if (train_ids_.empty()) return;
+  if (loop_->training().empty()) return;
   std::string failure;
-  for (int k = 0; k < set_.steps_per_call && failure.empty(); ++k) {
-    auto picks = sampler_->next(train_atoms_);
-    if (picks.empty()) {
-      failure =
-          fmt::format("no frame has at most max_atoms {} atoms; raise max_atoms", set_.max_atoms);
-      break;
-    }
-    std::vector<int64_t> batch;
-    for (int64_t p : picks) batch.push_back(train_ids_[p]);
-    const long long reads0 = uma::host_read_count(), uploads0 = uma::upload_count();
-    try {
-      trainer_->step(batch);
-    } catch (const std::exception &e) {
-      failure = std::string("training step failed: ") + e.what();
-    }
-    report_->count_step(uma::host_read_count() - reads0, uma::upload_count() - uploads0);
+  try {
+    loop_->steps(set_.steps_per_call,
+                 [&](int64_t reads, int64_t uploads) { report_->count_step(reads, uploads); });
+  } catch (const uma::train::NoBatchError &e) {
+    failure = fmt::format("no frame has at most max_atoms {} atoms; raise max_atoms", e.max_atoms);
+  } catch (const std::exception &e) {
+    failure = std::string("training step failed: ") + e.what();
   }
   if (!failure.empty()) error->all(FLERR, "Fix uma/train: {}", failure);
   push_weights();
@@ -212,9 +195,9 @@ void FixUMATrain::push_weights() {
 void FixUMATrain::print_stats() {
   const auto s = trainer_->read_stats();
   double held[3] = {NAN, NAN, NAN};  // energy MAE, forces MAE, rank correlation
-  if (!held_ids_.empty()) {
+  if (!loop_->held_out().empty()) {
     on_rank_zero("errors on the held-out frames", [&] {
-      const auto e = trainer_->errors(held_ids_, set_.use_average);
+      const auto e = trainer_->errors(loop_->held_out(), set_.use_average);
       held[0] = e.energy;
       held[1] = e.forces;
     });
@@ -224,8 +207,9 @@ void FixUMATrain::print_stats() {
   report_->set(TrainReport::HELD_ENERGY_MAE, held[0]);
   report_->set(TrainReport::HELD_FORCES_MAE, held[1]);
   report_->set(TrainReport::RANK_CORRELATION, held[2]);
-  report_->print(s, {trainer_->steps(), trainer_->num_samples(), frames_collected_,
-                     held_ids_.size(), set_.committee > 0, set_.label_auto, gate_->take_counts()});
+  report_->print(
+      s, {trainer_->steps(), trainer_->num_samples(), frames_collected_, loop_->held_out().size(),
+          set_.committee > 0, set_.label_auto, gate_->take_counts()});
 }
 
 double FixUMATrain::held_out_calibration() {
@@ -234,7 +218,7 @@ double FixUMATrain::held_out_calibration() {
   double rho = std::nan("");
   on_rank_zero("uncertainty on the held-out frames", [&] {
     std::vector<calibration::Frame> frames;
-    for (int64_t id : held_ids_) {
+    for (int64_t id : loop_->held_out()) {
       const auto u = trainer_->uncertainty(trainer_->sample(id));
       const auto e = trainer_->errors({id}, set_.use_average);
       frames.push_back({u.max, u.mean, e.forces, e.energy,
@@ -279,9 +263,13 @@ void FixUMATrain::write_restart(FILE *fp) {
                e.what());
   }
   using D = double;
-  const TrainRestart now{
-      D(trainer_->steps()), D(sampler_->epoch()),   D(sampler_->position()),       D(calls_),
-      D(frames_collected_), D(gate_->last_label()), D(sampler_->planned_samples())};
+  const TrainRestart now{D(trainer_->steps()),
+                         D(loop_->sampler().epoch()),
+                         D(loop_->sampler().position()),
+                         D(calls_),
+                         D(frames_collected_),
+                         D(gate_->last_label()),
+                         D(loop_->sampler().planned_samples())};
   now.write(fp);
 }
 

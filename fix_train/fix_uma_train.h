@@ -28,7 +28,7 @@ namespace uma {
 struct Sample;
 namespace train {
 class Trainer;
-class MaxAtomsSampler;
+class TrainingLoop;
 }  // namespace train
 }  // namespace uma
 
@@ -57,10 +57,8 @@ class FixUMATrain : public Fix {
   std::unique_ptr<LabelGate> gate_;
   UMAModelHandle *pair_ = nullptr;  // the pair style whose model this fix trains
   std::unique_ptr<uma::train::Trainer> trainer_;
-  std::unique_ptr<uma::train::MaxAtomsSampler> sampler_;
-  std::vector<int64_t> train_ids_,
-      train_atoms_;                // trainer samples the sampler draws from, their sizes
-  std::vector<int64_t> held_ids_;  // held-out frames: never trained on
+  // the frames it trains on and holds out, the sampler and the steps (shared with uma train)
+  std::unique_ptr<uma::train::TrainingLoop> loop_;
   long long calls_ = 0, frames_collected_ = 0;
   std::unique_ptr<TrainReport> report_;
   bool restarted_ = false, calibration_written_ = false;
@@ -72,7 +70,6 @@ class FixUMATrain : public Fix {
       const uma::Sample &s);  // estimates the uncertainty; whether the gate labels this frame
   void collect_frame(uma::Sample &s);
   double held_out_calibration();
-  void add_sample(const uma::Sample &s, bool held_out);
   // Runs `work` on rank 0; when it throws, every rank stops with its message
   // after `what` (agreed through first_failure: no rank waits alone).
   void on_rank_zero(const std::string &what, const std::function<void()> &work);

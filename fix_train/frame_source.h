@@ -12,7 +12,7 @@
 
 #include "pointers.h"
 #include "reference_labeller.h"
-#include "training_data.h"
+#include "io/training_data.h"
 
 namespace LAMMPS_NS {
 

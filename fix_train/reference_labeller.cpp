@@ -1,6 +1,6 @@
 #include "reference_labeller.h"
 
-#include "packed_read.h"
+#include "engine/packed_read.h"
 
 #include <algorithm>
 #include <cmath>

@@ -11,7 +11,7 @@
 
 #include <mpi.h>
 
-#include "training_data.h"
+#include "io/training_data.h"
 
 namespace LAMMPS_NS {
 

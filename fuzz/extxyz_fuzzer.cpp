@@ -5,8 +5,8 @@
 #include <sstream>
 #include <string>
 
-#include "uma_error.h"
-#include "extxyz.h"
+#include "runtime/uma_error.h"
+#include "io/extxyz.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::istringstream in(std::string(reinterpret_cast<const char*>(data), size));

@@ -7,9 +7,9 @@
 #include <sstream>
 #include <string>
 
-#include "uma_error.h"
-#include "model_file.h"
-#include "safetensors.h"
+#include "runtime/uma_error.h"
+#include "model/model_file.h"
+#include "io/safetensors.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::istringstream in(std::string(reinterpret_cast<const char*>(data), size));

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "transfers.h"
+#include "runtime/transfers.h"
 
 using namespace LAMMPS_NS;
 

@@ -20,13 +20,13 @@
 #include "update.h"
 #include "utils.h"
 
-#include "device.h"
-#include "elements.h"
-#include "uma_error.h"
-#include "engine.h"
-#include "model.h"
+#include "runtime/device.h"
+#include "model/elements.h"
+#include "runtime/uma_error.h"
+#include "engine/engine.h"
+#include "model/model.h"
 #include "rank_agreement.h"
-#include "transfers.h"
+#include "runtime/transfers.h"
 
 using namespace LAMMPS_NS;
 

@@ -18,11 +18,11 @@
 #include "update.h"
 #include "utils.h"
 
-#include "elements.h"
-#include "engine.h"
-#include "model.h"
+#include "model/elements.h"
+#include "engine/engine.h"
+#include "model/model.h"
 #include "rank_agreement.h"
-#include "transfers.h"
+#include "runtime/transfers.h"
 
 #ifdef KOKKOS_ENABLE_CUDA
 #include <c10/cuda/CUDAGuard.h>

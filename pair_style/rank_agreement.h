@@ -10,7 +10,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "engine.h"
+#include "engine/engine.h"
 
 namespace LAMMPS_NS {
 

@@ -6,7 +6,7 @@
 
 #include <vector>
 
-#include "engine.h"
+#include "engine/engine.h"
 #include "reverse_rows.h"
 
 namespace LAMMPS_NS {

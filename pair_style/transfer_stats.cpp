@@ -1,6 +1,6 @@
 #include "transfer_stats.h"
 
-#include "transfers.h"
+#include "runtime/transfers.h"
 
 namespace LAMMPS_NS {
 

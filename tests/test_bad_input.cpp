@@ -9,9 +9,9 @@
 #include <limits>
 #include <sstream>
 
-#include "uma_error.h"
-#include "safetensors.h"
-#include "extxyz.h"
+#include "runtime/uma_error.h"
+#include "io/safetensors.h"
+#include "io/extxyz.h"
 #include "test_util.h"
 
 #include <unistd.h>

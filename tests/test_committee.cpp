@@ -8,10 +8,10 @@
 #include <filesystem>
 
 #include "test_util.h"
-#include "engine.h"
+#include "engine/engine.h"
 #include "train/committee.h"
 #include "train/trainer.h"
-#include "transfers.h"
+#include "runtime/transfers.h"
 
 namespace uma::test {
 namespace {

@@ -4,9 +4,9 @@
 // CUDA test runs.
 #include <gtest/gtest.h>
 
-#include "device.h"
-#include "elements.h"
-#include "geometry_matmul.h"
+#include "runtime/device.h"
+#include "model/elements.h"
+#include "graph/geometry_matmul.h"
 #include "test_util.h"
 
 namespace uma::test {

@@ -5,7 +5,7 @@
 // rebuilt exactly when the caller's layout id changes.
 #include <gtest/gtest.h>
 
-#include "transfers.h"
+#include "runtime/transfers.h"
 #include "test_util.h"
 
 namespace uma::test {

@@ -2,7 +2,7 @@
 // derivative (training differentiates forces once more).
 #include <gtest/gtest.h>
 
-#include "nn/edge_matmul.h"
+#include "edges/edge_matmul.h"
 
 namespace uma::nn {
 namespace {

@@ -6,8 +6,8 @@
 #include <set>
 #include <tuple>
 
-#include "extxyz.h"
-#include "transfers.h"
+#include "io/extxyz.h"
+#include "runtime/transfers.h"
 #include "test_util.h"
 
 namespace uma::test {

@@ -7,10 +7,10 @@
 // derivatives are refused.  And the engine's two edge backends, which agree.
 #include <gtest/gtest.h>
 
-#include "edge_rotation.h"
-#include "engine.h"
-#include "nn/lean_edges.h"
-#include "nn/so3.h"
+#include "model/edge_rotation.h"
+#include "engine/engine.h"
+#include "edges/lean_edges.h"
+#include "model/nn/so3.h"
 #include "test_util.h"
 
 namespace uma::nn {

@@ -11,7 +11,7 @@
 
 #include <torch/csrc/autograd/graph_task.h>
 
-#include "engine.h"
+#include "engine/engine.h"
 #include "test_util.h"
 
 namespace uma {

@@ -4,8 +4,8 @@
 
 #include <algorithm>
 
-#include "memory_plan.h"
-#include "nn/edge_chunks.h"
+#include "runtime/memory_plan.h"
+#include "edges/edge_chunks.h"
 #include "measure/storage_meter.h"
 #include "test_util.h"
 

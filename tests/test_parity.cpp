@@ -12,8 +12,8 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
-#include "engine.h"
-#include "model.h"
+#include "engine/engine.h"
+#include "model/model.h"
 #include "test_util.h"
 
 namespace uma {

@@ -13,11 +13,11 @@
 #include <tuple>
 #include <vector>
 
-#include "batch.h"
+#include "graph/batch.h"
 #include "measure/brute_force_graph.h"
-#include "radius_graph.h"
+#include "graph/radius_graph.h"
 #include "test_util.h"
-#include "transfers.h"
+#include "runtime/transfers.h"
 
 namespace uma::test {
 namespace {

@@ -4,7 +4,7 @@
 // refuse it.
 #include <gtest/gtest.h>
 
-#include "replay_cache.h"
+#include "engine/replay_cache.h"
 #include "test_util.h"
 
 namespace uma::test {

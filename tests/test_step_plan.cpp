@@ -3,9 +3,9 @@
 // come back by name, with their shapes.
 #include <gtest/gtest.h>
 
-#include "packed_read.h"
-#include "step_plan.h"
-#include "transfers.h"
+#include "engine/packed_read.h"
+#include "engine/step_plan.h"
+#include "runtime/transfers.h"
 #include "test_util.h"
 
 namespace uma::test {

@@ -4,7 +4,7 @@
 // blocks including an empty one.
 #include <gtest/gtest.h>
 
-#include "nn/system_blocks.h"
+#include "model/nn/system_blocks.h"
 
 namespace uma::nn {
 namespace {

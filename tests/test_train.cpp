@@ -11,7 +11,7 @@
 #include <c10/core/CPUAllocator.h>
 
 #include "measure/storage_meter.h"
-#include "transfers.h"
+#include "runtime/transfers.h"
 #include "test_util.h"
 #include "train/adamw_update.h"
 #include "train/sampler.h"
@@ -70,6 +70,36 @@ torch::Tensor weights(const Trainer& t) {
   std::vector<torch::Tensor> flat;
   for (const auto& p : t.model()->parameters()) flat.push_back(p.detach().reshape({-1}).clone());
   return torch::cat(flat);
+}
+
+// The same cell squeezed by `factor` along every lattice vector (twice the
+// neighbours within the cutoff at 0.8).
+Atoms squeezed(Atoms a, double factor) {
+  a.positions = a.positions * factor;
+  for (auto& row : a.cell)
+    for (auto& x : row) x *= factor;
+  return a;
+}
+
+// A frame's neighbour graph is whole whatever frame came before it: each
+// frame's edges are measured under the engine's capacity policy.  A dense
+// frame added after a sparse one with as many atoms once kept the sparse
+// one's capacities, and was evaluated, trained and estimated on a truncated
+// neighbour list (its errors and losses then depended on the frames' order).
+TEST(Training, DenseFrameAfterASparseOneIsWhole) {
+  const Sample sparse = labelled(copper_supercell(2), -110.0),
+               dense = labelled(squeezed(copper_supercell(2), 0.8), -95.0);
+  Trainer after(random_model(small_config()), evaluation_options(torch::kFloat64)),
+      alone(random_model(small_config()), evaluation_options(torch::kFloat64));
+  after.add_sample(sparse);
+  const int64_t second = after.add_sample(dense), first = alone.add_sample(dense);
+  const auto a = after.errors({second}, false), b = alone.errors({first}, false);
+  EXPECT_EQ(a.energy, b.energy);
+  EXPECT_EQ(a.forces, b.forces);
+  EXPECT_EQ(a.stress, b.stress);
+  after.step({second});
+  alone.step({first});
+  EXPECT_EQ(after.read_stats().loss, alone.read_stats().loss);
 }
 
 TEST(Training, StepReadsNothingFromTheDevice) {

@@ -6,9 +6,9 @@
 #include <fstream>
 #include <string>
 
-#include "uma_error.h"
+#include "runtime/uma_error.h"
 #include "test_util.h"
-#include "training_data.h"
+#include "io/training_data.h"
 
 namespace uma {
 namespace {

@@ -12,10 +12,10 @@
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
-#include "device.h"
-#include "engine.h"
-#include "uma_error.h"
-#include "model.h"
+#include "runtime/device.h"
+#include "engine/engine.h"
+#include "runtime/uma_error.h"
+#include "model/model.h"
 
 #if __has_include(<cuda_runtime_api.h>)
 #include <c10/cuda/CUDAFunctions.h>

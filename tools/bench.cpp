@@ -13,12 +13,12 @@
 #endif
 
 #include "commands.h"
-#include "device.h"
-#include "engine.h"
-#include "extxyz.h"
+#include "runtime/device.h"
+#include "engine/engine.h"
+#include "io/extxyz.h"
 #include "peak_rss.h"
-#include "training_data.h"
-#include "model.h"
+#include "io/training_data.h"
+#include "model/model.h"
 #include "measure/storage_meter.h"
 #include "op_profile.h"
 
@@ -92,8 +92,7 @@ int bench(const BenchArgs& a) {
   opt.merge_mole = a.merge;
   opt.memory_budget = a.memory_gb * 1e9;
   if (a.chunk > 0) opt.recompute_chunk = a.chunk;
-  opt.edge_ops =
-      a.edge_ops == "lean" ? EngineOptions::EdgeOps::kLean : EngineOptions::EdgeOps::kReference;
+  opt.edge_ops = nn::parse_edge_ops(a.edge_ops);
   opt.cuda_graph = a.cuda_graph;
   const auto t_load = Clock::now();
   Engine engine(load_model(a.model), opt);

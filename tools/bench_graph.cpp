@@ -13,11 +13,11 @@
 #include <random>
 
 #include "commands.h"
-#include "device.h"
+#include "runtime/device.h"
 #include "measure/brute_force_graph.h"
-#include "engine.h"
-#include "uma_error.h"
-#include "radius_graph.h"
+#include "engine/engine.h"
+#include "runtime/uma_error.h"
+#include "graph/radius_graph.h"
 
 namespace uma::tool {
 namespace {

@@ -12,13 +12,13 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
-#include "device.h"
-#include "model.h"
+#include "runtime/device.h"
+#include "model/model.h"
 #include "op_profile.h"
 #include "peak_rss.h"
 #include "train/trainer.h"
-#include "training_data.h"
-#include "transfers.h"
+#include "io/training_data.h"
+#include "runtime/transfers.h"
 
 namespace uma::tool {
 namespace {
@@ -81,7 +81,7 @@ int bench_train(const BenchTrainArgs& a) {
   o.optimizer.weight_decay = 0;
   o.optimizer.ema_decay = 0.999;
   o.optimizer.clip_norm = 100;
-  o.edge_ops = a.edge_ops == "lean" ? nn::EdgeOps::kLean : nn::EdgeOps::kReference;
+  o.edge_ops = nn::parse_edge_ops(a.edge_ops);
   o.recompute_chunk = a.recompute;
   train::Trainer trainer(load_model(a.model), o);
   std::vector<int64_t> batch;

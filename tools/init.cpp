@@ -9,8 +9,8 @@
 #include <sstream>
 
 #include "commands.h"
-#include "uma_error.h"
-#include "model.h"
+#include "runtime/uma_error.h"
+#include "model/model.h"
 
 namespace uma::tool {
 

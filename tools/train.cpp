@@ -4,13 +4,14 @@
 #include <cstdio>
 
 #include "commands.h"
-#include "device.h"
-#include "uma_error.h"
-#include "model.h"
+#include "runtime/device.h"
+#include "runtime/uma_error.h"
+#include "model/model.h"
 #include "train/option_table.h"
 #include "train/sampler.h"
 #include "train/trainer.h"
-#include "training_data.h"
+#include "train/training_loop.h"
+#include "io/training_data.h"
 
 namespace uma::tool {
 namespace {
@@ -19,6 +20,10 @@ std::vector<int64_t> add_all(train::Trainer& trainer, const std::vector<Sample>&
   std::vector<int64_t> ids;
   for (const auto& s : samples) ids.push_back(trainer.add_sample(s));
   return ids;
+}
+
+void add_all(train::TrainingLoop& loop, const std::vector<Sample>& samples, bool held_out) {
+  for (const auto& s : samples) loop.add(s, held_out);
 }
 
 void print_errors(const char* what, const train::Trainer::Errors& e) {
@@ -41,28 +46,27 @@ int train(const TrainArgs& a) {
   train::Trainer trainer(model, o);
   const bool averaged = o.optimizer.ema_decay > 0;
 
+  train::TrainingLoop loop(trainer, train::MaxAtomsSampler(a.max_atoms, o.seed, 1, 0, a.shuffle));
   auto data = read_training_data(a.data, a.task);
   if (data.empty()) throw Error(a.data + " holds no frames");
-  add_all(trainer, data);
-  std::vector<int64_t> natoms;
-  for (const auto& s : data) natoms.push_back(static_cast<int64_t>(s.atoms.numbers.size()));
-  std::vector<int64_t> held;
-  if (!a.validate.empty()) held = add_all(trainer, read_training_data(a.validate, a.task));
+  add_all(loop, data, false);
+  if (!a.validate.empty()) add_all(loop, read_training_data(a.validate, a.task), true);
+  const auto& held = loop.held_out();
   std::printf("training %s on %zu frames of %s, %lld steps, max %lld atoms per batch, %s\n",
               a.model.c_str(), data.size(), a.data.c_str(), static_cast<long long>(a.steps),
               static_cast<long long>(a.max_atoms),
               train::train_option_value(o, "precision").c_str());
   if (!held.empty()) print_errors("start", trainer.errors(held, false));
 
-  train::MaxAtomsSampler sampler(a.max_atoms, o.seed, 1, 0, a.shuffle);
   auto start = std::chrono::steady_clock::now();
   std::printf("%8s %12s %12s %12s %12s %10s %10s %8s\n", "step", "loss", "E_MAE/atom", "F_MAE",
               "S_MAE", "grad_norm", "lr", "s/step");
   for (int64_t step = 1; step <= a.steps; ++step) {
-    auto batch = sampler.next(natoms);
-    if (batch.empty())
+    try {
+      loop.steps(1);
+    } catch (const train::NoBatchError&) {
       throw Error("no frame has at most --max-atoms " + std::to_string(a.max_atoms) + " atoms");
-    trainer.step(batch);
+    }
     if (step % a.print_every == 0 || step == a.steps) {
       auto s = trainer.read_stats();
       const double dt =

@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <functional>
+#include <iterator>
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -23,13 +24,13 @@
 #include <vector>
 
 #include "commands.h"
-#include "device.h"
-#include "elements.h"
-#include "engine.h"
-#include "uma_error.h"
-#include "extxyz.h"
-#include "training_data.h"
-#include "model.h"
+#include "runtime/device.h"
+#include "model/elements.h"
+#include "engine/engine.h"
+#include "runtime/uma_error.h"
+#include "io/extxyz.h"
+#include "io/training_data.h"
+#include "model/model.h"
 #include "train/option_table.h"
 
 namespace {
@@ -225,7 +226,8 @@ Command add_bench(CLI::App& app) {
   cmd->add_option("--edge-ops", bench.edge_ops,
                   "block edge work: lean (fused CPU operators) or "
                   "reference (the LibTorch composition)")
-      ->check(CLI::IsMember({"lean", "reference"}));
+      ->check(CLI::IsMember(std::vector<std::string>(std::begin(uma::nn::kEdgeOpsNames),
+                                                     std::end(uma::nn::kEdgeOpsNames))));
   cmd->add_flag("--no-merge", a->no_merge, "evaluate the full expert mixture");
   cmd->add_flag("--profile", bench.profile,
                 "time the outermost ATen operators over as many more evaluations "
@@ -298,7 +300,8 @@ Command add_bench_train(CLI::App& app) {
   cmd->add_flag("--profile", bt->profile,
                 "time the outermost ATen operators over as many more steps");
   cmd->add_option("--edge-ops", bt->edge_ops, "the blocks' edge operators")
-      ->check(CLI::IsMember({"lean", "reference"}));
+      ->check(CLI::IsMember(std::vector<std::string>(std::begin(uma::nn::kEdgeOpsNames),
+                                                     std::end(uma::nn::kEdgeOpsNames))));
   cmd->add_option("--recompute", bt->recompute,
                   "edges per chunk of edge work recomputed in the backward (0: stored)")
       ->check(CLI::NonNegativeNumber);

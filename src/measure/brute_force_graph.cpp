@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <limits>
 
-#include "radius_graph_parts.h"
-#include "transfers.h"
+#include "graph/radius_graph_parts.h"
+#include "runtime/transfers.h"
 
 namespace uma {
 

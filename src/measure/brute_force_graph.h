@@ -7,7 +7,7 @@
 
 #include <torch/torch.h>
 
-#include "radius_graph.h"
+#include "graph/radius_graph.h"
 
 namespace uma {
 

@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
-#include "uma_error.h"
-#include "transfers.h"
+#include "runtime/uma_error.h"
+#include "runtime/transfers.h"
 
 namespace uma::train {
 namespace {

@@ -16,8 +16,8 @@
 
 #include <torch/torch.h>
 
-#include "model.h"
-#include "training_data.h"
+#include "model/model.h"
+#include "io/training_data.h"
 
 namespace uma::train {
 

@@ -4,7 +4,7 @@
 #include <cmath>
 
 #include "train/adamw_update.h"
-#include "uma_error.h"
+#include "runtime/uma_error.h"
 
 namespace uma::train {
 

@@ -4,8 +4,8 @@
 #include <functional>
 #include <sstream>
 
-#include "engine.h"
-#include "uma_error.h"
+#include "engine/engine.h"
+#include "runtime/uma_error.h"
 
 namespace uma::train {
 namespace {
@@ -144,12 +144,13 @@ const std::vector<Row>& rows() {
       {{"edge_ops",
         "the blocks' edge operators (lean: fused on the CPU; reference: the LibTorch ops)"},
        [](TrainOptions& o, const std::string& v) {
-         if (v != "lean" && v != "reference") refuse("edge_ops", "lean or reference", v);
-         o.edge_ops = v == "lean" ? nn::EdgeOps::kLean : nn::EdgeOps::kReference;
+         try {
+           o.edge_ops = nn::parse_edge_ops(v);
+         } catch (const Error&) {
+           refuse("edge_ops", "lean or reference", v);
+         }
        },
-       [](const TrainOptions& o) {
-         return std::string(o.edge_ops == nn::EdgeOps::kLean ? "lean" : "reference");
-       }},
+       [](const TrainOptions& o) { return std::string(nn::edge_ops_name(o.edge_ops)); }},
       integer_row(
           "recompute", "edges per chunk of edge work recomputed in the backward, 0 to store it",
           "an integer >= 0", [](int64_t v) { return v >= 0; },

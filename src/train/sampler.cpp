@@ -4,7 +4,7 @@
 #include <numeric>
 #include <random>
 
-#include "uma_error.h"
+#include "runtime/uma_error.h"
 
 namespace uma::train {
 

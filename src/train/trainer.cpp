@@ -6,13 +6,12 @@
 #include <new>
 #include <numeric>
 
-#include "batch.h"
-#include "device.h"
-#include "engine.h"
-#include "packed_read.h"
-#include "uma_error.h"
-#include "transfers.h"
-#include "safetensors.h"
+#include "runtime/device.h"
+#include "engine/engine.h"
+#include "engine/packed_read.h"
+#include "runtime/uma_error.h"
+#include "runtime/transfers.h"
+#include "io/safetensors.h"
 #include "train/step_phase.h"
 
 namespace uma::train {
@@ -56,10 +55,7 @@ std::string step_failure(const std::exception& e, int64_t recompute_chunk) {
 }  // namespace
 
 Trainer::Trainer(UmaModel model, TrainOptions options)
-    : model_(std::move(model)),
-      options_(std::move(options)),
-      graph_(model_->config().backbone.cutoff, model_->config().backbone.max_neighbors),
-      edge_backend_(&nn::edge_backend_for(options_.edge_ops, options_.device)) {
+    : model_(std::move(model)), options_(std::move(options)) {
   const char* fail = std::getenv("UMA_TEST_FAIL_TRAINING_STEP");
   fail_step_ = fail && std::string(fail) == "1";
   configure_cublas_workspace(options_.device);  // before any GEMM
@@ -74,6 +70,14 @@ Trainer::Trainer(UmaModel model, TrainOptions options)
     trainable_.push_back(train);
     if (train) trainable.push_back(p.value());
   }
+  EngineOptions engine;
+  engine.device = options_.device;
+  engine.dtype = options_.dtype;
+  engine.training = true;
+  engine.keep_host_memory = false;  // the process's allocator is the MD engine's choice
+  engine.edge_ops = options_.edge_ops;
+  engine.recompute_chunk = options_.recompute_chunk;  // 0: stored, > 0: chunks (as the engine's)
+  engine_ = std::make_unique<Engine>(model_, engine);
   tasks_ = loss_tasks(model_, options_.loss);
   flat_ = std::make_unique<FlatParameters>(trainable);
   optimizer_ = std::make_unique<AdamW>(*flat_, options_.optimizer);
@@ -83,6 +87,7 @@ Trainer::Trainer(UmaModel model, TrainOptions options)
   task_loss_sums_ = torch::zeros({T}, dopts);
   error_sums_ = torch::zeros({T}, dopts);
   error_counts_.assign(T, 0.0);
+  overflows_ = torch::zeros({}, dopts);
   if (options_.committee_members > 0) {
     const auto& bb = model_->config().backbone;
     committee_ = Committee(options_.committee_members, bb.sphere_channels, bb.hidden_channels,
@@ -104,17 +109,7 @@ int64_t Trainer::add_sample(const Sample& sample) {
     throw Error("forces label has " + std::to_string(sample.labels.forces.size()) +
                 " numbers for " + std::to_string(n) + " atoms (expected " + std::to_string(3 * n) +
                 ")");
-  const auto fopts = torch::TensorOptions().dtype(options_.dtype).device(options_.device);
-  StagingBuffer staging;
-  const Geometry geo = upload_geometry(geometry_of({sample.atoms}), fopts, staging);
-  RadiusGraph g = graph_.build(geo.positions, geo.cells, geo.graph);
-  const auto status =
-      to_host(torch::cat({g.close_atoms, g.counts.narrow(0, 0, 1).to(torch::kFloat64)}));
-  const double* v = status.data_ptr<double>();  // host data
-  if (v[0] > 0)
-    throw CloseAtomsError(static_cast<int64_t>(v[1]), static_cast<int64_t>(v[2]), v[3],
-                          kMinAtomDistance);
-  edges_.push_back(static_cast<int64_t>(v[4]));
+  edges_.push_back(engine_->edge_counts({sample.atoms})[0]);
   Sample kept = sample;
   kept.atoms.positions = sample.atoms.positions.device().is_cpu()
                              ? sample.atoms.positions.to(torch::kFloat64).contiguous()
@@ -123,65 +118,43 @@ int64_t Trainer::add_sample(const Sample& sample) {
   return num_samples() - 1;
 }
 
-torch::Tensor Trainer::atom_energies(const BatchTensors& in, const RadiusGraph& graph,
-                                     const torch::Tensor& vec, double dropout,
-                                     torch::Tensor* scalars) {
-  EdgeInput edges{graph.src, graph.tgt, graph.valid, graph.edge_system, vec, graph.row_offsets, {}};
-  edges.backend = edge_backend_;
-  edges.recompute_chunk = options_.recompute_chunk;
-  auto backbone = model_->backbone();
-  auto system_emb = backbone->system_embedding(in);
-  nn::MoleContext ctx;
-  if (backbone->config().num_experts > 0) {
-    ctx.coefficients = backbone->expert_coefficients(in, system_emb, dropout);
-    ctx.row_offsets = graph.row_offsets;
-  }
-  return model_->atom_energies(in, edges, system_emb, ctx, scalars);
-}
-
 Predictions Trainer::predict(const std::vector<const Sample*>& samples,
                              const std::vector<int64_t>& capacities, bool create_graph) {
-  StepPhase phase("uma::train::graph");
-  const auto fopts = torch::TensorOptions().dtype(options_.dtype).device(options_.device);
-  const auto dopts = fopts.dtype(torch::kFloat64);
+  StepPhase phase("uma::train::forward");
   std::vector<Atoms> systems;
   for (const Sample* s : samples) systems.push_back(s->atoms);
-  const BatchTensors in = upload_layout(systems, options_.device);
-  const Geometry geo = upload_geometry(geometry_of(systems), fopts, staging_);
-  const int64_t B = static_cast<int64_t>(systems.size());
-  const int64_t N = geo.positions.size(0);
-
-  std::vector<GraphCapacity> capacity;
-  for (int64_t edges : capacities) capacity.push_back({edges, 0, 0, 0});
-  RadiusGraph graph = graph_.build_with(geo.positions, geo.cells, geo.graph, capacity);
-  auto vec = edge_vectors(geo.positions, graph, geo.cells).requires_grad_(true);
-  torch::Tensor scalars;
-  phase.next("uma::train::forward");
-  auto raw_atom =
-      atom_energies(in, graph, vec, options_.routing_dropout, has_committee() ? &scalars : nullptr)
-          .to(torch::kFloat64);  // [N]
+  const Evaluation ev = engine_->evaluate(
+      systems, Request::training(capacities, create_graph, options_.routing_dropout,
+                                 has_committee()));
+  {
+    // The capacities were measured on these positions: an overflow here
+    // would be a truncated graph, so it is counted and refused at the next read.
+    torch::NoGradGuard no_grad;
+    for (size_t b = 0; b < capacities.size(); ++b)
+      overflows_ += ev.edge_counts.narrow(0, static_cast<int64_t>(b), 1)
+                        .gt(capacities[b])
+                        .sum()
+                        .to(torch::kFloat64);
+  }
   Predictions pred;
-  if (scalars.defined()) {
-    pred.features = scalars.detach();
-    pred.atom_energies = raw_atom.detach();
+  pred.energy = ev.energy;
+  pred.forces = ev.forces;
+  if (has_property(tasks_, Property::kStress))
+    pred.stress = ev.stress.to(options_.dtype).reshape({-1, 9});
+  if (ev.features.defined()) {
+    pred.features = ev.features;
+    pred.atom_energies = ev.atom_energy.detach();
   }
-  pred.energy = torch::zeros({B}, dopts).index_add(0, in.batch, raw_atom);
-  phase.next("uma::train::gradient");
-  // Conserving outputs, kept differentiable for the second-order backward.
-  auto g = torch::autograd::grad({pred.energy.sum()}, {vec}, {}, /*retain_graph=*/create_graph,
-                                 create_graph)[0];  // [E, 3]
-  pred.forces = torch::zeros({N, 3}, fopts).index_add(0, graph.tgt, g).index_add(0, graph.src, -g);
-  if (has_property(tasks_, Property::kStress)) {
-    // 0 (no stress label can apply) where the cell has no volume
-    auto inv_volume = torch::nan_to_num(geo.inv_volume, 0.0, 0.0, 0.0).to(options_.dtype);
-    auto r_g = vec.detach().unsqueeze(2) * g.unsqueeze(1);  // [E, 3, 3]
-    auto s = torch::zeros({B, 3, 3}, fopts).index_add(0, graph.edge_system, r_g);
-    s = (s + s.transpose(1, 2)) * inv_volume.view({B, 1, 1}) / 2;
-    pred.stress = s.view({B, 9});
-  }
-  pred.natoms = in.natoms;
-  pred.batch = in.batch;
+  pred.natoms = ev.natoms;
+  pred.batch = ev.batch;
   return pred;
+}
+
+void Trainer::check_overflows(double count) const {
+  if (count > 0)
+    throw Error("internal: " + std::to_string(static_cast<int64_t>(count)) +
+                " training evaluation(s) found more edges than their frame's measured count "
+                "(the graph would have been truncated); no result of them was kept");
 }
 
 Trainer::Batch Trainer::prepare(const std::vector<int64_t>& indices) {
@@ -316,9 +289,12 @@ Trainer::Errors Trainer::errors(const std::vector<int64_t>& indices, bool averag
     batch = prepare(indices);
     terms = evaluate(batch, /*backward=*/false);
   });
-  auto sums = to_host(terms.error_sums);
-  const double* errors = sums.data_ptr<double>();  // host data
-  return property_maes(tasks_, errors, batch.counts.data() + tasks_.size());
+  PackedRead packed;
+  packed.add("errors", terms.error_sums);
+  packed.add("overflows", overflows_);
+  packed.read();
+  check_overflows(packed.scalar("overflows"));
+  return property_maes(tasks_, packed.vector("errors").data(), batch.counts.data() + tasks_.size());
 }
 
 void Trainer::with_weights(bool average, const std::function<void()>& fn) {
@@ -346,7 +322,9 @@ TrainStats Trainer::read_stats() {
   if (has_committee()) packed.add("committee_loss", committee_loss_sum_);
   packed.add("skipped", optimizer_->skipped());
   packed.add("grad_norm", optimizer_->grad_norm());
+  packed.add("overflows", overflows_);
   packed.read();
+  check_overflows(packed.scalar("overflows"));
   // Losses are already global (each process holds its share of the global
   // mean), error sums are local: both add up over processes.
   if (options_.sum_host)
@@ -381,36 +359,25 @@ Uncertainty Trainer::uncertainty(const Sample& sample) {
   // would otherwise be float atomics).
   const DeterministicScope deterministic(options_.deterministic);
   torch::NoGradGuard no_grad;
-  const auto fopts = torch::TensorOptions().dtype(options_.dtype).device(options_.device);
-  const std::vector<Atoms> systems = {sample.atoms};
-  const BatchTensors in = upload_layout(systems, options_.device);
-  const Geometry geo = upload_geometry(geometry_of(systems), fopts, staging_);
-  const int64_t N = geo.positions.size(0);
-  Uncertainty u;
-  // The engine's capacity policy: build, and when the graph overflowed its
-  // capacity grow it and build again; never an estimate from a truncated graph.
+  Request what;  // the features and the energies only, no backward pass
+  what.energy = what.forces = what.gradients = false;
+  what.features = true;
+  const double rmsd = model_->outputs(sample.atoms.task).energy_rmsd;  // normalised -> eV
+  HostEvaluation host;
+  // The engine's capacity policy: never an estimate from a truncated graph.
+  // One read: the graph's status and the spread.
   until_capacity_fits([&] {
-    RadiusGraph graph = graph_.build(geo.positions, geo.cells, geo.graph);
-    torch::Tensor scalars;
-    atom_energies(in, graph, edge_vectors(geo.positions, graph, geo.cells), 0.0, &scalars);
-    const double rmsd = model_->outputs(sample.atoms.task).energy_rmsd;  // normalised -> eV
-    auto spread = committee_spread(committee_->forward(scalars)).to(torch::kFloat64) * rmsd;  // [N]
-    // One read: the edge count (did the graph fit?) and the spread.
-    auto host = to_host(torch::cat({graph.counts.narrow(0, 0, 1).to(torch::kFloat64), spread}));
-    const double* v = host.data_ptr<double>();  // host data
-    const auto edges = static_cast<int64_t>(v[0]);
-    if (edges > graph.capacity.at(0).edges) {
-      graph_.grow({edges}, graph.sizes);
-      return false;
-    }
-    u = Uncertainty();
-    u.per_atom.assign(v + 1, v + 1 + N);
-    for (double x : u.per_atom) {
-      u.max = std::max(u.max, x);
-      u.mean += x / static_cast<double>(N);
-    }
-    return true;
+    const Evaluation ev = engine_->evaluate({sample.atoms}, what);
+    auto spread = committee_spread(committee_->forward(ev.features)).to(torch::kFloat64) * rmsd;
+    return engine_->read(ev, host, spread);  // [N]
   });
+  Uncertainty u;
+  u.per_atom = host.extra;
+  const auto N = static_cast<double>(u.per_atom.size());
+  for (double x : u.per_atom) {
+    u.max = std::max(u.max, x);
+    u.mean += x / N;
+  }
   return u;
 }
 

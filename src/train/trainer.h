@@ -3,8 +3,15 @@
 // step that runs the conserving second-order backward without reading
 // anything back from the device.
 //
+// The trainer has no forward pipeline of its own: every evaluation (a step,
+// the error metrics, the committee's estimate, a sample's edge count) goes
+// through an Engine made for training (EngineOptions::training), so the
+// graph, the layout, the capacity policy and the conserving outputs are the
+// engine's step plan's, as in MD.
+//
 // Zero host reads per step: every shape is known on the host before the step
-// (each sample's edge count is measured once, when the sample is added), the
+// (each sample's edge count is measured once, when the sample is added, under
+// the engine's capacity policy: never a truncated graph), the
 // loss denominators come from the labels (host), the optimizer masks a
 // non-finite step on the device, and statistics accumulate on the device
 // until read_stats().
@@ -18,14 +25,14 @@
 
 #include <torch/torch.h>
 
-#include "model.h"
-#include "nn/edge_backend.h"
-#include "radius_graph.h"
-#include "transfers.h"
+#include "engine/engine.h"
+#include "model/model.h"
+#include "edges/edge_backend.h"
+#include "runtime/transfers.h"
 #include "train/committee.h"
 #include "train/loss.h"
 #include "train/optimizer.h"
-#include "training_data.h"
+#include "io/training_data.h"
 
 namespace uma::train {
 
@@ -93,8 +100,9 @@ class Trainer {
  public:
   Trainer(UmaModel model, TrainOptions options);
 
-  // Checks the sample against the model, measures its edge count (one
-  // counted host read; never during a step) and keeps it.  Returns its index.
+  // Checks the sample against the model, measures its edge count
+  // (Engine::edge_counts: one counted host read per graph build; never during
+  // a step) and keeps it.  Returns its index.
   int64_t add_sample(const Sample& sample);
   int64_t num_samples() const { return static_cast<int64_t>(samples_.size()); }
   const Sample& sample(int64_t i) const { return samples_[i]; }
@@ -133,7 +141,7 @@ class Trainer {
   const UmaModel& model() const { return model_; }
   const std::vector<LossTask>& tasks() const { return tasks_; }
   // The blocks' edge operators of every step (chosen from TrainOptions::edge_ops).
-  const nn::EdgeBackend& edge_backend() const { return *edge_backend_; }
+  const nn::EdgeBackend& edge_backend() const { return *engine_->stats().edge_backend; }
   int64_t steps() const { return optimizer_->steps_taken(); }
   // Whether LibTorch's deterministic algorithms were on during the latest step().
   bool step_was_deterministic() const { return step_deterministic_; }
@@ -145,14 +153,13 @@ class Trainer {
   // Runs fn with the averaged weights in place (when `average` and there is
   // an average), then puts the raw ones back.
   void with_weights(bool average, const std::function<void()>& fn);
+  // The engine's differentiable evaluation of a batch with the measured
+  // edge capacities; a graph that overflowed them anyway is counted on the
+  // device (overflows_) and refused at the next read.
   Predictions predict(const std::vector<const Sample*>& batch,
                       const std::vector<int64_t>& capacities, bool create_graph);
-  // The model's raw per-atom energies [N] of `in` on `graph` (edge vectors
-  // `vec`), routing with `dropout`; with `scalars`, also the l = 0 node
-  // features the committee reads [N, C].  What predict() and uncertainty()
-  // share.
-  torch::Tensor atom_energies(const BatchTensors& in, const RadiusGraph& graph,
-                              const torch::Tensor& vec, double dropout, torch::Tensor* scalars);
+  // Throws if any evaluation's graph overflowed its measured capacities.
+  void check_overflows(double count) const;
   // A batch ready to evaluate: its samples, edge capacities and targets, and
   // counts (per task the loss denominators, then the metric denominators),
   // which step() sums over processes before evaluate() uses them.
@@ -174,9 +181,7 @@ class Trainer {
 
   UmaModel model_;
   TrainOptions options_;
-  RadiusGraphBuilder graph_;
-  const nn::EdgeBackend* edge_backend_;
-  StagingBuffer staging_;
+  std::unique_ptr<Engine> engine_;  // training mode: raw outputs, per-expert weights
   std::vector<LossTask> tasks_;
   std::vector<Sample> samples_;
   std::vector<int64_t> edges_;   // per sample
@@ -190,6 +195,7 @@ class Trainer {
       committee_loss_sum_;  // [] the latest step's, and since the last read
   // Device accumulators since the last read.
   torch::Tensor loss_sum_, task_loss_sums_, error_sums_;
+  torch::Tensor overflows_;  // [] double: systems whose graph overflowed (never expected)
   std::vector<double> error_counts_;  // host: per task, metric denominators
   int64_t stat_steps_ = 0;
   bool step_deterministic_ = false;

@@ -2,7 +2,7 @@
 """Fails on a direct host<->device transfer outside src/transfers.{h,cpp}.
 
 Every copy between the host and the model's device must go through the
-counted functions of src/transfers.h, so that the per-step budgets the tests
+counted functions of src/runtime/transfers.h, so that the per-step budgets the tests
 assert (uploads, host reads) are the whole truth, and so that no hidden
 synchronisation creeps into the CUDA path.  This scans src/, plugin/, pair_style/
 and fix_train/ for the operations that move data between devices or make the
@@ -24,9 +24,9 @@ import sys
 
 FOLDERS = ["src", "plugin", "pair_style", "fix_train"]
 EXEMPT_FILES = {
-    "src/transfers.h", "src/transfers.cpp",   # the counting module itself
+    "src/runtime/transfers.h", "src/runtime/transfers.cpp",   # the counting module itself
     # readers and writers of host files, which never see a device tensor
-    "src/safetensors.cpp", "src/extxyz.cpp",
+    "src/io/safetensors.cpp", "src/io/extxyz.cpp",
 }
 MARKERS = ("// host data", "// bulk transfer", "// same device", "// device view")
 

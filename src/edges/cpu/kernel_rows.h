@@ -1,0 +1,487 @@
+// The per-row work of the lean edge kernels (edges/lean_kernels.h), shared by
+// their families' sources: constants of the L/M layout, Rows, and the inline
+// bodies, one row of one edge (or node) at a time.
+// Inner loops run over channels, contiguous in every tensor; the l-block of a
+// row (1, 3 or 5 columns of D) is a template parameter so that each loop is a
+// fixed short sum the compiler vectorises.
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <utility>
+
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
+// One copy per vector width, picked at load time for the running CPU.
+#define UMA_VECTOR_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define UMA_VECTOR_CLONES
+#endif
+#define UMA_ALWAYS_INLINE inline __attribute__((always_inline))
+
+namespace uma::nn::kernels {
+
+constexpr int kLRow[9] = {0, 2, 6, 3, 7, 1, 5, 8, 4};        // M row j holds L row kLRow[j]
+constexpr int kBlockStart[9] = {0, 1, 1, 1, 4, 4, 4, 4, 4};  // first column of L row r's l-block
+constexpr int kBlockSize[9] = {1, 3, 3, 3, 5, 5, 5, 5, 5};
+constexpr int kRadialRow[9] = {0, 1, 2, 3, 4, 3, 4, 5, 5};  // radial weight row of M row j
+constexpr bool kRadialFirst[9] = {true, true, true, true, true, false, false, true, false};
+constexpr int kPiece[9] = {0, 0, 0, 1, 1, 1, 1, 2, 2};
+constexpr int kPieceRow[9] = {0, 1, 2, 0, 1, 2, 3, 0, 1};
+
+// The M rows of an edge tensor held as three pieces ([E, 3|4|2, ch], channels contiguous).
+template <typename T>
+struct Rows {
+  T* base[3] = {nullptr, nullptr, nullptr};
+  int64_t edge_stride[3] = {0, 0, 0}, row_stride[3] = {0, 0, 0};
+  T* row(int64_t e, int j) const {
+    const int p = kPiece[j];
+    return base[p] + e * edge_stride[p] + kPieceRow[j] * row_stride[p];
+  }
+};
+
+// out[k] += the first K of a0..a4: a row's channel sums, one per column of
+// its l-block (kept in scalars inside the channel loops, stored after them).
+template <int K, typename T>
+UMA_ALWAYS_INLINE void add_sums(T* out, T a0, T a1, T a2, T a3, T a4) {
+  const T a[5] = {a0, a1, a2, a3, a4};
+  for (int k = 0; k < K; ++k) out[k] += a[k];
+}
+
+// out[c] = w[c] * sum_k d[k] x[k, c]
+template <int K, typename T>
+UMA_ALWAYS_INLINE void rotate_row(const T* d, const T* x, int64_t C, const T* w, T* out) {
+#pragma omp simd
+  for (int64_t c = 0; c < C; ++c) {
+    T a = d[0] * x[c];
+    for (int k = 1; k < K; ++k) a += d[k] * x[k * C + c];
+    out[c] = a * w[c];
+  }
+}
+
+// The backward of rotate_row for the radial weights and D, both halves of a
+// row (x0: the source's rows, x1: the target's; w, g and gw: [2C] rows):
+// gw (+)= g * rotated, gd[k] += sum_c g w x[k] over both halves (where WantD;
+// one reduction per row).
+template <int K, bool Accumulate, bool WantD, typename T>
+UMA_ALWAYS_INLINE void rotate_row_grad_edge(const T* d, const T* x0, const T* x1, int64_t C,
+                                            const T* w, const T* g, T* gw, T* gd) {
+  T a0 = 0, a1 = 0, a2 = 0, a3 = 0, a4 = 0;
+#pragma omp simd reduction(+ : a0, a1, a2, a3, a4)
+  for (int64_t c = 0; c < C; ++c) {
+    T r0 = d[0] * x0[c], r1 = d[0] * x1[c];
+    for (int k = 1; k < K; ++k) {
+      r0 += d[k] * x0[k * C + c];
+      r1 += d[k] * x1[k * C + c];
+    }
+    const T g0 = g[c], g1 = g[C + c];
+    if constexpr (Accumulate) {
+      gw[c] += g0 * r0;
+      gw[C + c] += g1 * r1;
+    } else {
+      gw[c] = g0 * r0;
+      gw[C + c] = g1 * r1;
+    }
+    if constexpr (WantD) {
+      const T q0 = g0 * w[c], q1 = g1 * w[C + c];
+      a0 += q0 * x0[c] + q1 * x1[c];
+      if constexpr (K > 1) {
+        a1 += q0 * x0[C + c] + q1 * x1[C + c];
+        a2 += q0 * x0[2 * C + c] + q1 * x1[2 * C + c];
+      }
+      if constexpr (K > 3) {
+        a3 += q0 * x0[3 * C + c] + q1 * x1[3 * C + c];
+        a4 += q0 * x0[4 * C + c] + q1 * x1[4 * C + c];
+      }
+    }
+  }
+  if constexpr (!WantD) return;
+  add_sums<K>(gd, a0, a1, a2, a3, a4);
+}
+
+// The backward of rotate_row for x: gx[k, c] += d[k] g[c] w[c].
+template <int K, typename T>
+UMA_ALWAYS_INLINE void rotate_row_grad_node(const T* d, const T* g, const T* w, int64_t C, T* gx) {
+#pragma omp simd
+  for (int64_t c = 0; c < C; ++c) {
+    const T gr = g[c] * w[c];
+    for (int k = 0; k < K; ++k) gx[k * C + c] += d[k] * gr;
+  }
+}
+
+// The tangent of rotate_row_grad_edge along (dd, dx, dw), both halves: gw
+// (+)= g (d.dx + dd.x), gd[k] += sum_c g (w dx[k] + dw x[k]) (where WantD).
+template <int K, bool Accumulate, bool WantD, typename T>
+UMA_ALWAYS_INLINE void rotate_row_grad_edge_tangent(const T* d, const T* dd, const T* x0,
+                                                    const T* dx0, const T* x1, const T* dx1,
+                                                    int64_t C, const T* w, const T* dw, const T* g,
+                                                    T* gw, T* gd) {
+  T a0 = 0, a1 = 0, a2 = 0, a3 = 0, a4 = 0;
+#pragma omp simd reduction(+ : a0, a1, a2, a3, a4)
+  for (int64_t c = 0; c < C; ++c) {
+    T t0 = d[0] * dx0[c] + dd[0] * x0[c], t1 = d[0] * dx1[c] + dd[0] * x1[c];
+    for (int k = 1; k < K; ++k) {
+      t0 += d[k] * dx0[k * C + c] + dd[k] * x0[k * C + c];
+      t1 += d[k] * dx1[k * C + c] + dd[k] * x1[k * C + c];
+    }
+    const T g0 = g[c], g1 = g[C + c];
+    if constexpr (Accumulate) {
+      gw[c] += g0 * t0;
+      gw[C + c] += g1 * t1;
+    } else {
+      gw[c] = g0 * t0;
+      gw[C + c] = g1 * t1;
+    }
+    if constexpr (WantD) {
+      const T r0 = g0 * w[c], s0 = g0 * dw[c], r1 = g1 * w[C + c], s1 = g1 * dw[C + c];
+      a0 += r0 * dx0[c] + s0 * x0[c] + r1 * dx1[c] + s1 * x1[c];
+      if constexpr (K > 1) {
+        a1 += r0 * dx0[C + c] + s0 * x0[C + c] + r1 * dx1[C + c] + s1 * x1[C + c];
+        a2 += r0 * dx0[2 * C + c] + s0 * x0[2 * C + c] + r1 * dx1[2 * C + c] + s1 * x1[2 * C + c];
+      }
+      if constexpr (K > 3) {
+        a3 += r0 * dx0[3 * C + c] + s0 * x0[3 * C + c] + r1 * dx1[3 * C + c] + s1 * x1[3 * C + c];
+        a4 += r0 * dx0[4 * C + c] + s0 * x0[4 * C + c] + r1 * dx1[4 * C + c] + s1 * x1[4 * C + c];
+      }
+    }
+  }
+  if constexpr (!WantD) return;
+  add_sums<K>(gd, a0, a1, a2, a3, a4);
+}
+
+// The tangent of rotate_row_grad_node along (dd, dw): gx[k, c] += g[c] (dd[k] w[c] + d[k] dw[c]).
+template <int K, typename T>
+UMA_ALWAYS_INLINE void rotate_row_grad_node_tangent(const T* d, const T* dd, const T* g, const T* w,
+                                                    const T* dw, int64_t C, T* gx) {
+#pragma omp simd
+  for (int64_t c = 0; c < C; ++c) {
+    const T gw = g[c] * w[c], gdw = g[c] * dw[c];
+    for (int k = 0; k < K; ++k) gx[k * C + c] += dd[k] * gw + d[k] * gdw;
+  }
+}
+
+// out[k, c] += s d[k] y[c]: one M row rotated back into its l-block's L rows.
+template <int K, typename T>
+UMA_ALWAYS_INLINE void unrotate_row_add(const T* d, T s, const T* y, int64_t C, T* out) {
+  T sd[K];
+  for (int k = 0; k < K; ++k) sd[k] = s * d[k];
+#pragma omp simd
+  for (int64_t c = 0; c < C; ++c) {
+    const T yc = y[c];
+    for (int k = 0; k < K; ++k) out[k * C + c] += sd[k] * yc;
+  }
+}
+
+// The backward of unrotate_row_add: gy[c] = s sum_k d[k] gt[k, c] (where
+// WantGy), a[k] = sum_c gt[k, c] y[c] (where WantA).
+template <int K, bool WantGy, bool WantA, typename T>
+UMA_ALWAYS_INLINE void unrotate_row_grad(const T* d, T s, const T* gt, const T* y, int64_t C, T* gy,
+                                         T* a) {
+  T a0 = 0, a1 = 0, a2 = 0, a3 = 0, a4 = 0;
+#pragma omp simd reduction(+ : a0, a1, a2, a3, a4)
+  for (int64_t c = 0; c < C; ++c) {
+    if constexpr (WantGy) {
+      T acc = d[0] * gt[c];
+      for (int k = 1; k < K; ++k) acc += d[k] * gt[k * C + c];
+      gy[c] = s * acc;
+    }
+    if constexpr (WantA) {
+      const T yc = y[c];
+      a0 += gt[c] * yc;
+      if constexpr (K > 1) {
+        a1 += gt[C + c] * yc;
+        a2 += gt[2 * C + c] * yc;
+      }
+      if constexpr (K > 3) {
+        a3 += gt[3 * C + c] * yc;
+        a4 += gt[4 * C + c] * yc;
+      }
+    }
+  }
+  if constexpr (!WantA) return;
+  a[0] = a0;
+  if constexpr (K > 1) {
+    a[1] = a1;
+    a[2] = a2;
+  }
+  if constexpr (K > 3) {
+    a[3] = a3;
+    a[4] = a4;
+  }
+}
+
+// The tangent of rotate_row along (dd, dx, dw):
+// out[c] = w[c] sum_k (d[k] dx[k, c] + dd[k] x[k, c]) + dw[c] sum_k d[k] x[k, c].
+template <int K, typename T>
+UMA_ALWAYS_INLINE void rotate_row_tangent(const T* d, const T* dd, const T* x, const T* dx,
+                                          int64_t C, const T* w, const T* dw, T* out) {
+#pragma omp simd
+  for (int64_t c = 0; c < C; ++c) {
+    T a = d[0] * x[c], t = d[0] * dx[c] + dd[0] * x[c];
+    for (int k = 1; k < K; ++k) {
+      a += d[k] * x[k * C + c];
+      t += d[k] * dx[k * C + c] + dd[k] * x[k * C + c];
+    }
+    out[c] = t * w[c] + a * dw[c];
+  }
+}
+
+// gD ([E, 81], zeroed; where WantD), gradial ([E, 6, 2C]) and, where WantX,
+// gx ([N, 9, C], accumulated) of rotate_in, per edge.  gx here is one
+// thread's own buffer: a node's sums come from edges of any thread.
+template <bool WantD, bool WantX, typename T>
+UMA_ALWAYS_INLINE void rotate_in_grad_edges_of(const T* D, const T* x, const int64_t* src,
+                                               const int64_t* tgt, const T* radial, Rows<const T> g,
+                                               int64_t C, T* gD, T* gradial, T* gx, int64_t begin,
+                                               int64_t end) {
+  for (int64_t e = begin; e < end; ++e) {
+    for (int j = 0; j < 9; ++j) {
+      const int r = kLRow[j], k0 = kBlockStart[r], K = kBlockSize[r];
+      const T* d = D + e * 81 + r * 9 + k0;
+      T* gd = WantD ? gD + e * 81 + r * 9 + k0 : nullptr;
+      const int64_t w_at = (e * 6 + kRadialRow[j]) * 2 * C;
+      const T *x0 = x + (src[e] * 9 + k0) * C, *x1 = x + (tgt[e] * 9 + k0) * C;
+      const T *w = radial + w_at, *gj = g.row(e, j);
+      T* gw = gradial + w_at;
+      if (kRadialFirst[j]) {
+        if (K == 1)
+          rotate_row_grad_edge<1, false, WantD>(d, x0, x1, C, w, gj, gw, gd);
+        else if (K == 3)
+          rotate_row_grad_edge<3, false, WantD>(d, x0, x1, C, w, gj, gw, gd);
+        else
+          rotate_row_grad_edge<5, false, WantD>(d, x0, x1, C, w, gj, gw, gd);
+      } else {
+        if (K == 1)
+          rotate_row_grad_edge<1, true, WantD>(d, x0, x1, C, w, gj, gw, gd);
+        else if (K == 3)
+          rotate_row_grad_edge<3, true, WantD>(d, x0, x1, C, w, gj, gw, gd);
+        else
+          rotate_row_grad_edge<5, true, WantD>(d, x0, x1, C, w, gj, gw, gd);
+      }
+      if constexpr (WantX) {
+        // While g's and w's rows are in cache; two passes, so that a node
+        // that is its own neighbour (gx0 == gx1) sums both.
+        T *gx0 = gx + (src[e] * 9 + k0) * C, *gx1 = gx + (tgt[e] * 9 + k0) * C;
+        if (K == 1) {
+          rotate_row_grad_node<1>(d, gj, w, C, gx0);
+          rotate_row_grad_node<1>(d, gj + C, w + C, C, gx1);
+        } else if (K == 3) {
+          rotate_row_grad_node<3>(d, gj, w, C, gx0);
+          rotate_row_grad_node<3>(d, gj + C, w + C, C, gx1);
+        } else {
+          rotate_row_grad_node<5>(d, gj, w, C, gx0);
+          rotate_row_grad_node<5>(d, gj + C, w + C, C, gx1);
+        }
+      }
+    }
+  }
+}
+
+// The tangents of rotate_in_grad_edges along (dD, dx, dradial): dD ([E, 81],
+// accumulated; where WantD) and dradial ([E, 6, 2C], written), per edge.
+template <bool WantD, typename T>
+UMA_ALWAYS_INLINE void rotate_in_grad_edges_tangent_of(const T* D, const T* dD, const T* x,
+                                                       const T* dx, const int64_t* src,
+                                                       const int64_t* tgt, const T* radial,
+                                                       const T* dradial, Rows<const T> g, int64_t C,
+                                                       T* gD, T* gradial, int64_t begin,
+                                                       int64_t end) {
+  for (int64_t e = begin; e < end; ++e) {
+    for (int j = 0; j < 9; ++j) {
+      const int r = kLRow[j], k0 = kBlockStart[r], K = kBlockSize[r];
+      const int64_t d_at = e * 81 + r * 9 + k0, w_at = (e * 6 + kRadialRow[j]) * 2 * C;
+      const int64_t at0 = (src[e] * 9 + k0) * C, at1 = (tgt[e] * 9 + k0) * C;
+      const T *d = D + d_at, *dd = dD + d_at;
+      T* gd = WantD ? gD + d_at : nullptr;
+      const T *x0 = x + at0, *dx0 = dx + at0, *x1 = x + at1, *dx1 = dx + at1;
+      const T *w = radial + w_at, *dw = dradial + w_at, *gj = g.row(e, j);
+      T* gw = gradial + w_at;
+      if (kRadialFirst[j]) {
+        if (K == 1)
+          rotate_row_grad_edge_tangent<1, false, WantD>(d, dd, x0, dx0, x1, dx1, C, w, dw, gj, gw,
+                                                        gd);
+        else if (K == 3)
+          rotate_row_grad_edge_tangent<3, false, WantD>(d, dd, x0, dx0, x1, dx1, C, w, dw, gj, gw,
+                                                        gd);
+        else
+          rotate_row_grad_edge_tangent<5, false, WantD>(d, dd, x0, dx0, x1, dx1, C, w, dw, gj, gw,
+                                                        gd);
+      } else {
+        if (K == 1)
+          rotate_row_grad_edge_tangent<1, true, WantD>(d, dd, x0, dx0, x1, dx1, C, w, dw, gj, gw,
+                                                       gd);
+        else if (K == 3)
+          rotate_row_grad_edge_tangent<3, true, WantD>(d, dd, x0, dx0, x1, dx1, C, w, dw, gj, gw,
+                                                       gd);
+        else
+          rotate_row_grad_edge_tangent<5, true, WantD>(d, dd, x0, dx0, x1, dx1, C, w, dw, gj, gw,
+                                                       gd);
+      }
+    }
+  }
+}
+
+// The node passes visit a node's edges in segment order, scattered over the
+// edge arrays (a node's edges as target are far apart when the edges run by
+// source): fetch the next edges' rows while this one is summed, or each edge
+// waits for memory (with few channels the wait is most of the pass).
+constexpr int kPrefetchEdges = 2;
+
+// Edge e's rows of g, and of D and radial (each pair, the tangents' too).
+template <typename T>
+UMA_ALWAYS_INLINE void prefetch_edge_rows(
+    std::initializer_list<std::pair<const T*, const T*>> D_radial, const Rows<const T>& g,
+    int64_t e, int64_t C, int h) {
+  for (int j = 0; j < 9; ++j) __builtin_prefetch(g.row(e, j) + h * C);
+  for (const auto& [D, radial] : D_radial) {
+    for (int r = 0; r < 6; ++r) __builtin_prefetch(radial + (e * 6 + r) * 2 * C + h * C);
+    for (int i = 0; i < 81; i += 64 / static_cast<int>(sizeof(T)))
+      __builtin_prefetch(D + e * 81 + i);
+  }
+}
+
+// gy (pieces, where WantGy), gD ([E, 81], zeroed) and genvelope ([E]) (where
+// WantGeometry) of rotate_out, per edge.
+template <bool WantGy, bool WantGeometry, typename T>
+UMA_ALWAYS_INLINE void rotate_out_grad_edges(const T* D, const T* envelope, Rows<const T> y,
+                                             int rows, const int64_t* tgt, const T* gout, int64_t C,
+                                             Rows<T> gy, T* gD, T* genvelope, int64_t begin,
+                                             int64_t end) {
+  for (int64_t e = begin; e < end; ++e) {
+    const T* gt = gout + tgt[e] * 9 * C;
+    const T s = envelope[e];
+    T ge = 0;
+    for (int j = 0; j < rows; ++j) {
+      const int r = kLRow[j], k0 = kBlockStart[r], K = kBlockSize[r];
+      const T* d = D + e * 81 + r * 9 + k0;
+      T* out = WantGy ? gy.row(e, j) : nullptr;
+      T a[5];
+      if (K == 1)
+        unrotate_row_grad<1, WantGy, WantGeometry>(d, s, gt + k0 * C, y.row(e, j), C, out, a);
+      else if (K == 3)
+        unrotate_row_grad<3, WantGy, WantGeometry>(d, s, gt + k0 * C, y.row(e, j), C, out, a);
+      else
+        unrotate_row_grad<5, WantGy, WantGeometry>(d, s, gt + k0 * C, y.row(e, j), C, out, a);
+      if constexpr (WantGeometry)
+        for (int k = 0; k < K; ++k) {
+          gD[e * 81 + r * 9 + k0 + k] = s * a[k];
+          ge += d[k] * a[k];
+        }
+    }
+    if constexpr (WantGeometry) genvelope[e] = ge;
+  }
+}
+
+// One row of rotate_out's double backward: out[c] = sum_k m1[k] g[k, c],
+// a[k] = sum_c g[k, c] y[c], b[k] = sum_c g[k, c] dy[c] (a and b where WantAB).
+template <int K, bool WantAB, typename T>
+UMA_ALWAYS_INLINE void unrotate_row_grad_tangent(const T* m1, const T* g, const T* y, const T* dy,
+                                                 int64_t C, T* out, T* a, T* b) {
+  T a0 = 0, a1 = 0, a2 = 0, a3 = 0, a4 = 0, b0 = 0, b1 = 0, b2 = 0, b3 = 0, b4 = 0;
+#pragma omp simd reduction(+ : a0, a1, a2, a3, a4, b0, b1, b2, b3, b4)
+  for (int64_t c = 0; c < C; ++c) {
+    const T g0 = g[c];
+    T acc = m1[0] * g0;
+    if constexpr (K > 1) acc += m1[1] * g[C + c] + m1[2] * g[2 * C + c];
+    if constexpr (K > 3) acc += m1[3] * g[3 * C + c] + m1[4] * g[4 * C + c];
+    out[c] = acc;
+    if constexpr (WantAB) {
+      const T yc = y[c], dyc = dy[c];
+      a0 += g0 * yc;
+      b0 += g0 * dyc;
+      if constexpr (K > 1) {
+        const T g1 = g[C + c], g2 = g[2 * C + c];
+        a1 += g1 * yc;
+        a2 += g2 * yc;
+        b1 += g1 * dyc;
+        b2 += g2 * dyc;
+      }
+      if constexpr (K > 3) {
+        const T g3 = g[3 * C + c], g4 = g[4 * C + c];
+        a3 += g3 * yc;
+        a4 += g4 * yc;
+        b3 += g3 * dyc;
+        b4 += g4 * dyc;
+      }
+    }
+  }
+  if constexpr (!WantAB) return;
+  const T as[5] = {a0, a1, a2, a3, a4}, bs[5] = {b0, b1, b2, b3, b4};
+  for (int k = 0; k < K; ++k) {
+    a[k] = as[k];
+    b[k] = bs[k];
+  }
+}
+
+// out[k, c] += m1[k] y[c] + sd[k] dy[c].
+template <int K, typename T>
+UMA_ALWAYS_INLINE void unrotate_row_tangent_add(const T* m1, const T* sd, const T* y, const T* dy,
+                                                int64_t C, T* out) {
+#pragma omp simd
+  for (int64_t c = 0; c < C; ++c) {
+    const T yc = y[c], dyc = dy[c];
+    for (int k = 0; k < K; ++k) out[k * C + c] += m1[k] * yc + sd[k] * dyc;
+  }
+}
+
+// The double backward of rotate_out, per edge, given the adjoints (dD,
+// denvelope, dy) of (gD, genvelope, gy) and the incoming gradient gout:
+// with M1 = s dD + ds D, A = G(y) and B = G(dy) (G(u)[k] = sum_c gt[k, c] u[c]):
+// gy2 = M1^T-rotated gt (the gradient for y), gD2 = ds A + s B,
+// genvelope2 = <dD, A> + <D, B>.
+// gD2 and genvelope2 where WantGeometry.
+template <bool WantGeometry, typename T>
+UMA_ALWAYS_INLINE void rotate_out_grad_tangent_of(const T* D, const T* dD, const T* envelope,
+                                                  const T* denvelope, Rows<const T> y,
+                                                  Rows<const T> dy, int rows, const int64_t* tgt,
+                                                  const T* gout, int64_t C, Rows<T> gy2, T* gD2,
+                                                  T* genvelope2, int64_t begin, int64_t end) {
+  for (int64_t e = begin; e < end; ++e) {
+    const T* gt = gout + tgt[e] * 9 * C;
+    const T s = envelope[e], ds = denvelope[e];
+    T ge = 0;
+    for (int j = 0; j < rows; ++j) {
+      const int r = kLRow[j], k0 = kBlockStart[r], K = kBlockSize[r];
+      const T *d = D + e * 81 + r * 9 + k0, *dd = dD + e * 81 + r * 9 + k0;
+      const T *yj = y.row(e, j), *dyj = dy.row(e, j);
+      const T* g = gt + k0 * C;
+      T* out = gy2.row(e, j);
+      T m1[5] = {0, 0, 0, 0, 0}, a[5], b[5];
+      for (int k = 0; k < K; ++k) m1[k] = s * dd[k] + ds * d[k];
+      if (K == 1)
+        unrotate_row_grad_tangent<1, WantGeometry>(m1, g, yj, dyj, C, out, a, b);
+      else if (K == 3)
+        unrotate_row_grad_tangent<3, WantGeometry>(m1, g, yj, dyj, C, out, a, b);
+      else
+        unrotate_row_grad_tangent<5, WantGeometry>(m1, g, yj, dyj, C, out, a, b);
+      if constexpr (WantGeometry)
+        for (int k = 0; k < K; ++k) {
+          gD2[e * 81 + r * 9 + k0 + k] = ds * a[k] + s * b[k];
+          ge += dd[k] * a[k] + d[k] * b[k];
+        }
+    }
+    if constexpr (WantGeometry) genvelope2[e] = ge;
+  }
+}
+
+// One edge's view of the gate's inputs.  y0 rows: [logit l1 | logit l2 |
+// l0m0 | l1m0 | l2m0] of H each; sig: sigmoid of y0's first 3H (l1, l2,
+// l0m0); the M rows 3..8 come from the pieces.
+template <typename T>
+struct GateEdge {
+  const T *s1, *s2, *s0;  // sigmoid of the l = 1 and l = 2 logits and of l0m0
+  const T* y[9];          // the M rows of the input
+};
+
+template <typename T>
+UMA_ALWAYS_INLINE GateEdge<T> gate_edge(const T* y0, int64_t y0_stride, const Rows<const T>& rows,
+                                        const T* sig, int64_t H, int64_t e) {
+  GateEdge<T> g;
+  g.s1 = sig + e * 3 * H;
+  g.s2 = g.s1 + H;
+  g.s0 = g.s1 + 2 * H;
+  for (int j = 0; j < 3; ++j) g.y[j] = y0 + e * y0_stride + (2 + j) * H;
+  for (int j = 3; j < 9; ++j) g.y[j] = rows.row(e, j);
+  return g;
+}
+
+}  // namespace uma::nn::kernels

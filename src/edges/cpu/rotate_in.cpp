@@ -1,0 +1,239 @@
+// The lean edge kernels' rotate in family on the CPU: ranges of edges or nodes,
+// each called from at::parallel_for (edges/lean_edges.cpp).  Compiled once per
+// scalar type (the explicit instantiations at the end).
+#include "edges/cpu/lean_kernels.h"
+
+#include "edges/cpu/kernel_rows.h"
+
+namespace uma::nn::kernels {
+
+// Ranges of edges or nodes; each is called from at::parallel_for.
+template <typename T>
+UMA_VECTOR_CLONES void rotate_in(const T* D, const T* x, const int64_t* src, const int64_t* tgt,
+                                 const T* radial, Rows<T> out, int64_t C, int64_t begin,
+                                 int64_t end) {
+  for (int64_t e = begin; e < end; ++e) {
+    const T* node[2] = {x + src[e] * 9 * C, x + tgt[e] * 9 * C};
+    for (int j = 0; j < 9; ++j) {
+      const int r = kLRow[j], k0 = kBlockStart[r];
+      const T* d = D + e * 81 + r * 9 + k0;
+      const T* w = radial + (e * 6 + kRadialRow[j]) * 2 * C;
+      T* o = out.row(e, j);
+      for (int h = 0; h < 2; ++h) {
+        const T* xh = node[h] + k0 * C;
+        switch (kBlockSize[r]) {
+          case 1:
+            rotate_row<1>(d, xh, C, w + h * C, o + h * C);
+            break;
+          case 3:
+            rotate_row<3>(d, xh, C, w + h * C, o + h * C);
+            break;
+          default:
+            rotate_row<5>(d, xh, C, w + h * C, o + h * C);
+            break;
+        }
+      }
+    }
+  }
+}
+
+// rotate_in is linear in each of D, x and radial: its tangent along (dD, dx,
+// dradial) is the gradient of the incoming gradient in rotate_in's double
+// backward.
+template <typename T>
+UMA_VECTOR_CLONES void rotate_in_tangent(const T* D, const T* dD, const T* x, const T* dx,
+                                         const int64_t* src, const int64_t* tgt, const T* radial,
+                                         const T* dradial, Rows<T> out, int64_t C, int64_t begin,
+                                         int64_t end) {
+  for (int64_t e = begin; e < end; ++e) {
+    const int64_t at[2] = {src[e] * 9 * C, tgt[e] * 9 * C};
+    for (int j = 0; j < 9; ++j) {
+      const int r = kLRow[j], k0 = kBlockStart[r];
+      const int64_t d_at = e * 81 + r * 9 + k0, w_at = (e * 6 + kRadialRow[j]) * 2 * C;
+      T* o = out.row(e, j);
+      for (int h = 0; h < 2; ++h) {
+        const int64_t x_at = at[h] + k0 * C;
+        const T *d = D + d_at, *dd = dD + d_at, *xh = x + x_at, *dxh = dx + x_at;
+        const T *w = radial + w_at + h * C, *dw = dradial + w_at + h * C;
+        switch (kBlockSize[r]) {
+          case 1:
+            rotate_row_tangent<1>(d, dd, xh, dxh, C, w, dw, o + h * C);
+            break;
+          case 3:
+            rotate_row_tangent<3>(d, dd, xh, dxh, C, w, dw, o + h * C);
+            break;
+          default:
+            rotate_row_tangent<5>(d, dd, xh, dxh, C, w, dw, o + h * C);
+            break;
+        }
+      }
+    }
+  }
+}
+
+// rotate_in_grad_edges_of; gD null: no gD; gx null: no gx.
+template <typename T>
+UMA_VECTOR_CLONES void rotate_in_grad_edges(const T* D, const T* x, const int64_t* src,
+                                            const int64_t* tgt, const T* radial, Rows<const T> g,
+                                            int64_t C, T* gD, T* gradial, T* gx, int64_t begin,
+                                            int64_t end) {
+  if (gD && gx)
+    rotate_in_grad_edges_of<true, true>(D, x, src, tgt, radial, g, C, gD, gradial, gx, begin, end);
+  else if (gD)
+    rotate_in_grad_edges_of<true, false>(D, x, src, tgt, radial, g, C, gD, gradial, gx, begin, end);
+  else if (gx)
+    rotate_in_grad_edges_of<false, true>(D, x, src, tgt, radial, g, C, gD, gradial, gx, begin, end);
+  else
+    rotate_in_grad_edges_of<false, false>(D, x, src, tgt, radial, g, C, gD, gradial, gx, begin,
+                                          end);
+}
+
+// rotate_in_grad_edges_tangent_of; gD null: gradial only.
+template <typename T>
+UMA_VECTOR_CLONES void rotate_in_grad_edges_tangent(const T* D, const T* dD, const T* x,
+                                                    const T* dx, const int64_t* src,
+                                                    const int64_t* tgt, const T* radial,
+                                                    const T* dradial, Rows<const T> g, int64_t C,
+                                                    T* gD, T* gradial, int64_t begin, int64_t end) {
+  if (gD)
+    rotate_in_grad_edges_tangent_of<true>(D, dD, x, dx, src, tgt, radial, dradial, g, C, gD,
+                                          gradial, begin, end);
+  else
+    rotate_in_grad_edges_tangent_of<false>(D, dD, x, dx, src, tgt, radial, dradial, g, C, gD,
+                                           gradial, begin, end);
+}
+
+// The tangent of rotate_in_grad_nodes along (dD, dradial): gx ([N, 9, C],
+// zeroed), per node.
+template <typename T>
+UMA_VECTOR_CLONES void rotate_in_grad_nodes_tangent(
+    const T* D, const T* dD, const T* radial, const T* dradial, Rows<const T> g,
+    const int64_t* src_order, const int64_t* src_offsets, const int64_t* tgt_order,
+    const int64_t* tgt_offsets, int64_t edges, int64_t C, T* gx, int64_t begin, int64_t end) {
+  for (int64_t n = begin; n < end; ++n) {
+    T* out = gx + n * 9 * C;
+    for (int h = 0; h < 2; ++h) {
+      const int64_t* order = h ? tgt_order : src_order;
+      const int64_t* offsets = h ? tgt_offsets : src_offsets;
+      for (int64_t p = offsets[n]; p < offsets[n + 1]; ++p) {
+        const int64_t e = order[p];
+        if (p + kPrefetchEdges < offsets[n + 1] && order[p + kPrefetchEdges] < edges)
+          prefetch_edge_rows<T>({{D, radial}, {dD, dradial}}, g, order[p + kPrefetchEdges], C, h);
+        if (e >= edges) continue;
+        for (int j = 0; j < 9; ++j) {
+          const int r = kLRow[j], k0 = kBlockStart[r];
+          const int64_t d_at = e * 81 + r * 9 + k0, w_at = (e * 6 + kRadialRow[j]) * 2 * C + h * C;
+          const T *d = D + d_at, *dd = dD + d_at, *w = radial + w_at, *dw = dradial + w_at;
+          const T* gj = g.row(e, j) + h * C;
+          switch (kBlockSize[r]) {
+            case 1:
+              rotate_row_grad_node_tangent<1>(d, dd, gj, w, dw, C, out + k0 * C);
+              break;
+            case 3:
+              rotate_row_grad_node_tangent<3>(d, dd, gj, w, dw, C, out + k0 * C);
+              break;
+            default:
+              rotate_row_grad_node_tangent<5>(d, dd, gj, w, dw, C, out + k0 * C);
+              break;
+          }
+        }
+      }
+    }
+  }
+}
+
+// gx ([N, 9, C], zeroed) of rotate_in, per node: its edges as target (the
+// second half of the channels), then as source (the first half).
+template <typename T>
+UMA_VECTOR_CLONES void rotate_in_grad_nodes(const T* D, const T* radial, Rows<const T> g,
+                                            const int64_t* src_order, const int64_t* src_offsets,
+                                            const int64_t* tgt_order, const int64_t* tgt_offsets,
+                                            int64_t edges, int64_t C, T* gx, int64_t begin,
+                                            int64_t end) {
+  for (int64_t n = begin; n < end; ++n) {
+    T* out = gx + n * 9 * C;
+    for (int h = 0; h < 2; ++h) {
+      const int64_t* order = h ? tgt_order : src_order;
+      const int64_t* offsets = h ? tgt_offsets : src_offsets;
+      for (int64_t p = offsets[n]; p < offsets[n + 1]; ++p) {
+        const int64_t e = order[p];
+        if (p + kPrefetchEdges < offsets[n + 1] && order[p + kPrefetchEdges] < edges)
+          prefetch_edge_rows<T>({{D, radial}}, g, order[p + kPrefetchEdges], C, h);
+        if (e >= edges) continue;
+        for (int j = 0; j < 9; ++j) {
+          const int r = kLRow[j], k0 = kBlockStart[r];
+          const T* d = D + e * 81 + r * 9 + k0;
+          const T* w = radial + (e * 6 + kRadialRow[j]) * 2 * C + h * C;
+          const T* gj = g.row(e, j) + h * C;
+          switch (kBlockSize[r]) {
+            case 1:
+              rotate_row_grad_node<1>(d, gj, w, C, out + k0 * C);
+              break;
+            case 3:
+              rotate_row_grad_node<3>(d, gj, w, C, out + k0 * C);
+              break;
+            default:
+              rotate_row_grad_node<5>(d, gj, w, C, out + k0 * C);
+              break;
+          }
+        }
+      }
+    }
+  }
+}
+
+template void rotate_in<float>(const float* D, const float* x, const int64_t* src,
+                               const int64_t* tgt, const float* radial, Rows<float> out, int64_t C,
+                               int64_t begin, int64_t end);
+template void rotate_in<double>(const double* D, const double* x, const int64_t* src,
+                                const int64_t* tgt, const double* radial, Rows<double> out,
+                                int64_t C, int64_t begin, int64_t end);
+template void rotate_in_tangent<float>(const float* D, const float* dD, const float* x,
+                                       const float* dx, const int64_t* src, const int64_t* tgt,
+                                       const float* radial, const float* dradial, Rows<float> out,
+                                       int64_t C, int64_t begin, int64_t end);
+template void rotate_in_tangent<double>(const double* D, const double* dD, const double* x,
+                                        const double* dx, const int64_t* src, const int64_t* tgt,
+                                        const double* radial, const double* dradial,
+                                        Rows<double> out, int64_t C, int64_t begin, int64_t end);
+template void rotate_in_grad_edges<float>(const float* D, const float* x, const int64_t* src,
+                                          const int64_t* tgt, const float* radial,
+                                          Rows<const float> g, int64_t C, float* gD, float* gradial,
+                                          float* gx, int64_t begin, int64_t end);
+template void rotate_in_grad_edges<double>(const double* D, const double* x, const int64_t* src,
+                                           const int64_t* tgt, const double* radial,
+                                           Rows<const double> g, int64_t C, double* gD,
+                                           double* gradial, double* gx, int64_t begin, int64_t end);
+template void rotate_in_grad_edges_tangent<float>(const float* D, const float* dD, const float* x,
+                                                  const float* dx, const int64_t* src,
+                                                  const int64_t* tgt, const float* radial,
+                                                  const float* dradial, Rows<const float> g,
+                                                  int64_t C, float* gD, float* gradial,
+                                                  int64_t begin, int64_t end);
+template void rotate_in_grad_edges_tangent<double>(const double* D, const double* dD,
+                                                   const double* x, const double* dx,
+                                                   const int64_t* src, const int64_t* tgt,
+                                                   const double* radial, const double* dradial,
+                                                   Rows<const double> g, int64_t C, double* gD,
+                                                   double* gradial, int64_t begin, int64_t end);
+template void rotate_in_grad_nodes_tangent<float>(
+    const float* D, const float* dD, const float* radial, const float* dradial, Rows<const float> g,
+    const int64_t* src_order, const int64_t* src_offsets, const int64_t* tgt_order,
+    const int64_t* tgt_offsets, int64_t edges, int64_t C, float* gx, int64_t begin, int64_t end);
+template void rotate_in_grad_nodes_tangent<double>(
+    const double* D, const double* dD, const double* radial, const double* dradial,
+    Rows<const double> g, const int64_t* src_order, const int64_t* src_offsets,
+    const int64_t* tgt_order, const int64_t* tgt_offsets, int64_t edges, int64_t C, double* gx,
+    int64_t begin, int64_t end);
+template void rotate_in_grad_nodes<float>(const float* D, const float* radial, Rows<const float> g,
+                                          const int64_t* src_order, const int64_t* src_offsets,
+                                          const int64_t* tgt_order, const int64_t* tgt_offsets,
+                                          int64_t edges, int64_t C, float* gx, int64_t begin,
+                                          int64_t end);
+template void rotate_in_grad_nodes<double>(const double* D, const double* radial,
+                                           Rows<const double> g, const int64_t* src_order,
+                                           const int64_t* src_offsets, const int64_t* tgt_order,
+                                           const int64_t* tgt_offsets, int64_t edges, int64_t C,
+                                           double* gx, int64_t begin, int64_t end);
+
+}  // namespace uma::nn::kernels

@@ -1,0 +1,146 @@
+// The lean edge kernels' rotate out family on the CPU: ranges of edges or nodes,
+// each called from at::parallel_for (edges/lean_edges.cpp).  Compiled once per
+// scalar type (the explicit instantiations at the end).
+#include "edges/cpu/lean_kernels.h"
+
+#include "edges/cpu/kernel_rows.h"
+
+namespace uma::nn::kernels {
+
+// out ([N, 9, C], zeroed) of rotate_to_nodes_summed, per node; rows: 3 or 9.
+template <typename T>
+UMA_VECTOR_CLONES void rotate_out(const T* D, const T* envelope, Rows<const T> y, int rows,
+                                  const int64_t* order, const int64_t* offsets, int64_t edges,
+                                  int64_t C, T* out, int64_t begin, int64_t end) {
+  for (int64_t n = begin; n < end; ++n) {
+    T* o = out + n * 9 * C;
+    for (int64_t p = offsets[n]; p < offsets[n + 1]; ++p) {
+      const int64_t e = order[p];
+      if (e >= edges) continue;
+      const T s = envelope[e];
+      for (int j = 0; j < rows; ++j) {
+        const int r = kLRow[j], k0 = kBlockStart[r];
+        const T* d = D + e * 81 + r * 9 + k0;
+        switch (kBlockSize[r]) {
+          case 1:
+            unrotate_row_add<1>(d, s, y.row(e, j), C, o + k0 * C);
+            break;
+          case 3:
+            unrotate_row_add<3>(d, s, y.row(e, j), C, o + k0 * C);
+            break;
+          default:
+            unrotate_row_add<5>(d, s, y.row(e, j), C, o + k0 * C);
+            break;
+        }
+      }
+    }
+  }
+}
+
+// rotate_out_grad_edges, gy written where it has a base, gD and genvelope
+// where not null (both or neither).
+template <typename T>
+UMA_VECTOR_CLONES void rotate_out_grad(const T* D, const T* envelope, Rows<const T> y, int rows,
+                                       const int64_t* tgt, const T* gout, int64_t C, Rows<T> gy,
+                                       T* gD, T* genvelope, int64_t begin, int64_t end) {
+  const bool geometry = gD != nullptr;
+  if (gy.base[0] && geometry)
+    rotate_out_grad_edges<true, true>(D, envelope, y, rows, tgt, gout, C, gy, gD, genvelope, begin,
+                                      end);
+  else if (gy.base[0])
+    rotate_out_grad_edges<true, false>(D, envelope, y, rows, tgt, gout, C, gy, gD, genvelope, begin,
+                                       end);
+  else if (geometry)
+    rotate_out_grad_edges<false, true>(D, envelope, y, rows, tgt, gout, C, gy, gD, genvelope, begin,
+                                       end);
+}
+
+// The double backward of rotate_out, per node: out ([N, 9, C], zeroed) +=
+// over edges e into n of M1[e]^T y[e] + s[e] D[e]^T dy[e], where
+// M1 = s dD + ds D (the tangent of the product s D).
+template <typename T>
+UMA_VECTOR_CLONES void rotate_out_tangent(const T* D, const T* dD, const T* envelope,
+                                          const T* denvelope, Rows<const T> y, Rows<const T> dy,
+                                          int rows, const int64_t* order, const int64_t* offsets,
+                                          int64_t edges, int64_t C, T* out, int64_t begin,
+                                          int64_t end) {
+  for (int64_t n = begin; n < end; ++n) {
+    T* o = out + n * 9 * C;
+    for (int64_t p = offsets[n]; p < offsets[n + 1]; ++p) {
+      const int64_t e = order[p];
+      if (e >= edges) continue;
+      const T s = envelope[e], ds = denvelope[e];
+      for (int j = 0; j < rows; ++j) {
+        const int r = kLRow[j], k0 = kBlockStart[r], K = kBlockSize[r];
+        const T *d = D + e * 81 + r * 9 + k0, *dd = dD + e * 81 + r * 9 + k0;
+        const T *yj = y.row(e, j), *dyj = dy.row(e, j);
+        T m1[5], sd[5];
+        for (int k = 0; k < K; ++k) {
+          m1[k] = s * dd[k] + ds * d[k];
+          sd[k] = s * d[k];
+        }
+        T* ok = o + k0 * C;
+        if (K == 1)
+          unrotate_row_tangent_add<1>(m1, sd, yj, dyj, C, ok);
+        else if (K == 3)
+          unrotate_row_tangent_add<3>(m1, sd, yj, dyj, C, ok);
+        else
+          unrotate_row_tangent_add<5>(m1, sd, yj, dyj, C, ok);
+      }
+    }
+  }
+}
+
+// rotate_out_grad_tangent_of; gD2 null: gy2 only.
+template <typename T>
+UMA_VECTOR_CLONES void rotate_out_grad_tangent(const T* D, const T* dD, const T* envelope,
+                                               const T* denvelope, Rows<const T> y,
+                                               Rows<const T> dy, int rows, const int64_t* tgt,
+                                               const T* gout, int64_t C, Rows<T> gy2, T* gD2,
+                                               T* genvelope2, int64_t begin, int64_t end) {
+  if (gD2)
+    rotate_out_grad_tangent_of<true>(D, dD, envelope, denvelope, y, dy, rows, tgt, gout, C, gy2,
+                                     gD2, genvelope2, begin, end);
+  else
+    rotate_out_grad_tangent_of<false>(D, dD, envelope, denvelope, y, dy, rows, tgt, gout, C, gy2,
+                                      gD2, genvelope2, begin, end);
+}
+
+template void rotate_out<float>(const float* D, const float* envelope, Rows<const float> y,
+                                int rows, const int64_t* order, const int64_t* offsets,
+                                int64_t edges, int64_t C, float* out, int64_t begin, int64_t end);
+template void rotate_out<double>(const double* D, const double* envelope, Rows<const double> y,
+                                 int rows, const int64_t* order, const int64_t* offsets,
+                                 int64_t edges, int64_t C, double* out, int64_t begin, int64_t end);
+template void rotate_out_grad<float>(const float* D, const float* envelope, Rows<const float> y,
+                                     int rows, const int64_t* tgt, const float* gout, int64_t C,
+                                     Rows<float> gy, float* gD, float* genvelope, int64_t begin,
+                                     int64_t end);
+template void rotate_out_grad<double>(const double* D, const double* envelope, Rows<const double> y,
+                                      int rows, const int64_t* tgt, const double* gout, int64_t C,
+                                      Rows<double> gy, double* gD, double* genvelope, int64_t begin,
+                                      int64_t end);
+template void rotate_out_tangent<float>(const float* D, const float* dD, const float* envelope,
+                                        const float* denvelope, Rows<const float> y,
+                                        Rows<const float> dy, int rows, const int64_t* order,
+                                        const int64_t* offsets, int64_t edges, int64_t C,
+                                        float* out, int64_t begin, int64_t end);
+template void rotate_out_tangent<double>(const double* D, const double* dD, const double* envelope,
+                                         const double* denvelope, Rows<const double> y,
+                                         Rows<const double> dy, int rows, const int64_t* order,
+                                         const int64_t* offsets, int64_t edges, int64_t C,
+                                         double* out, int64_t begin, int64_t end);
+template void rotate_out_grad_tangent<float>(const float* D, const float* dD, const float* envelope,
+                                             const float* denvelope, Rows<const float> y,
+                                             Rows<const float> dy, int rows, const int64_t* tgt,
+                                             const float* gout, int64_t C, Rows<float> gy2,
+                                             float* gD2, float* genvelope2, int64_t begin,
+                                             int64_t end);
+template void rotate_out_grad_tangent<double>(const double* D, const double* dD,
+                                              const double* envelope, const double* denvelope,
+                                              Rows<const double> y, Rows<const double> dy, int rows,
+                                              const int64_t* tgt, const double* gout, int64_t C,
+                                              Rows<double> gy2, double* gD2, double* genvelope2,
+                                              int64_t begin, int64_t end);
+
+}  // namespace uma::nn::kernels

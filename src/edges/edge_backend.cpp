@@ -1,0 +1,124 @@
+#include "edges/edge_backend.h"
+
+#include "model/edge_rotation.h"
+#include "model/nn/block.h"
+#include "edges/edge_matmul.h"
+#include "edges/lean_edges.h"
+#include "runtime/uma_error.h"
+
+namespace uma::nn {
+namespace {
+
+class ReferenceEdges final : public EdgeBackend {
+ public:
+  const char* name() const override { return "reference"; }
+  bool second_derivatives() const override { return true; }
+  bool skips_padding() const override { return false; }
+
+  void prepare(EdgeFrame& frame, const torch::Tensor& D, const torch::Tensor& envelope,
+               int64_t) const override {
+    auto perm = m_layout_permutation(D.device());
+    frame.wigner = D.index_select(1, perm);  // [E, 9(M), 9(L)]
+    frame.wigner_inv_envelope = D.transpose(1, 2).index_select(2, perm) * envelope.view({-1, 1, 1});
+  }
+  std::vector<torch::Tensor*> rotations(EdgeFrame& frame) const override {
+    return {&frame.wigner, &frame.wigner_inv_envelope};
+  }
+  torch::Tensor degree(const EdgeFrame& frame, const torch::Tensor& radial,
+                       int64_t nodes) const override {
+    auto messages = edge_matmul(frame.wigner_inv_envelope.narrow(2, 0, 3), radial);  // [E, 9, C]
+    return torch::zeros({nodes, 9, radial.size(2)}, messages.options())
+        .index_add(0, frame.tgt, messages);
+  }
+  torch::Tensor messages_summed(EdgewiseImpl& edgewise, const torch::Tensor& x,
+                                const EdgeFrame& frame, const MoleContext& ctx) const override {
+    return torch::zeros_like(x).index_add(0, frame.tgt, edgewise.messages(x, frame, ctx));
+  }
+  double frame_bytes(const EdgeWidths& w, double s) const override {
+    // two Wigner matrices, D and its intermediates, basis and embeddings
+    return s * (6 * 81 + 2 * w.basis + 2 * w.edge);
+  }
+  double block_bytes(const EdgeWidths& w, double s) const override {
+    // the gathered message (9 x 2C), its radial weights (6 x 2C) and the
+    // modulated message (9 x 2C), the radial MLP's hidden layers, the SO(2)
+    // outputs and gates (5H + 6H + 9H + 2H + 9H) and the second convolution's
+    // output and its rotation (2 x 9C)
+    return s * (66 * w.sphere + 31 * w.hidden + 6 * w.edge);
+  }
+};
+
+class LeanCpuEdges final : public EdgeBackend {
+ public:
+  const char* name() const override { return "lean"; }
+  bool second_derivatives() const override { return true; }
+  bool skips_padding() const override { return true; }
+
+  void prepare(EdgeFrame& frame, const torch::Tensor& D, const torch::Tensor& envelope,
+               int64_t nodes) const override {
+    frame.D = D;
+    frame.envelope = envelope;
+    frame.by_source = segments_by_node(frame.src, nodes);
+    frame.by_target = segments_by_node(frame.tgt, nodes);
+  }
+  std::vector<torch::Tensor*> rotations(EdgeFrame& frame) const override {
+    return {&frame.D, &frame.envelope};
+  }
+  torch::Tensor degree(const EdgeFrame& frame, const torch::Tensor& radial,
+                       int64_t nodes) const override {
+    return rotate_to_nodes_summed(frame.D, frame.envelope, {radial, {}, {}}, frame.tgt,
+                                  frame.by_target, nodes);
+  }
+  torch::Tensor messages_summed(EdgewiseImpl& edgewise, const torch::Tensor& x,
+                                const EdgeFrame& frame, const MoleContext& ctx) const override {
+    const int64_t E = frame.src.size(0);
+    auto& conv1 = edgewise.first_conv();
+    auto& conv2 = edgewise.second_conv();
+    auto msg =
+        rotate_to_edge_frame(frame.D, x, frame.src, frame.tgt, conv1->radial_weights(frame.x_edge),
+                             frame.by_source, frame.by_target);
+    auto y = conv1->convolve(msg[0].view({E, -1}), msg[1].view({E, 2, -1}), msg[2], ctx);
+    auto h = gate_m_pieces(y[0], y[1], y[2]);
+    auto z = conv2->convolve(h[0].view({E, -1}), h[1].view({E, 2, -1}), h[2], ctx);
+    return rotate_to_nodes_summed(frame.D, frame.envelope, {z[0].view({E, 3, -1}), z[1], z[2]},
+                                  frame.tgt, frame.by_target, x.size(0));
+  }
+  double frame_bytes(const EdgeWidths& w, double s) const override {
+    // D and its intermediates, basis and embeddings; the segments by source
+    // and by target (2 x int64 each)
+    return s * (4 * 81 + 2 * w.basis + 2 * w.edge) + 4 * 8;
+  }
+  double block_bytes(const EdgeWidths& w, double s) const override {
+    // the radial MLP's hidden layers (6Ec) and weights (6 x 2C), the rotated
+    // message (9 x 2C), the first convolution's outputs and gate sigmoids
+    // (11H + 3H), the gated rows (9H) and the second convolution's output (9C)
+    return s * (39 * w.sphere + 23 * w.hidden + 6 * w.edge);
+  }
+};
+
+}  // namespace
+
+const EdgeBackend& reference_edges() {
+  static const ReferenceEdges backend;
+  return backend;
+}
+
+const EdgeBackend& lean_cpu_edges() {
+  static const LeanCpuEdges backend;
+  return backend;
+}
+
+EdgeOps parse_edge_ops(const std::string& name) {
+  if (name == kEdgeOpsNames[0]) return EdgeOps::kLean;
+  if (name == kEdgeOpsNames[1]) return EdgeOps::kReference;
+  throw Error("the edge operators are lean or reference, got '" + name + "'");
+}
+
+const char* edge_ops_name(EdgeOps ops) {
+  return kEdgeOpsNames[ops == EdgeOps::kLean ? 0 : 1];
+}
+
+const EdgeBackend& edge_backend_for(EdgeOps ops, const torch::Device& device) {
+  return ops == EdgeOps::kLean && device.is_cpu() ? lean_cpu_edges() : reference_edges();
+}
+
+}  // namespace uma::nn

@@ -1,0 +1,99 @@
+#include "engine/cuda_graph.h"
+
+#include "runtime/uma_error.h"
+
+#ifdef UMA_CUDA_GRAPHS
+#include <ATen/cuda/CUDAEvent.h>
+#include <ATen/cuda/CUDAGraph.h>
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAFunctions.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#endif
+
+namespace uma {
+
+#ifdef UMA_CUDA_GRAPHS
+
+bool cuda_graphs_built() { return true; }
+
+struct CudaGraph::Impl {
+  at::cuda::CUDAGraph graph;
+};
+
+namespace {
+
+// `to` waits for the work queued on `from` so far.
+void wait_for(const c10::cuda::CUDAStream& from, const c10::cuda::CUDAStream& to) {
+  at::cuda::CUDAEvent done;
+  done.record(from);
+  done.block(to);
+}
+
+// Bytes LibTorch's CUDA allocator holds on the device (all pools).
+double reserved_bytes(c10::DeviceIndex device) {
+  const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device);
+  return static_cast<double>(stats.reserved_bytes[0].current);  // [0]: all pools together
+}
+
+}  // namespace
+
+std::unique_ptr<CudaGraph> CudaGraph::capture(const torch::Device& device,
+                                              const std::function<void()>& step) {
+  if (!device.is_cuda()) throw Error("CUDA graphs need a CUDA device, not " + device.str());
+  c10::cuda::CUDAGuard on_device(device);
+  const c10::DeviceIndex index = c10::cuda::current_device();  // `device` may carry no index
+  const auto caller = c10::cuda::getCurrentCUDAStream();
+  const auto side = c10::cuda::getStreamFromPool();
+  auto impl = std::make_unique<Impl>();
+  double before = 0;
+  wait_for(caller, side);
+  {
+    c10::cuda::CUDAStreamGuard on_side(side);
+    step();  // warm-up, eager: its errors are the step's own
+    // The warm-up's freed blocks go back to the device: the capture draws
+    // from a private pool that cannot reuse them, and at 4,000 Cu atoms (47
+    // GB a step) cache and pool did not both fit in an H200's 140 GB (the
+    // first GPU run, 2026-12-04).
+    c10::cuda::CUDACachingAllocator::emptyCache();
+    before = reserved_bytes(index);  // what the capture adds is its pool
+    impl->graph.capture_begin();
+    try {
+      step();
+      impl->graph.capture_end();
+    } catch (const std::exception& e) {
+      try {
+        impl->graph.capture_end();  // ends the stream's capture mode
+      } catch (const std::exception&) {
+      }
+      throw Error(std::string("the step could not be captured as a CUDA graph: ") + e.what());
+    }
+  }
+  wait_for(side, caller);
+  const double pool = reserved_bytes(index) - before;
+  return std::unique_ptr<CudaGraph>(new CudaGraph(std::move(impl), pool));
+}
+
+void CudaGraph::replay() { impl_->graph.replay(); }
+
+#else
+
+bool cuda_graphs_built() { return false; }
+
+struct CudaGraph::Impl {};
+
+std::unique_ptr<CudaGraph> CudaGraph::capture(const torch::Device&, const std::function<void()>&) {
+  throw Error(
+      "this build of the engine has no CUDA graph support (it was compiled without the CUDA "
+      "headers)");
+}
+
+void CudaGraph::replay() {}
+
+#endif
+
+CudaGraph::CudaGraph(std::unique_ptr<Impl> impl, double pool_bytes)
+    : impl_(std::move(impl)), pool_bytes_(pool_bytes) {}
+CudaGraph::~CudaGraph() = default;
+
+}  // namespace uma

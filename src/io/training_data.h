@@ -1,0 +1,46 @@
+// Labelled structures for training, read from extended XYZ (as ASE writes
+// them): energy (info `energy`, eV), forces (per-atom column `forces`, eV/A),
+// stress (info `stress`, 9 values or ASE's 6-value Voigt xx yy zz yz xz xy,
+// eV/A^3 with ASE's sign, +(1/V) dE/d strain), and the system inputs task,
+// charge and spin.  A missing label is allowed: its mask is false and the
+// loss skips it.  A label of the wrong shape is an error.
+#pragma once
+
+#include <array>
+#include <string>
+#include <vector>
+
+#include "engine/engine.h"
+#include "io/extxyz.h"
+
+namespace uma {
+
+struct Labels {
+  bool has_energy = false, has_forces = false, has_stress = false;
+  double energy = 0.0;             // eV
+  std::vector<double> forces;      // [N * 3] eV/A (empty without forces)
+  std::array<double, 9> stress{};  // row-major 3x3, eV/A^3
+};
+
+struct Sample {
+  Atoms atoms;
+  Labels labels;
+};
+
+// Reads every frame of `path`.  `default_task` is used for frames without a
+// `task` label; charge defaults to 0, spin to the task's default.  Throws
+// uma::Error naming the file and frame on a malformed label.
+// A frame's atoms: numbers, positions (host, float64), cell and
+// periodicity; task, charge and spin are the caller's (labels or options).
+Atoms frame_atoms(const Frame& f);
+
+std::vector<Sample> read_training_data(const std::string& path,
+                                       const std::string& default_task = "");
+
+// Writes samples as extended XYZ that read_training_data reads back (stress
+// as 9 numbers); appends when `append`.  Throws uma::Error when the path
+// cannot be written.
+void write_training_data(const std::string& path, const std::vector<Sample>& samples,
+                         bool append = false);
+
+}  // namespace uma

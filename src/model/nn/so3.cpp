@@ -1,0 +1,68 @@
+#include "model/nn/so3.h"
+
+#include "model/nn/mole.h"
+
+namespace uma::nn {
+
+SO3LinearImpl::SO3LinearImpl(int64_t in, int64_t out) {
+  const double bound = 1.0 / std::sqrt(static_cast<double>(in));
+  weight = register_parameter("weight", torch::empty({3, out, in}).uniform_(-bound, bound));
+  bias = register_parameter("bias", torch::zeros({out}));
+}
+
+torch::Tensor SO3LinearImpl::forward(const torch::Tensor& x) {
+  auto by_l = x.split_with_sizes({1, 3, 5}, 1);
+  auto w = weight.unbind(0);
+  return torch::cat(
+      {folded_linear(by_l[0], w[0], bias), folded_linear(by_l[1], w[1], torch::Tensor()),
+       folded_linear(by_l[2], w[2], torch::Tensor())},
+      1);
+}
+
+RMSNormSHImpl::RMSNormSHImpl(int64_t channels) {
+  affine_weight = register_parameter("affine_weight", torch::ones({3, channels}));
+  affine_bias = register_parameter("affine_bias", torch::zeros({channels}));
+}
+
+torch::Tensor RMSNormSHImpl::forward(const torch::Tensor& x) {
+  auto by_l = x.split_with_sizes({1, 3, 5}, 1);
+  auto x0 = by_l[0] - by_l[0].mean(2, true);
+  // mean over l of the per-l mean squares, then mean over channels: [N, 1, 1]
+  auto sq = x0.pow(2) + by_l[1].pow(2).sum(1, true) / 3.0 + by_l[2].pow(2).sum(1, true) / 5.0;
+  auto scale = ((sq / 3.0).mean(2, true) + 1e-5).pow(-0.5);
+  auto w = affine_weight.unbind(0);
+  return torch::cat(
+      {x0 * (scale * w[0]) + affine_bias, by_l[1] * (scale * w[1]), by_l[2] * (scale * w[2])}, 1);
+}
+
+torch::Tensor gate_activation(const torch::Tensor& gates, const torch::Tensor& x, Layout layout) {
+  const int64_t rows = x.size(0), channels = x.size(2);
+  auto g = torch::sigmoid(gates).view({rows, 2, channels});  // [rows, l - 1, C]
+  auto g1 = g.narrow(1, 0, 1), g2 = g.narrow(1, 1, 1);
+  if (layout == Layout::kL) {
+    // rows: l0 | l1 (3) | l2 (5)
+    auto parts = x.split_with_sizes({1, 3, 5}, 1);
+    return torch::cat({torch::silu(parts[0]), parts[1] * g1, parts[2] * g2}, 1);
+  }
+  // rows: l0m0 | l1m0 l2m0 | l1+1 l2+1 l1-1 l2-1 | l2+2 l2-2: broadcast, no gathered gate copy
+  auto parts = x.split_with_sizes({1, 2, 4, 2}, 1);
+  auto m1 = (parts[2].view({rows, 2, 2, channels}) * g.unsqueeze(1)).view({rows, 4, channels});
+  return torch::cat({torch::silu(parts[0]), parts[1] * g, m1, parts[3] * g2}, 1);
+}
+
+SpectralAtomwiseImpl::SpectralAtomwiseImpl(int64_t sphere_channels, int64_t hidden_channels) {
+  scalar_mlp = register_module(
+      "scalar_mlp", torch::nn::Sequential(torch::nn::Linear(sphere_channels, 2 * hidden_channels),
+                                          torch::nn::SiLU()));
+  so3_linear_1 = register_module("so3_linear_1", SO3Linear(sphere_channels, hidden_channels));
+  so3_linear_2 = register_module("so3_linear_2", SO3Linear(hidden_channels, sphere_channels));
+}
+
+torch::Tensor SpectralAtomwiseImpl::forward(const torch::Tensor& x) {
+  auto gates = scalar_mlp->forward(x.select(1, 0));
+  auto h = so3_linear_1->forward(x);
+  h = gate_activation(gates, h, Layout::kL);
+  return so3_linear_2->forward(h);
+}
+
+}  // namespace uma::nn

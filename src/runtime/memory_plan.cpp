@@ -1,0 +1,127 @@
+#include "runtime/memory_plan.h"
+
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "runtime/uma_error.h"
+
+namespace uma {
+
+MemoryModel memory_model(const BackboneConfig& c, torch::ScalarType dtype,
+                         const nn::EdgeBackend& edges) {
+  const double s = static_cast<double>(c10::elementSize(dtype));
+  const double C = c.sphere_channels, H = c.hidden_channels, Ec = c.edge_channels,
+               K = c.num_distance_basis;
+  const double L = c.num_layers;
+  MemoryModel m;
+  // Per block and node: input, normed input, summed messages, residual and
+  // norm (5 x 9C), the spectral feed-forward's hidden rows (2 x 9H); the
+  // final norm and head.
+  m.per_node = s * (L * (5 * 9 * C + 2 * 9 * H) + 4 * 9 * C);
+  // Indices (3 x int64 + a flag), the edge vector, dE/dr and r (x) dE/dr in float64.
+  m.per_edge_graph = 3 * 8 + 1 + 6 * s + 2 * 9 * 8;
+  const nn::EdgeWidths widths{C, H, Ec, K};
+  const double frame = edges.frame_bytes(widths, s), block = edges.block_bytes(widths, s);
+  // The degree embedding's radial MLP and output.
+  const double degree = s * (6 * Ec + 3 * C);
+  m.per_edge_stored = frame + degree + L * block;
+  // Recomputing a chunk: one block's work, its frame, and the gradients that
+  // flow back through the largest activations (about 2 x 18C).
+  m.per_edge_chunk = frame + block + s * 36 * C;
+  return m;
+}
+
+std::string MemoryPlan::describe() const {
+  char buf[256];
+  const double gb = 1e-9;
+  if (recompute)
+    std::snprintf(buf, sizeof buf,
+                  "recomputed edge work in chunks of %lld edges (%lld atoms, %lld edge slots): "
+                  "predicted peak %.2f GB, budget %.2f GB",
+                  static_cast<long long>(chunk_edges), static_cast<long long>(nodes),
+                  static_cast<long long>(edges), predicted_bytes * gb, budget_bytes * gb);
+  else
+    std::snprintf(
+        buf, sizeof buf,
+        "stored activations (%lld atoms, %lld edge slots): predicted peak %.2f GB, budget %.2f GB",
+        static_cast<long long>(nodes), static_cast<long long>(edges), predicted_bytes * gb,
+        budget_bytes * gb);
+  return buf;
+}
+
+MemoryPlan plan_memory(const MemoryModel& m, int64_t nodes, int64_t edges, double budget_bytes,
+                       int64_t forced_chunk) {
+  MemoryPlan plan;
+  plan.nodes = nodes;
+  plan.edges = edges;
+  plan.budget_bytes = budget_bytes;
+  const double fixed = m.per_node * nodes + m.per_edge_graph * edges;
+  const double stored = fixed + m.per_edge_stored * edges;
+  auto recompute_with = [&](int64_t chunk) {
+    plan.recompute = true;
+    plan.chunk_edges = std::max<int64_t>(1, std::min(chunk, edges));
+    plan.predicted_bytes = fixed + m.per_edge_chunk * plan.chunk_edges;
+    return plan;
+  };
+  if (forced_chunk == 0 || (forced_chunk < 0 && stored <= budget_bytes)) {
+    plan.predicted_bytes = stored;
+    return plan;
+  }
+  if (forced_chunk > 0) return recompute_with(forced_chunk);
+  const double room = budget_bytes - fixed;
+  const double chunk = std::floor(room / m.per_edge_chunk);
+  if (!(chunk >= static_cast<double>(std::min<int64_t>(kMinChunkEdges, edges)))) {
+    std::ostringstream msg;
+    msg.precision(3);
+    msg << "the evaluation of " << nodes << " atoms (" << edges << " edge slots) needs at least "
+        << (fixed + m.per_edge_chunk * std::min<int64_t>(kMinChunkEdges, edges)) * 1e-9
+        << " GB even when recomputed in chunks, but the memory budget is " << budget_bytes * 1e-9
+        << " GB; raise the budget (pair_style uma ... memory GB, uma eval --memory GB) or use more "
+           "processes";
+    throw Error(msg.str());
+  }
+  return recompute_with(
+      static_cast<int64_t>(std::min<double>(chunk, static_cast<double>(kMaxChunkEdges))));
+}
+
+namespace {
+
+double host_available() {
+  std::ifstream in("/proc/meminfo");
+  std::string key;
+  double kb = 0;
+  std::string unit;
+  while (in >> key >> kb >> unit)
+    if (key == "MemAvailable:") return kb * 1024.0;
+  throw Error("cannot read MemAvailable from /proc/meminfo; set the memory budget explicitly");
+}
+
+// cudaMemGetInfo from the CUDA runtime LibTorch has loaded (no CUDA headers needed).
+double cuda_available() {
+  using MemGetInfo = int (*)(size_t*, size_t*);
+  for (const char* lib : {"libcudart.so.13", "libcudart.so.12", "libcudart.so"}) {
+    void* handle = dlopen(lib, RTLD_LAZY | RTLD_NOLOAD);
+    if (!handle) continue;
+    auto get = reinterpret_cast<MemGetInfo>(dlsym(handle, "cudaMemGetInfo"));
+    size_t free = 0, total = 0;
+    const int status = get ? get(&free, &total) : -1;
+    dlclose(handle);
+    if (status == 0) return static_cast<double>(free);
+  }
+  throw Error(
+      "cannot query the GPU's free memory (no CUDA runtime loaded); set the memory budget "
+      "explicitly");
+}
+
+}  // namespace
+
+double available_memory(const torch::Device& device) {
+  return device.is_cuda() ? cuda_available() : host_available();
+}
+
+}  // namespace uma

@@ -1,0 +1,60 @@
+// How one evaluation (energy, forces, stress) fits in memory.
+//
+// The stored path keeps every block's per-edge activations for the backward
+// pass: fastest, but about L x 50 kB per edge in fp32 for UMA-S.  The
+// recomputed path keeps only each block's input node features and the graph,
+// and runs the edge work in chunks, recomputing each chunk in the backward
+// pass (nn/edge_chunks.h).  The plan picks the stored path when its predicted
+// peak fits the budget, else the largest chunk that fits.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include <torch/torch.h>
+
+#include "model/model_config.h"
+#include "edges/edge_backend.h"
+
+namespace uma {
+
+// Predicted bytes, from the model's shapes (doc/benchmarks.md compares them
+// with measured peaks).
+struct MemoryModel {
+  double per_node = 0;         // node features of all blocks and the head
+  double per_edge_graph = 0;   // graph, edge vectors and their gradients (both paths)
+  double per_edge_stored = 0;  // all blocks' activations (stored path)
+  double per_edge_chunk = 0;   // one block's work while a chunk is recomputed
+};
+// edges: the backend of the blocks' edge work (its per-edge bytes).
+MemoryModel memory_model(const BackboneConfig& config, torch::ScalarType dtype,
+                         const nn::EdgeBackend& edges);
+
+struct MemoryPlan {
+  bool recompute = false;
+  int64_t chunk_edges = 0;       // recompute: edges per chunk
+  int64_t nodes = 0, edges = 0;  // what it was planned for (edges: graph capacity)
+  double predicted_bytes =
+      0;  // predicted peak of the evaluation (not counting the process baseline)
+  double budget_bytes = 0;
+  std::string describe() const;  // one line for logs
+};
+
+// Smallest chunk the planner uses; below it, the evaluation does not fit.
+constexpr int64_t kMinChunkEdges = 256;
+// Largest chunk the planner uses: on a CPU, 16 k-edge chunks ran faster than
+// 64 k-edge chunks and than the stored path (doc/benchmarks.md), and a larger
+// chunk only costs memory.
+constexpr int64_t kMaxChunkEdges = 16384;
+
+// forced_chunk: -1 lets the budget decide; 0 forces the stored path; > 0
+// forces recomputation in chunks of that many edges.  Throws uma::Error when
+// the budget cannot hold even the recomputed path with the smallest chunk.
+MemoryPlan plan_memory(const MemoryModel& model, int64_t nodes, int64_t edges, double budget_bytes,
+                       int64_t forced_chunk = -1);
+
+// Bytes that can still be allocated on `device` now: MemAvailable on the
+// host, the driver's free memory on a GPU.
+double available_memory(const torch::Device& device);
+
+}  // namespace uma
