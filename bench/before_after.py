@@ -37,9 +37,9 @@ def inputs(out, uma):
     """The models and structures both builds run on (written once)."""
     from ase.build import bulk
     from ase.io import write
+    import train_step  # puts tests/reference on the path: its make_fixtures builds the K4L2 checkpoint
     import convert_checkpoint
-    import make_model as mf
-    import train_step
+    import make_fixtures as mf
 
     files = {"full": os.path.join(out, "uma-s-1p1-random.safetensors"),
              "k4l2": os.path.join(out, "k4l2.safetensors")}

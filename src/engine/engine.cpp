@@ -242,9 +242,11 @@ Evaluation Engine::run(StepPlan& plan, const Geometry& geo, const Request& what)
   Evaluation ev;
   ev.request = what;
   const auto& escale = plan.energy_scale;
-  ev.energy = raw_energy * escale + plan.energy_shift;
+  const bool raw = plan.identity;  // training: the raw outputs, no scale or shift to apply
+  ev.energy = raw ? raw_energy : raw_energy * escale + plan.energy_shift;
   ev.atom_energy =
-      raw_atom * (B == 1 ? escale : escale.index_select(0, in.batch)) + plan.atom_shift;
+      raw ? raw_atom
+          : raw_atom * (B == 1 ? escale : escale.index_select(0, in.batch)) + plan.atom_shift;
   if (features.defined()) ev.features = features.detach();
   ev.natoms = in.natoms;
   ev.batch = in.batch;
@@ -264,9 +266,12 @@ Evaluation Engine::run(StepPlan& plan, const Geometry& geo, const Request& what)
                                          /*create_graph=*/true)[0]
                  : stages_.grad(raw_energy.sum(), {vec})[0];
   const auto& fscale = plan.force_scale;
-  auto edge_fscale = B == 1 ? fscale.to(options_.dtype)
-                            : fscale.to(options_.dtype).index_select(0, graph.edge_system);
-  auto pair_force = g * edge_fscale.unsqueeze(1);
+  torch::Tensor pair_force = g;
+  if (!raw) {
+    auto edge_fscale = B == 1 ? fscale.to(options_.dtype)
+                              : fscale.to(options_.dtype).index_select(0, graph.edge_system);
+    pair_force = g * edge_fscale.unsqueeze(1);
+  }
   ev.forces = torch::zeros({N, 3}, fopts)
                   .index_add(0, graph.tgt, pair_force)
                   .index_add(0, graph.src, -pair_force);
@@ -275,13 +280,11 @@ Evaluation Engine::run(StepPlan& plan, const Geometry& geo, const Request& what)
     auto r_g = vec.detach().to(torch::kFloat64).unsqueeze(2) * g.to(torch::kFloat64).unsqueeze(1);
     auto de_dstrain = system_sum(r_g, graph.row_offsets, plan.edge_block_lengths, twice);
     de_dstrain = (de_dstrain + de_dstrain.transpose(1, 2)) / 2;
-    ev.virial = -de_dstrain * fscale.view({B, 1, 1});
-    // Training: 0 instead of NaN for a cell without volume, whose stress no
-    // label can apply to (a NaN would reach the gradient through the mask).
-    const auto inv_volume =
-        options_.training ? torch::nan_to_num(geo.inv_volume, 0.0, 0.0, 0.0) : geo.inv_volume;
-    if (in.owned < 0)
-      ev.stress = de_dstrain * (inv_volume * plan.stress_scale).view({B, 1, 1}) +
+    ev.virial = raw ? -de_dstrain : -de_dstrain * fscale.view({B, 1, 1});
+    if (in.owned < 0 && raw)  // 0 instead of NaN without volume: a NaN would reach the gradient
+      ev.stress = de_dstrain * torch::nan_to_num(geo.inv_volume, 0.0, 0.0, 0.0).view({B, 1, 1});
+    else if (in.owned < 0)
+      ev.stress = de_dstrain * (geo.inv_volume * plan.stress_scale).view({B, 1, 1}) +
                   plan.stress_shift.view({B, 1, 1});
     if (what.atom_virial) {
       auto edge_half = B == 1 ? fscale * -0.5 : fscale.index_select(0, graph.edge_system) * -0.5;

@@ -75,6 +75,7 @@ std::shared_ptr<StepPlan> build_plan(const UmaModel& model, const std::vector<At
       systems[0].on_device.defined() && atom_count(systems[0]) > 0;  // validate(): B = 1
   auto plan = std::make_shared<StepPlan>();
   plan->key = std::move(key);
+  plan->identity = identity;
 
   // The integers in one upload: [host numbers N | system of each atom N |
   // natoms B | charge B | spin B | pieces' compositions as atomic numbers].

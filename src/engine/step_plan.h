@@ -55,6 +55,9 @@ struct StepPlan {
   // [B] energy_scale, energy_shift, force_scale, stress_scale, stress_shift;
   // [N] atom_shift (each atom's share of the energy shift; ghosts: 0).
   torch::Tensor energy_scale, energy_shift, force_scale, stress_scale, stress_shift, atom_shift;
+  // Whether they are the identity (Normalisers::kIdentity: training's raw outputs), which
+  // the run then skips rather than multiplying by one in the second-order backward.
+  bool identity = false;
   // Composition, charge, spin and task, when every system has the same
   // (their experts merge into one set of weights); empty otherwise.
   std::vector<int64_t> merge_key;
