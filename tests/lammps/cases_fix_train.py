@@ -36,17 +36,22 @@ def head():
     return HEAD.format(plugin=PLUGIN, model=MODEL)
 
 
-def write_frames(host_dir, count=8):
-    """Labelled 32-atom copper frames (ASE's EMT), as extended XYZ."""
+def emt_frames(lattices, rattle, first_seed):
+    """Labelled 32-atom copper frames (ASE's EMT), one per lattice constant, rattled with seeds from first_seed."""
     frames = []
-    for k in range(count):
-        a = bulk("Cu", "fcc", a=3.615, cubic=True).repeat((2, 2, 2))
-        a.rattle(0.08, seed=100 + k)
+    for k, a0 in enumerate(lattices):
+        a = bulk("Cu", "fcc", a=a0, cubic=True).repeat((2, 2, 2))
+        a.rattle(rattle, seed=first_seed + k)
         a.calc = EMT()
         a.get_potential_energy(), a.get_forces(), a.get_stress()
         a.info["task"] = "omat"
         frames.append(a)
-    write(os.path.join(host_dir, "frames.extxyz"), frames)
+    return frames
+
+
+def write_frames(host_dir, count=8):
+    """Labelled 32-atom copper frames (ASE's EMT), as extended XYZ."""
+    write(os.path.join(host_dir, "frames.extxyz"), emt_frames([3.615] * count, 0.08, 100))
 
 
 def weights(host_dir, name):
@@ -227,14 +232,7 @@ def case_restart(h, r):
 def write_density_pair(host_dir, lattice=(3.615, 2.9)):
     """Two labelled 32-atom copper frames (ASE's EMT) at very different densities (an equation-of-state
     pair: the second has about twice the neighbours within the cutoff), written in both orders."""
-    frames = []
-    for k, a0 in enumerate(lattice):
-        a = bulk("Cu", "fcc", a=a0, cubic=True).repeat((2, 2, 2))
-        a.rattle(0.05, seed=200 + k)
-        a.calc = EMT()
-        a.get_potential_energy(), a.get_forces(), a.get_stress()
-        a.info["task"] = "omat"
-        frames.append(a)
+    frames = emt_frames(lattice, 0.05, 200)
     write(os.path.join(host_dir, "dense_last.extxyz"), frames)
     write(os.path.join(host_dir, "dense_first.extxyz"), frames[::-1])
 
