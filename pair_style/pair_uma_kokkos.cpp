@@ -46,9 +46,17 @@ constexpr bool on_cuda() {
 
 }  // namespace
 
+#ifdef UMA_LAMMPS_KOKKOS_2024
+// LAMMPS's KOKKOS package as of 29 Aug 2024 (CMake's UMA_LAMMPS_KOKKOS_2024):
+// x and f are X_FLOAT and F_FLOAT views.
+static_assert(std::is_same_v<X_FLOAT, double> && std::is_same_v<F_FLOAT, double>,
+              "pair_style uma/kk wraps x and f as float64 tensors: build LAMMPS's KOKKOS "
+              "package in double precision (the default)");
+#else
 static_assert(std::is_same_v<KK_FLOAT, double> && std::is_same_v<KK_ACC_FLOAT, double>,
               "pair_style uma/kk wraps x and f as float64 tensors: build LAMMPS with "
               "-D Kokkos_PREC=DOUBLE (KOKKOS_PREC double)");
+#endif
 
 template <class DeviceType>
 PairUMAKokkos<DeviceType>::PairUMAKokkos(LAMMPS *lmp) : PairUMA(lmp) {

@@ -89,6 +89,14 @@ void check_kokkos(LAMMPS* lmp) {
 #else
   const char* api = "serial";
 #endif
+  if (!lammps_config_accelerator("KOKKOS", "precision", precision) ||
+      !lammps_config_accelerator("KOKKOS", "api", api))
+    lmp->error->all(
+        FLERR,
+        "umaplugin.so was built for a KOKKOS package with the {} backend in {} precision, "
+        "and this LAMMPS's KOKKOS differs (see 'lmp -h'); rebuild the plugin against it",
+        api, precision);
+#ifndef UMA_LAMMPS_KOKKOS_2024  // a KOKKOS package of 2024 has one layout, the legacy one
   // The layout of LAMMPS's device views (CMake KOKKOS_LAYOUT): with another
   // one, the force view's elements would be written in the wrong order.
 #if defined(UMA_KOKKOS_CLAIM_LAYOUT)  // the test suite's copy that claims another layout
@@ -98,13 +106,6 @@ void check_kokkos(LAMMPS* lmp) {
 #else
   const char* layout = "default";
 #endif
-  if (!lammps_config_accelerator("KOKKOS", "precision", precision) ||
-      !lammps_config_accelerator("KOKKOS", "api", api))
-    lmp->error->all(
-        FLERR,
-        "umaplugin.so was built for a KOKKOS package with the {} backend in {} precision, "
-        "and this LAMMPS's KOKKOS differs (see 'lmp -h'); rebuild the plugin against it",
-        api, precision);
   if (!lammps_config_accelerator("KOKKOS", "layout", layout))
     lmp->error->all(
         FLERR,
@@ -112,6 +113,7 @@ void check_kokkos(LAMMPS* lmp) {
         "uses another (see 'KOKKOS package view layout' in 'lmp -h'); rebuild LAMMPS with "
         "-D KOKKOS_LAYOUT={} or the plugin against this LAMMPS",
         layout, layout);
+#endif
 }
 #endif
 

@@ -308,16 +308,20 @@ std::vector<int64_t> Engine::replay_epoch(const StepPlan& plan) const {
   return epoch;
 }
 
-Evaluation Engine::run_or_replay(StepPlan& plan, const Geometry& geo, const Request& what) {
-  // Per key: what the step computes and the graph's bin plan for this cell
-  // (may alternate within an epoch).
+// Per key: what the step computes and the graph's bin plan for this cell
+// (may alternate within an epoch).
+std::vector<int64_t> Engine::replay_key(const Geometry& geo, const Request& what) const {
   std::vector<int64_t> key{int64_t(what.atom_virial)};
   const auto bins = graph_.plan_key(geo.graph);
   key.insert(key.end(), bins.begin(), bins.end());
-  switch (plan.replays.next(replay_epoch(plan), key)) {
+  return key;
+}
+
+Evaluation Engine::run_or_replay(StepPlan& plan, const Geometry& geo, const Request& what) {
+  switch (plan.replays.next(replay_epoch(plan), replay_key(geo, what))) {
     case ReplayCache<Replay>::Action::kEager: {
       Evaluation ev = run(plan, geo, what);
-      plan.replays.settled(replay_epoch(plan));
+      plan.replays.settled(replay_epoch(plan), replay_key(geo, what));
       return ev;
     }
     case ReplayCache<Replay>::Action::kReplay: {

@@ -164,6 +164,8 @@ class Engine {
   Evaluation run_or_replay(StepPlan& plan, const Geometry& geo, const Request& what);
   // What the plan's captures depend on (replay_cache.h's epoch).
   std::vector<int64_t> replay_epoch(const StepPlan& plan) const;
+  // Its key for this step: what it computes and the graph's bin plan.
+  std::vector<int64_t> replay_key(const Geometry& geo, const Request& what) const;
 
   UmaModel model_;
   EngineOptions options_;

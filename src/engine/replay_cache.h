@@ -83,11 +83,14 @@ class ReplayCache {
     return *entries_.front().capture;
   }
 
-  // After a kEager step: the epoch as that step left it.  A first step sizes
-  // the graph and merges the experts, so the epoch it was asked under is
-  // already gone; told here, the cache drops what belonged to the old one and
-  // the step's key counts as seen under the new one: its next step captures.
-  void settled(const Key& epoch) {
+  // After a kEager step: the epoch and the key as that step left them.  A
+  // first step sizes the graph and merges the experts, so the epoch it was
+  // asked under is already gone, and its key (the graph's bin plan) was made
+  // before the graph had capacities; told here, the cache drops what belonged
+  // to the old epoch and the step's key counts as seen under the new one: its
+  // next step captures.
+  void settled(const Key& epoch, const Key& key) {
+    key_ = key;
     if (epoch == epoch_) return;
     entries_.clear();
     refused_.clear();
