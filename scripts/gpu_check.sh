@@ -9,7 +9,9 @@
 #   scripts/gpu_check.sh --prebuild DIR  here, after --prepare: build the engine, the uma tool, the
 #                                        tests, LAMMPS with MPI and the plugin for the GPU machine
 #                                        (against its torch, placed where its image keeps it) into
-#                                        DIR/prebuilt/, so that the run there starts checking at once
+#                                        DIR/prebuilt/, so that the run there starts checking at once;
+#                                        with the Kokkos and LAMMPS snapshots (UMA_KOKKOS_GIT,
+#                                        UMA_LAMMPS_KK_GIT), also a KOKKOS CUDA LAMMPS and its uma/kk
 #   scripts/gpu_check.sh [--quick] DIR   there: test and time on the GPU (building from source
 #                                        what DIR/prebuilt/ does not hold or cannot serve)
 #   scripts/gpu_check.sh --cpu [--quick] DIR   the same build from DIR with the network unused,
@@ -33,8 +35,12 @@
 # lease must not miss comes first):
 #   versus_fairchem           fairchem-core's predictor EAGER next to ours on the same weights and
 #                             structures (Cu 1,000 first, the others only if time is left)
+#   kernels                   the engine's CUDA kernels against their CPU launchers, fp64 and fp32
+#                             (tests/cuda/kernels_check.cu; prebuilt, or built with nvcc there)
 #   tests                     the engine suite (UMA_TEST_DEVICE=cuda, or cpu): uma_tests in
 #                             parallel GoogleTest shards, the other ctest tests beside them
+#   kokkos                    pair_style uma/kk on CUDA (-k on g 1 -sf kk, prebuilt only) against
+#                             uma device cuda on 1 and 2 ranks, its per-step transfers, steps/s
 #   ranks devices train       pair_style uma on 2 ranks against 1 (every MPI call on LAMMPS's
 #                             main thread), cuda against cpu, fix uma/train on the device
 #   lammps_md                 NVE MD in LAMMPS with pair_style uma, eager and replayed
@@ -279,7 +285,7 @@ B="$(realpath -m "${UMA_GPU_BUILD:-$ROOT/build-gpu}")"
 JOBS="${UMA_GPU_JOBS:-$(nproc)}"
 # The checking and timing stages, in the order they run (by value: what a
 # short lease must not miss comes first), and the --quick selection.
-CHECK_ORDER="versus_fairchem tests ranks devices train lammps_md tf32 bench profile versus_fairchem_compiled"
+CHECK_ORDER="versus_fairchem kernels tests kokkos ranks devices train lammps_md tf32 bench profile versus_fairchem_compiled"
 CHECK_STAGES=" $CHECK_ORDER "
 QUICK_STAGES="versus_fairchem tests lammps_md"
 if [ "${UMA_GPU_STAGES:-}" = quick ]; then QUICK=1; fi
@@ -307,12 +313,12 @@ if [ "$MODE" = gpu ]; then
   # measured on the H200 with prebuilt artifacts (2026-12-04): versus_fairchem 102 s (Cu 1,000),
   # tests 39 s (8 shards), ranks 9, devices 12, train 4, lammps_md 58, tf32 21, profile 6,
   # versus_fairchem_compiled: fp32's compile 73 s, tf32's cut at 150 s
-  LIMIT=([mpi]=60 [versus_fairchem]=150 [tests]=120 [ranks]=60 [devices]=60 [train]=45 [lammps_md]=120
+  LIMIT=([mpi]=60 [versus_fairchem]=150 [kernels]=40 [tests]=120 [kokkos]=150 [ranks]=60 [devices]=60 [train]=45 [lammps_md]=120
          [tf32]=60 [bench]=120 [profile]=30 [versus_fairchem_compiled]=240)
   if [ "$QUICK" = 1 ]; then LIMIT[versus_fairchem]=100; LIMIT[tests]=120; LIMIT[lammps_md]=50; fi
 else
   BUDGET="${UMA_GPU_BUDGET_S:-0}"
-  LIMIT=([mpi]=300 [versus_fairchem]=1800 [tests]=3600 [ranks]=1800 [devices]=900 [train]=1800 [lammps_md]=900
+  LIMIT=([mpi]=300 [versus_fairchem]=1800 [kernels]=600 [tests]=3600 [kokkos]=600 [ranks]=1800 [devices]=900 [train]=1800 [lammps_md]=900
          [tf32]=1800 [bench]=900 [profile]=900 [versus_fairchem_compiled]=1800)
 fi
 for kv in ${UMA_GPU_LIMITS:-}; do   # "tests=200 versus_fairchem=120" (or comma-separated)
@@ -324,7 +330,7 @@ for kv in ${UMA_GPU_LIMITS:-}; do   # "tests=200 versus_fairchem=120" (or comma-
   done
 done
 # the least a stage needs left of the budget to start (else it is skipped)
-declare -A STAGE_NEEDS_S=([lammps_md]=30 [mpi]=10 [ranks]=30 [devices]=20 [train]=20 [tf32]=30 [versus_fairchem]=60
+declare -A STAGE_NEEDS_S=([kernels]=10 [kokkos]=40 [lammps_md]=30 [mpi]=10 [ranks]=30 [devices]=20 [train]=20 [tf32]=30 [versus_fairchem]=60
                           [tests]=30 [bench]=20 [profile]=10 [versus_fairchem_compiled]=60)
 SYSROOT="$B/sysroot"
 LOGS="$B/logs"
@@ -355,7 +361,7 @@ write_summary() {   # [final]
     "$SELECTION" "$(basename "$ARCHIVE")"
   # every stage's log and details in one archive, rewritten after each stage
   # (a run stopped by its command's limit still brings back what it did)
-  "$HPY" "$REPORT" archive "$ARCHIVE" "$B" logs details versus md ranks devices train precision
+  "$HPY" "$REPORT" archive "$ARCHIVE" "$B" logs details versus md ranks devices kokkos train precision
 }
 
 record() {   # name status seconds [note]
@@ -1233,6 +1239,92 @@ EOF
     "$(device_name)" "$rc_dev" "$d/log.device" "$d/device.dump"
 }
 
+# pair_style uma/kk under LAMMPS's KOKKOS package on CUDA (the prebuilt
+# LAMMPS of scripts/kokkos_cuda_lammps.sh: 29 Aug 2024 with Kokkos 4.6.99 for
+# sm_90, and the plugin built against it): -k on g 1 -sf kk against pair_style
+# uma device cuda on the same fp64 input (the devices stage's: run 0, then 100
+# NVE steps, fix nve becoming Kokkos's nve/kk) on 1 and 2 ranks, with the
+# per-step transfers of `compute pair uma`; then the steps/s of both on 1,000
+# Cu atoms with the full-size model (fp32, 100 NVE steps).
+KK="$B/kk"
+# lmp's libraries; Kokkos's libcudart.so.13: the torch wheel's (the one LibTorch loads too)
+KK_LIBS="$KK/lammps/lib:$KK/kokkos/lib:$(dirname "$GPU_TORCH_DIR")/nvidia/cu13/lib"
+kk_ready() { [ -x "$KK/lammps/bin/lmp" ] && [ -f "$KK/umaplugin.so" ]; }
+kk_run() {   # RESERVE LABEL NRANKS INPUT LOG [lmp arguments...]
+  local reserve="$1" label="$2" np="$3" input="$4" log="$5"
+  shift 5
+  echo "== $label"
+  LD_LIBRARY_PATH="$KK_LIBS:${LD_LIBRARY_PATH:-}" limited "$reserve" "$label" \
+    "${MPIRUN[@]}" -np "$np" "$KK/lammps/bin/lmp" -in "$input" -screen none -log "$log" \
+    -var plugin "$KK/umaplugin.so" "$@"
+}
+st_kokkos() {
+  stage_deadline "${LIMIT[kokkos]}"
+  local d="$B/kokkos" rc_ref rc1 rc2 rc_u rc_k
+  rm -rf "$d" && mkdir -p "$d" || return 1
+  local data="$RANKS_DIR/cu108.data"
+  if [ ! -f "$data" ]; then data="$d/cu108.data"; write_cu108 "$data" || return 1; fi
+  cat > "$d/in.kokkos" <<'EOF'
+# written by scripts/gpu_check.sh: one fp64 input for pair_style uma and uma/kk
+plugin          load ${plugin}
+units           metal
+atom_style      atomic
+boundary        p p p
+read_data       ${data}
+pair_style      uma task omat precision fp64 device cuda
+pair_coeff      * * ${model} Cu
+compute         pu all pair uma
+thermo_style    custom step pe ke etotal press pxx pyy pzz pxy pxz pyz c_pu[1] c_pu[2] c_pu[7] c_pu[8]
+thermo_modify   format float %.17g
+dump            f all custom 100 ${dumpfile} id fx fy fz
+dump_modify     f format float %.17g sort id
+run             0
+velocity        all create 300.0 4928459 loop geom
+timestep        0.001
+fix             1 all nve
+thermo          10
+run             100
+EOF
+  # newton on: uma/kk stays in place on several ranks (Kokkos's GPU default is off)
+  local kflags=(-k on g 1 -sf kk -pk kokkos newton on neigh half)
+  plan 80
+  kk_run 60 "uma device cuda, fp64" 1 "$d/in.kokkos" "$d/log.reference" \
+    -var model "$TINY_MODEL" -var data "$data" -var dumpfile "$d/reference.dump"; rc_ref=$?
+  kk_run 40 "uma/kk, 1 rank, fp64" 1 "$d/in.kokkos" "$d/log.kk1" "${kflags[@]}" \
+    -var model "$TINY_MODEL" -var data "$data" -var dumpfile "$d/kk1.dump"; rc1=$?
+  kk_run 20 "uma/kk, 2 ranks, fp64" 2 "$d/in.kokkos" "$d/log.kk2" "${kflags[@]}" \
+    -var model "$TINY_MODEL" -var data "$data" -var dumpfile "$d/kk2.dump"; rc2=$?
+  "$HPY" "$REPORT" kokkos "$DET/kokkos.json" cuda 108 "$rc_ref" "$d/log.reference" "$d/reference.dump" \
+    1 "$rc1" "$d/log.kk1" "$d/kk1.dump" 2 "$rc2" "$d/log.kk2" "$d/kk2.dump" || return 1
+  [ -f "$MODEL" ] || { echo "no full-size model ($MODEL): no steps/s"; return 1; }
+  cat > "$d/in.speed" <<'EOF'
+# written by scripts/gpu_check.sh: NVE of 1,000 fcc Cu atoms, full-size model, fp32
+plugin          load ${plugin}
+units           metal
+atom_style      atomic
+boundary        p p p
+lattice         fcc 3.615
+region          box block 0 5 0 5 0 10
+create_box      1 box
+create_atoms    1 box
+mass            1 63.546
+pair_style      uma task omat device cuda
+pair_coeff      * * ${model} Cu
+velocity        all create 300.0 4928459 loop geom
+neigh_modify    every 10 delay 0 check no
+timestep        0.0001
+fix             1 all nve
+thermo          50
+run             10
+run             100
+EOF
+  kk_run 20 "speed: uma device cuda" 1 "$d/in.speed" "$d/log.speed_uma" \
+    -var model "$MODEL"; rc_u=$?
+  kk_run 0 "speed: uma/kk" 1 "$d/in.speed" "$d/log.speed_kk" "${kflags[@]}" \
+    -var model "$MODEL"; rc_k=$?
+  "$HPY" "$REPORT" kokkos-speed "$DET/kokkos.json" "$rc_u" "$d/log.speed_uma" "$rc_k" "$d/log.speed_kk"
+}
+
 # fix uma/train on the device, 1 rank, the tiny model.  `run 0` with the pair
 # style comes before the fix line: the pair style evaluates (and sets up the
 # device) before the trainer exists, the order that once broke deterministic
@@ -1304,6 +1396,74 @@ st_tf32() {
   return $rc
 }
 
+# --prebuild only (the GPU machine has no nvcc): LAMMPS with KOKKOS on CUDA
+# (scripts/kokkos_cuda_lammps.sh) into $KK, and the plugin with uma/kk built
+# against it in its own folder ($B/engine-kk: the engine again, the styles
+# and the plugin through Kokkos's nvcc_wrapper), copied to $KK/umaplugin.so.
+# The snapshots: UMA_KOKKOS_GIT and UMA_LAMMPS_KK_GIT (git directories of the
+# search tool's fetch; by default where it puts them).
+KOKKOS_GIT="${UMA_KOKKOS_GIT:-/work/.mirror/kokkos+kokkos/repo}"
+LAMMPS_KK_GIT="${UMA_LAMMPS_KK_GIT:-/work/.mirror/stanmoore1+lammps/repo}"
+st_kokkos_build() {
+  local lsrc args=() a stubs
+  lsrc="$(UMA_JOBS="$JOBS" bash "$ROOT/scripts/kokkos_cuda_lammps.sh" "$KOKKOS_GIT" "$LAMMPS_KK_GIT" "$MPIROOT" "$KK" |
+          tail -1)" && [ -f "$lsrc/lammpsplugin.h" ] || return 1
+  # the engine's arguments without ccache: Kokkos's launcher must see the compiler itself
+  for a in "${ENGINE_ARGS[@]}"; do
+    case "$a" in -DCMAKE_*_COMPILER_LAUNCHER=*|-DUMA_BUILD_TESTS=*|-DUMA_BUILD_PLUGIN=*) ;; *) args+=("$a") ;; esac
+  done
+  cmake -S "$ROOT" -B "$B/engine-kk" "${args[@]}" -DUMA_BUILD_TESTS=OFF -DUMA_BUILD_PLUGIN=ON -DUMA_KOKKOS=ON \
+    "-DCMAKE_PREFIX_PATH=$KK/lammps;$KK/kokkos;$ENGINE_PREFIX" "-DUMA_LAMMPS_SOURCE_DIR=$lsrc" "${MPI_HINTS[@]}" &&
+  cmake --build "$B/engine-kk" -j"$JOBS" --target umaplugin &&
+  cp "$B/engine-kk/umaplugin.so" "$KK/umaplugin.so" || return 1
+  # lmp and the plugin load here too: no GPU, so the CUDA driver's stub stands in for libcuda.so.1
+  stubs="$B/kk-stubs"; mkdir -p "$stubs"
+  ln -sf "$(dirname "$(readlink -f "$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)")")/../lib64/stubs/libcuda.so" \
+    "$stubs/libcuda.so.1"
+  printf 'plugin load %s\n' "$KK/umaplugin.so" > "$B/in.kk_probe"
+  LD_LIBRARY_PATH="$KK_LIBS:${LD_LIBRARY_PATH:-}:$stubs" timeout 120 "${MPIRUN[@]}" -np 1 \
+    "$KK/lammps/bin/lmp" -h > "$B/lmp-kk-help.txt" ||
+    { cat "$B/lmp-kk-help.txt"; return 1; }
+  grep -A2 '^Installed packages' "$B/lmp-kk-help.txt"
+  grep -q 'KOKKOS package API: CUDA' "$B/lmp-kk-help.txt" || { echo "lmp's KOKKOS has no CUDA"; return 1; }
+  LD_LIBRARY_PATH="$KK_LIBS:${LD_LIBRARY_PATH:-}:$stubs" timeout 120 "${MPIRUN[@]}" -np 1 \
+    "$KK/lammps/bin/lmp" -in "$B/in.kk_probe" -log none -screen "$B/kk-probe.txt" || { cat "$B/kk-probe.txt"; return 1; }
+  grep "Loading plugin" "$B/kk-probe.txt"
+  grep -q "Loading plugin: UMA-S universal potential, KOKKOS package variant" "$B/kk-probe.txt"
+}
+
+# ---- the engine's CUDA kernels against their CPU launchers (tests/cuda/kernels_check.cu):
+# built with nvcc, here by --prebuild, or there where the machine has nvcc.  Each
+# src/**/cuda/NAME.cu is linked with its CPU launcher src/**/cpu/NAME.cpp, the reference.
+KCHECK="$B/kernels/kernels_check"
+build_kernels_check() {
+  local nv cxx o="$B/kernels" cu cpp name objs=()
+  nv="$(command -v nvcc)" || { echo "no nvcc on this machine and no prebuilt kernels check (--prebuild)"; return 1; }
+  cxx="$(command -v g++ || command -v c++)"
+  local flags=(-std=c++20 -arch=sm_90 -ccbin "$cxx" -O3 -I"$ROOT/src")
+  rm -rf "$o" && mkdir -p "$o" || return 1
+  "$nv" "${flags[@]}" -c "$ROOT/tests/cuda/kernels_check.cu" -o "$o/kernels_check.o" || return 1
+  objs+=("$o/kernels_check.o")
+  while read -r cu; do
+    name="$(basename "$cu" .cu)"; cpp="$(dirname "$(dirname "$cu")")/cpu/$name.cpp"
+    [ -f "$cpp" ] || { echo "no CPU launcher $cpp for $cu"; return 1; }
+    "$nv" "${flags[@]}" -c "$cu" -o "$o/cuda_$name.o" &&
+    "$cxx" -std=c++20 -O3 -fopenmp -I"$ROOT/src" -c "$cpp" -o "$o/cpu_$name.o" || return 1
+    objs+=("$o/cuda_$name.o" "$o/cpu_$name.o")
+  done < <(find "$ROOT/src" -path '*/cuda/*.cu' | sort)
+  "$nv" -arch=sm_90 -ccbin "$cxx" "${objs[@]}" -Xcompiler -fopenmp -o "$KCHECK" && rm -f "$o"/*.o
+}
+st_kernels() {
+  stage_deadline "${LIMIT[kernels]}"
+  if [ ! -x "$KCHECK" ]; then echo "== building the kernels check with nvcc"; build_kernels_check || return 1; fi
+  local rc
+  plan 20
+  limited 20 "kernels_check" "$KCHECK" > "$B/kernels/kernels_check.txt" 2>&1
+  rc=$?
+  cat "$B/kernels/kernels_check.txt"
+  "$HPY" "$REPORT" kernels "$DET/kernels.json" "$B/kernels/kernels_check.txt" "$rc"
+}
+
 # ---- prebuilt artifacts (--prebuild here; the prebuilt stage there)
 
 PREBUILT_DIR="$PREP/prebuilt"
@@ -1313,9 +1473,16 @@ prebuilt_files() {
   (cd "$(dirname "$B")" && {
     local e; e="$(basename "$B")/engine"
     ls "$e/uma" "$e/umaplugin.so" "$e/libmpi_thread_probe.so" "$e/tests/uma_tests"
+    ls "$(basename "$B")/kernels/kernels_check"
     find "$e" -name CTestTestfile.cmake -o -name '*_include.cmake' -o -name '*_tests.cmake'
     find "$(basename "$B")/lammps/bin" "$(basename "$B")/lammps/lib" -maxdepth 1 \( -type f -o -type l \) \
       \( -name lmp -o -name 'liblammps.so*' \)
+    local k; k="$(basename "$B")/kk"
+    if [ -f "$k/umaplugin.so" ]; then   # uma/kk on CUDA (st_kokkos_build)
+      ls "$k/umaplugin.so"
+      find "$k/lammps/bin" "$k/lammps/lib" "$k/kokkos/lib" -maxdepth 1 \( -type f -o -type l \) \
+        \( -name lmp -o -name 'liblammps.so*' -o -name 'libkokkos*.so*' \)
+    fi
   })
 }
 
@@ -1361,7 +1528,7 @@ pack_prebuilt() {
 # check) and load (the tool, the test program, lmp and the plugin in it); else the builds run.
 st_prebuilt() {
   "$HPY" "$PREBUILT_HELPER" check "$PREBUILT_DIR/manifest.json" "$ENVJSON" "$ROOT" "$PREP" "$B" || return 1
-  rm -rf "$B/engine" "$LINST" "$LSRC"
+  rm -rf "$B/engine" "$LINST" "$LSRC" "$KK" "$B/kernels"
   extract_tar "$PREBUILT_DIR/prebuilt.tar.xz" "$(dirname "$B")" || return 1
   # shellcheck disable=SC2086   # the glob must expand
   extract_tar "$(ls "$PREP"/$LAMMPS_TARBALL_GLOB | head -1)" "$B" || return 1   # potentials, bench inputs
@@ -1377,7 +1544,15 @@ st_prebuilt() {
   LD_LIBRARY_PATH="$LINST/lib:${LD_LIBRARY_PATH:-}" timeout 120 "${MPIRUN[@]}" -np 1 "$LINST/bin/lmp" \
     -in "$B/in.plugin_probe" -log none -screen "$B/plugin-probe.txt" || { cat "$B/plugin-probe.txt"; return 1; }
   grep "Loading plugin" "$B/plugin-probe.txt"
-  grep -q "Loading plugin: UMA-S universal potential" "$B/plugin-probe.txt"
+  grep -q "Loading plugin: UMA-S universal potential" "$B/plugin-probe.txt" || return 1
+  if kk_ready; then   # uma/kk on CUDA, where the prebuild made it
+    echo "== the KOKKOS CUDA lmp -h"
+    LD_LIBRARY_PATH="$KK_LIBS:${LD_LIBRARY_PATH:-}" timeout 120 "${MPIRUN[@]}" -np 1 \
+      "$KK/lammps/bin/lmp" -h > "$B/lmp-kk-help.txt" || return 1
+    grep 'KOKKOS package API' "$B/lmp-kk-help.txt"
+  else
+    echo "no uma/kk on CUDA in the prebuilt artifacts"
+  fi
 }
 
 # ---- the run
@@ -1407,6 +1582,15 @@ if [ "$MODE" = prebuild ]; then
   for st in unpack mpi gtest engine lammps_build plugin; do
     run_stage "$st" "st_$st" || die "prebuild: $st failed (log: $LOGS/$st.log)"
   done
+  run_stage kernels_build build_kernels_check || die "prebuild: kernels_build failed (log: $LOGS/kernels_build.log)"
+  rm -rf "$KK"
+  if git -C "$KOKKOS_GIT" rev-parse HEAD >/dev/null 2>&1 && git -C "$LAMMPS_KK_GIT" rev-parse HEAD >/dev/null 2>&1; then
+    run_stage kokkos_build st_kokkos_build || die "prebuild: kokkos_build failed (log: $LOGS/kokkos_build.log)"
+  else
+    log "no Kokkos and LAMMPS snapshots ($KOKKOS_GIT, $LAMMPS_KK_GIT): no uma/kk on CUDA in the prebuilt"
+    log "  (the search tool's fetch github:kokkos/kokkos and github:stanmoore1/lammps bring them; or set"
+    log "  UMA_KOKKOS_GIT and UMA_LAMMPS_KK_GIT); the GPU run's kokkos stage will be skipped"
+  fi
   pack_prebuilt || die "prebuild: packing failed"
   log "carry $PREP with the tree; the GPU run uses $PREBUILT_DIR when its torch and this tree's sources match"
   exit 0
@@ -1440,6 +1624,7 @@ if [ $ok_prebuilt = 1 ]; then
   ok_gtest=1; ok_engine=1; ok_lammps=1; ok_plugin=1
   write_summary
 else
+  rm -rf "$B/kernels"   # no kernels check of other sources: the kernels stage builds its own
   if [ $ok_unpack = 1 ]; then run_stage gtest st_gtest && ok_gtest=1; else skip gtest "needs unpack"; fi
   # On the GPU machine LAMMPS builds alongside the engine (16 cores); in the
   # CPU proof (two cores) one thing at a time.
@@ -1472,7 +1657,18 @@ if [ $ok_engine = 1 ]; then run_stage model_init st_model_init && ok_model=1; el
 # (its compile alone can take minutes).
 ok_es=$(( ok_engine && ok_structs )); ok_ms=$(( ok_model && ok_structs )); ok_pm=$(( ok_plugin && ok_model ))
 maybe_stage versus_fairchem st_versus_fairchem "$ok_es" "needs engine and structures"
+if [ "$MODE" != gpu ]; then
+  not_selected kernels "CUDA only: the engine's CUDA kernels on the GPU (their sources compile in the test command's kokkos.cuda_compile)"
+else
+  maybe_stage kernels st_kernels 1 ""
+fi
 maybe_stage tests st_tests "$ok_engine" "needs engine"
+if [ "$MODE" != gpu ]; then
+  not_selected kokkos "CUDA only: uma/kk on a Kokkos CUDA LAMMPS (the CPU's uma/kk: the test command's lammps.pair_uma.kokkos)"
+else
+  ok_kk=0; [ $ok_prebuilt = 1 ] && [ $ok_mpi = 1 ] && kk_ready && ok_kk=1
+  maybe_stage kokkos st_kokkos "$ok_kk" "needs the prebuilt uma/kk on CUDA (scripts/gpu_check.sh --prebuild with the Kokkos and LAMMPS snapshots) and mpi"
+fi
 maybe_stage ranks st_ranks "$ok_plugin" "needs plugin"
 maybe_stage devices st_devices "$ok_plugin" "needs plugin"
 maybe_stage train st_train "$ok_plugin" "needs plugin"

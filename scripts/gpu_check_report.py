@@ -18,6 +18,15 @@
   gpu_check_report.py devices OUT.json DEV_A RC_A LOG_A DUMP_A DEV_B RC_B LOG_B DUMP_B
       the devices stage: one fp64 input on DEV_A (cpu) and DEV_B (the device): run 0's energy,
       virial and forces to 1e-10 relative, 100 NVE steps' thermo to 1e-8, B's drift within 2x A's + 1e-6 eV/atom
+  gpu_check_report.py kokkos OUT.json DEVICE NATOMS RC_REF LOG_REF DUMP_REF NRANKS RC LOG DUMP [NRANKS RC LOG DUMP ...]
+      the kokkos stage: pair_style uma/kk on CUDA (-k on g 1 -sf kk) on each rank count against
+      pair_style uma device cuda, as devices compares; uma/kk in place, moving neither positions
+      nor forces per step (its bytes each way uma's less >= 24 B per atom, the same every step)
+  gpu_check_report.py kokkos-speed OUT.json RC_UMA LOG_UMA RC_KK LOG_KK
+      adds the NVE steps/s of uma device cuda and of uma/kk on the same input to OUT.json
+  gpu_check_report.py kernels OUT.json LOG RC
+      the kernels stage: the engine's CUDA kernels against their CPU launchers (kernels_check's
+      lines), every output within its bound and the program's "passed" line
   gpu_check_report.py train OUT.json LOG RC NRANKS [PROBE_PREFIX]
       fix uma/train's loss lines and host reads/uploads per optimizer step, checked
   gpu_check_report.py precision OUT.json STRUCT PREC FILE RC [PREC FILE RC ...]
@@ -46,7 +55,7 @@
       the summary JSON (stages in order, their details, the figures, each stage's commands with
       their limits and the cut ones); prints it when FINAL is 1
 
-The subcommands that check (mpi, ranks, devices, train, precision) print what they found
+The subcommands that check (mpi, ranks, devices, kokkos, train, precision) print what they found
 and exit 1 when a check fails; they write OUT.json in every case.
 """
 import io
@@ -540,7 +549,7 @@ def loops(lines):
 
 def lammps_device(lines):
     for line in lines:
-        if line.startswith("pair uma: model"):
+        if line.startswith(("pair uma: model", "pair uma/kk: model")):
             m = re.search(r" on (\S+)$", line.strip())
             if m:
                 return m.group(1)
@@ -711,57 +720,177 @@ def cmd_ranks_skip(out, case, model, reason):
     return 0
 
 
+def compare_runs(res, failed, a, b, sa, sb, label_a, label_b):
+    """Run 0 and 100 NVE steps of the same input, thermo every 10 steps (a, b:
+    thermo_runs; sa, sb: read_dump): run 0's energy, virial and forces within
+    1e-10 relative, the NVE energies and pressure within 1e-8, b's energy drift
+    at most twice a's.  Deviations into res; failures appended to failed."""
+    if len(a) != 2 or len(b) != 2 or len(a[1]) != 11 or len(b[1]) != 11:
+        failed.append("expected run 0 and 11 rows of run 100 for each: %s vs %s rows" %
+                      ([len(r) for r in a], [len(r) for r in b]))
+        return None
+    pressure = ("Pxx", "Pyy", "Pzz", "Pxy", "Pxz", "Pyz")
+    dev = {"run0_energy": max_relative([a[0][0]["PotEng"]], [b[0][0]["PotEng"]]),
+           "run0_virial": max_relative([a[0][0][c] for c in pressure], [b[0][0][c] for c in pressure])}
+    if not sa or not sb or sa[0][0] != 0 or sb[0][0] != 0 or sorted(sa[0][1]) != sorted(sb[0][1]):
+        failed.append("the dumps lack run 0's snapshot or differ in atoms")
+    else:
+        ids = sorted(sa[0][1])
+        dev["run0_forces"] = max_relative([sa[0][1][i][c] for i in ids for c in ("fx", "fy", "fz")],
+                                          [sb[0][1][i][c] for i in ids for c in ("fx", "fy", "fz")])
+    over = ["%s %.2e" % (k, v) for k, v in dev.items() if not finite(v) or v > 1e-10]
+    if over:
+        failed.append("%s: run 0 differs from %s by more than 1e-10 relative: %s" % (label_b, label_a, ", ".join(over)))
+    for col in ("PotEng", "TotEng", "Press"):
+        worst = max(abs(x[col] - y[col]) / max(1.0, abs(x[col])) for x, y in zip(a[1], b[1]))
+        dev["nve_" + col] = worst
+        if not finite(worst) or worst > 1e-8:
+            failed.append("%s: NVE %s differs by %.2e (relative, over 100 steps)" % (label_b, col, worst))
+    natoms = len(sa[0][1]) if sa else 1
+    drift = {k: abs(r[1][-1]["TotEng"] - r[1][0]["TotEng"]) / natoms for k, r in ((label_a, a), (label_b, b))}
+    if not drift[label_b] <= 2 * drift[label_a] + 1e-6:
+        failed.append("NVE drift over 100 steps: %.2e eV/atom for %s, %.2e for %s" %
+                      (drift[label_b], label_b, drift[label_a], label_a))
+    return dev, drift
+
+
+def run_with_dump(rc, log, dmp, nranks=1):
+    lines = tail(log, 100000)
+    summary, runs = lammps_run_summary(rc, lines, nranks)
+    if int(rc) != 0:
+        summary["log_tail"] = lines[-15:]
+    return summary, runs, read_dump(dmp), lines
+
+
 def cmd_devices(out, dev_a, rc_a, log_a, dump_a, dev_b, rc_b, log_b, dump_b):
     """Run A (the CPU) is the reference, run B the device's; keyed "reference" and "device"."""
     res = {"devices": {"reference": dev_a, "device": dev_b}, "rehearsal": dev_a == dev_b}
     failed, runs, snaps = [], {}, {}
     for key, dev, rc, log, dmp in (("reference", dev_a, rc_a, log_a, dump_a), ("device", dev_b, rc_b, log_b, dump_b)):
-        lines = tail(log, 100000)
-        summary, runs[key] = lammps_run_summary(rc, lines, 1)
-        snaps[key] = read_dump(dmp)
+        summary, runs[key], snaps[key], _ = run_with_dump(rc, log, dmp)
         res[key] = summary
         if int(rc) != 0:
             failed.append("%s (%s): lmp exited %s" % (key, dev, rc))
-            summary["log_tail"] = lines[-15:]
         elif summary["device"] is None or not summary["device"].startswith(dev):
             failed.append("%s: pair uma reported device %s, not %s" % (key, summary["device"], dev))
-    a, b = runs["reference"], runs["device"]
     if not failed:
-        if len(a) != 2 or len(b) != 2 or len(a[1]) != 11 or len(b[1]) != 11:
-            failed.append("expected run 0 and 11 rows of run 100 on each device: %s vs %s rows" %
-                          ([len(r) for r in a], [len(r) for r in b]))
-        else:
-            pressure = ("Pxx", "Pyy", "Pzz", "Pxy", "Pxz", "Pyz")
-            dev = {"run0_energy": max_relative([a[0][0]["PotEng"]], [b[0][0]["PotEng"]]),
-                   "run0_virial": max_relative([a[0][0][c] for c in pressure], [b[0][0][c] for c in pressure])}
-            sa, sb = snaps["reference"], snaps["device"]
-            if not sa or not sb or sa[0][0] != 0 or sb[0][0] != 0 or sorted(sa[0][1]) != sorted(sb[0][1]):
-                failed.append("the dumps lack run 0's snapshot or differ in atoms")
-            else:
-                ids = sorted(sa[0][1])
-                dev["run0_forces"] = max_relative([sa[0][1][i][c] for i in ids for c in ("fx", "fy", "fz")],
-                                                  [sb[0][1][i][c] for i in ids for c in ("fx", "fy", "fz")])
-            over = ["%s %.2e" % (k, v) for k, v in dev.items() if not finite(v) or v > 1e-10]
-            if over:
-                failed.append("run 0 differs by more than 1e-10 relative: %s" % ", ".join(over))
-            for col in ("PotEng", "TotEng", "Press"):
-                worst = max(abs(x[col] - y[col]) / max(1.0, abs(x[col])) for x, y in zip(a[1], b[1]))
-                dev["nve_" + col] = worst
-                if not finite(worst) or worst > 1e-8:
-                    failed.append("NVE %s differs by %.2e (relative, over 100 steps)" % (col, worst))
-            natoms = len(sa[0][1]) if sa else 1
-            drift = {k: abs(r[1][-1]["TotEng"] - r[1][0]["TotEng"]) / natoms for k, r in (("reference", a), ("device", b))}
-            res["nve_drift_ev_per_atom"] = drift
-            if not drift["device"] <= 2 * drift["reference"] + 1e-6:
-                failed.append("NVE drift over 100 steps: %.2e eV/atom on %s, %.2e on %s" %
-                              (drift["device"], dev_b, drift["reference"], dev_a))
-            res["max_relative_deviation"] = dev
+        got = compare_runs(res, failed, runs["reference"], runs["device"], snaps["reference"], snaps["device"],
+                           "reference", "device")
+        if got:
+            res["max_relative_deviation"], res["nve_drift_ev_per_atom"] = got
     return finish(out, res, failed, "devices %s vs %s%s" % (dev_b, dev_a, " (rehearsal)" if dev_a == dev_b else ""))
+
+
+KK_TRANSFERS = {"c_pu[1]": "host_reads", "c_pu[2]": "uploads", "c_pu[7]": "read_bytes", "c_pu[8]": "upload_bytes"}
+
+
+def steady_transfers(run):
+    """{name: the per-step value of steps 10..100} where it is the same on every row, else None."""
+    out = {}
+    for col, name in KK_TRANSFERS.items():
+        values = {r.get(col) for r in run[1:]}
+        out[name] = values.pop() if len(values) == 1 else None
+    return out
+
+
+def cmd_kokkos(out, device, natoms, rc_ref, log_ref, dump_ref, *kk_runs):
+    """pair_style uma/kk under LAMMPS's KOKKOS package on CUDA (-k on g 1 -sf kk) against
+    pair_style uma device cuda on the same fp64 input (compare_runs), on each rank count
+    of kk_runs (NRANKS RC LOG DUMP ...); in the NVE steps, uma/kk moves neither the
+    positions nor the forces between host and device: per step, its bytes each way are
+    uma's less at least 24 B per atom, and do not vary from step to step.  DEVICE: cuda (cpu
+    in a rehearsal with an OpenMP Kokkos)."""
+    natoms = int(natoms)
+    res = {"atoms": natoms, "device": device, "runs": {}}
+    failed = []
+    ref, ref_runs, ref_snaps, _ = run_with_dump(rc_ref, log_ref, dump_ref)
+    res["reference"] = ref
+    if int(rc_ref) != 0:
+        failed.append("reference (pair_style uma device %s): lmp exited %s" % (device, rc_ref))
+    elif not (ref["device"] or "").startswith(device):
+        failed.append("reference: pair uma reported device %s, not %s" % (ref["device"], device))
+    ref_steady = steady_transfers(ref_runs[1]) if not failed and len(ref_runs) == 2 else {}
+    res["reference_transfers_per_step"] = ref_steady
+    for i in range(0, len(kk_runs), 4):
+        nranks, rc, log, dmp = kk_runs[i:i + 4]
+        label = "uma/kk on %s rank(s)" % nranks
+        summary, runs, snaps, lines = run_with_dump(rc, log, dmp, int(nranks))
+        res["runs"][nranks] = summary
+        if int(rc) != 0:
+            failed.append("%s: lmp exited %s (%s)" % (label, rc, summary.get("error")))
+            continue
+        if not (summary["device"] or "").startswith(device):
+            failed.append("%s: pair uma/kk reported device %s, not %s" % (label, summary["device"], device))
+        if not any("pair uma/kk: in place on the Kokkos views" in l for l in lines):
+            failed.append("%s: not in place on the Kokkos views (%s)" %
+                          (label, next((l.strip() for l in lines if l.startswith("pair uma/kk: atoms go")), "?")))
+        if int(rc_ref) == 0:
+            got = compare_runs(res, failed, ref_runs, runs, ref_snaps, snaps, "uma device " + device, label)
+            if got:
+                summary["max_relative_deviation"], summary["nve_drift_ev_per_atom"] = got
+        if len(runs) == 2 and ref_steady:
+            steady = steady_transfers(runs[1])
+            summary["steady_transfers_per_step"] = steady
+            if None in steady.values() or None in ref_steady.values():
+                failed.append("%s: transfers vary from step to step (%s; uma: %s)" % (label, steady, ref_steady))
+            elif nranks == "1" and not (steady["read_bytes"] <= ref_steady["read_bytes"] - 24 * natoms and
+                                        steady["upload_bytes"] <= ref_steady["upload_bytes"] - 24 * natoms):
+                failed.append("%s moves %g B / %g B per step, uma %g B / %g B: uma/kk still moves the forces or "
+                              "the positions" % (label, steady["read_bytes"], steady["upload_bytes"],
+                                                 ref_steady["read_bytes"], ref_steady["upload_bytes"]))
+    return finish(out, res, failed, "kokkos: uma/kk against uma device %s" % device)
+
+
+def cmd_kokkos_speed(out, rc_uma, log_uma, rc_kk, log_kk):
+    """NVE steps/s of the same input through pair_style uma device cuda and through uma/kk."""
+    res = load(out, {}) or {}
+    failed = list(res.get("checks_failed", []))
+    speed = {}
+    for key, rc, log in (("uma_device_cuda", rc_uma, log_uma), ("uma_kk", rc_kk, log_kk)):
+        lines = tail(log, 100000)
+        lp = loops(lines)
+        if int(rc) != 0 or not lp:
+            failed.append("speed run %s: lmp exited %s (%s)" % (key, rc, first_error(lines)))
+            continue
+        speed[key] = {"steps": lp[-1]["steps"], "atoms": lp[-1]["atoms"], "loop_s": lp[-1]["loop_s"],
+                      "steps_per_s": lp[-1]["steps"] / lp[-1]["loop_s"] if lp[-1]["loop_s"] > 0 else None}
+    if len(speed) == 2 and speed["uma_device_cuda"]["steps_per_s"]:
+        speed["kk_over_uma"] = speed["uma_kk"]["steps_per_s"] / speed["uma_device_cuda"]["steps_per_s"]
+    res["speed"] = speed
+    return finish(out, res, failed, "kokkos: steps/s, uma/kk against uma device cuda")
 
 
 LOSS_RE = re.compile(r"fix uma/train: step (\d+) optimizer step (\d+) frames (\d+) loss (\S+)")
 TRAIN_TRANSFERS_RE = re.compile(r"fix uma/train: (\S+) host reads and (\S+) uploads per optimizer step "
                                 r"\((\d+) steps? since")
+
+
+def cmd_kernels(out, log, rc):
+    """The engine's CUDA kernels against their CPU launchers (tests/cuda/kernels_check.cu): one
+    row per kernel, output and precision with its relative deviation and bound."""
+    rows, device = [], None
+    text = open(log, errors="replace").read() if os.path.exists(log) else ""
+    for line in text.splitlines():
+        m = re.match(r"kernels check on (.*)$", line)
+        if m:
+            device = m.group(1)
+        m = re.match(r"(\S+)\s+(\S+)\s+(fp64|fp32)\s+relative (\S+) \(bound (\S+)\) (ok|FAILED)$", line)
+        if m:
+            rows.append({"kernel": m.group(1), "output": m.group(2), "precision": m.group(3),
+                         "relative": number(m.group(4)), "bound": number(m.group(5)), "ok": m.group(6) == "ok"})
+    res = {"device": device, "outputs": rows,
+           "max_relative": {p: max((r["relative"] for r in rows if r["precision"] == p and finite(r["relative"])),
+                                   default=None) for p in ("fp64", "fp32")}}
+    failed = []
+    if int(rc) != 0:
+        failed.append("kernels_check exited %s" % rc)
+    if not rows:
+        failed.append("no kernel was compared")
+    failed += ["%s %s %s: %s > %s" % (r["kernel"], r["output"], r["precision"], r["relative"], r["bound"])
+               for r in rows if not r["ok"]]
+    if "kernels check: passed" not in text:
+        failed.append("no 'kernels check: passed' line")
+    return finish(out, res, failed, "kernels")
 
 
 def cmd_train(out, log, rc, nranks="1", probe_prefix=""):
@@ -953,6 +1082,13 @@ def cmd_summary(stages_path, details_dir, env_path, mode, budget, total, out, fi
         if s["name"] == "devices" and d:
             figures["devices"] = {k: d[k] for k in ("devices", "rehearsal", "max_relative_deviation",
                                                     "nve_drift_ev_per_atom", "passed", "checks_failed") if k in d}
+        if s["name"] == "kokkos" and d:
+            figures["kokkos"] = {k: d[k] for k in ("atoms", "speed", "passed", "checks_failed") if k in d}
+            figures["kokkos"]["runs"] = {n: {k: r[k] for k in ("max_relative_deviation", "steady_transfers_per_step",
+                                                               "error")
+                                             if k in r} for n, r in d.get("runs", {}).items()}
+        if s["name"] == "kernels" and d:
+            figures["kernels"] = {k: d[k] for k in ("device", "max_relative", "passed", "checks_failed") if k in d}
         if s["name"] == "train" and d:
             figures["train"] = {k: d[k] for k in ("device", "loss_first", "loss_last", "passed", "checks_failed",
                                                   "error") if k in d}
@@ -1008,6 +1144,7 @@ def cmd_summary(stages_path, details_dir, env_path, mode, budget, total, out, fi
 def main(argv):
     cmds = {"record": cmd_record, "ctest": cmd_ctest, "bench": cmd_bench, "lammps": cmd_lammps,
             "mpi": cmd_mpi, "ranks": cmd_ranks, "ranks-skip": cmd_ranks_skip, "devices": cmd_devices,
+            "kokkos": cmd_kokkos, "kokkos-speed": cmd_kokkos_speed, "kernels": cmd_kernels,
             "train": cmd_train, "versus": cmd_versus, "versus-skip": cmd_versus_skip,
             "versus-compiled": cmd_versus_compiled, "lammps-replay": cmd_lammps_replay,
             "precision": cmd_precision, "shards": cmd_shards, "gtest-exclude": cmd_gtest_exclude,

@@ -2,13 +2,16 @@
 # Compiles every project source that includes Kokkos headers for Kokkos's CUDA
 # backend (Serial host + CUDA device, Hopper sm_90) with the host's nvcc and g++,
 # against the LAMMPS root's Kokkos 5 headers, LAMMPS's src/ and src/KOKKOS and
-# the torch wheel's headers.  Debian's libkokkos-dev installs the headers of
-# every backend; only five headers that Kokkos's configuration writes name the
-# enabled ones, and this script writes those five for CUDA into a staging copy.
+# the torch wheel's headers; and the engine's CUDA kernels and their GPU check
+# (src/**/cuda/*.cu, tests/cuda/*.cu), so that a CUDA-only error fails here.
+# Debian's libkokkos-dev installs the headers of every backend; only five
+# headers that Kokkos's configuration writes name the enabled ones, and this
+# script writes those five for CUDA into a staging copy.
 #
 # What it proves: the CUDA instantiations of pair_style uma/kk (PairUMAKokkos<Kokkos::Cuda>)
-# and of the plugin entry compile.  What it does not: no CUDA Kokkos library exists
-# here (no Kokkos source on these machines), so nothing is linked or run.
+# and of the plugin entry compile, and the kernels compile to sm_90 device code.  What it
+# does not: no CUDA Kokkos library exists here (no Kokkos source on these machines), so
+# nothing is linked or run.
 #
 # Each compile is cached: its key hashes the flags, the compilers' versions and
 # the bytes of every file the previous compile read (nvcc's dependency list);
@@ -58,6 +61,9 @@ mapfile -t sources < <(cd "$project" && grep -l '#include.*[Kk]okkos' pair_style
 for must in pair_style/pair_uma_kokkos.cpp plugin/uma_plugin.cpp; do
   [[ " ${sources[*]} " == *" $must "* ]] || fail "$must is not among the sources found to include Kokkos (${sources[*]})"
 done
+mapfile -t kernels < <(cd "$project" && find src tests -path '*/cuda/*.cu' | sort)
+[ "${#kernels[@]}" -gt 0 ] || fail "no CUDA kernels (src/**/cuda/*.cu) in $project"
+sources+=("${kernels[@]}")
 flags=(-x cu -std=c++20 --extended-lambda --expt-relaxed-constexpr -arch=sm_90 -ccbin g++ -O1
        -DUMA_KOKKOS -DLMP_KOKKOS -DLMP_KOKKOS_DOUBLE_DOUBLE -DLMP_KOKKOS_LAYOUT_LEGACY -DLAMMPS_SMALLBIG
        -DOMPI_SKIP_MPICXX -DMPICH_SKIP_MPICXX
@@ -88,6 +94,10 @@ for src in "${sources[@]}"; do
     if [ "$src" = pair_style/pair_uma_kokkos.cpp ] && ! nm -C "$cache/$name.o" | grep 'PairUMAKokkos<Kokkos::Cuda>' > /dev/null; then
       echo "FAIL: $src compiled, but its object holds no PairUMAKokkos<Kokkos::Cuda>"; status=1; continue
     fi
+    if [[ "$src" == *.cu ]] && ! { readelf -S "$cache/$name.o" | grep -q '\.nv_fatbin' &&
+                                   strings "$cache/$name.o" | grep -q -- '-arch sm_90'; }; then
+      echo "FAIL: $src compiled, but its object holds no sm_90 device code"; status=1; continue
+    fi
     key=$(key_of "$src" "$deps")
     rm -f "$cache/stamps/$name-"* && touch "$cache/stamps/$name-$key"
     echo "$src: compiled in $((SECONDS - t0)) s"
@@ -97,5 +107,5 @@ for src in "${sources[@]}"; do
     status=1
   fi
 done
-[ "$status" -eq 0 ] && echo "kokkos cuda compile: passed (${#sources[@]} sources; compiled, not linked or run)"
+[ "$status" -eq 0 ] && echo "kokkos cuda compile: passed (${#sources[@]} sources, ${#kernels[@]} of them the engine's CUDA kernels; compiled, not linked or run)"
 exit "$status"

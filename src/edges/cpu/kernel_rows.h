@@ -1,6 +1,7 @@
 // The per-row work of the lean edge kernels (edges/lean_kernels.h), shared by
-// their families' sources: constants of the L/M layout, Rows, and the inline
-// bodies, one row of one edge (or node) at a time.
+// their families' sources: constants of the L/M layout and the inline bodies,
+// one row of one edge (or node) at a time (Rows: edges/kernels/rows.h; the
+// gate's bodies, for the host and CUDA: edges/kernels/gate.h).
 // Inner loops run over channels, contiguous in every tensor; the l-block of a
 // row (1, 3 or 5 columns of D) is a template parameter so that each loop is a
 // fixed short sum the compiler vectorises.
@@ -9,6 +10,8 @@
 #include <cstdint>
 #include <initializer_list>
 #include <utility>
+
+#include "edges/kernels/rows.h"
 
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
 // One copy per vector width, picked at load time for the running CPU.
@@ -25,19 +28,6 @@ constexpr int kBlockStart[9] = {0, 1, 1, 1, 4, 4, 4, 4, 4};  // first column of 
 constexpr int kBlockSize[9] = {1, 3, 3, 3, 5, 5, 5, 5, 5};
 constexpr int kRadialRow[9] = {0, 1, 2, 3, 4, 3, 4, 5, 5};  // radial weight row of M row j
 constexpr bool kRadialFirst[9] = {true, true, true, true, true, false, false, true, false};
-constexpr int kPiece[9] = {0, 0, 0, 1, 1, 1, 1, 2, 2};
-constexpr int kPieceRow[9] = {0, 1, 2, 0, 1, 2, 3, 0, 1};
-
-// The M rows of an edge tensor held as three pieces ([E, 3|4|2, ch], channels contiguous).
-template <typename T>
-struct Rows {
-  T* base[3] = {nullptr, nullptr, nullptr};
-  int64_t edge_stride[3] = {0, 0, 0}, row_stride[3] = {0, 0, 0};
-  T* row(int64_t e, int j) const {
-    const int p = kPiece[j];
-    return base[p] + e * edge_stride[p] + kPieceRow[j] * row_stride[p];
-  }
-};
 
 // out[k] += the first K of a0..a4: a row's channel sums, one per column of
 // its l-block (kept in scalars inside the channel loops, stored after them).
@@ -461,27 +451,6 @@ UMA_ALWAYS_INLINE void rotate_out_grad_tangent_of(const T* D, const T* dD, const
     }
     if constexpr (WantGeometry) genvelope2[e] = ge;
   }
-}
-
-// One edge's view of the gate's inputs.  y0 rows: [logit l1 | logit l2 |
-// l0m0 | l1m0 | l2m0] of H each; sig: sigmoid of y0's first 3H (l1, l2,
-// l0m0); the M rows 3..8 come from the pieces.
-template <typename T>
-struct GateEdge {
-  const T *s1, *s2, *s0;  // sigmoid of the l = 1 and l = 2 logits and of l0m0
-  const T* y[9];          // the M rows of the input
-};
-
-template <typename T>
-UMA_ALWAYS_INLINE GateEdge<T> gate_edge(const T* y0, int64_t y0_stride, const Rows<const T>& rows,
-                                        const T* sig, int64_t H, int64_t e) {
-  GateEdge<T> g;
-  g.s1 = sig + e * 3 * H;
-  g.s2 = g.s1 + H;
-  g.s0 = g.s1 + 2 * H;
-  for (int j = 0; j < 3; ++j) g.y[j] = y0 + e * y0_stride + (2 + j) * H;
-  for (int j = 3; j < 9; ++j) g.y[j] = rows.row(e, j);
-  return g;
 }
 
 }  // namespace uma::nn::kernels

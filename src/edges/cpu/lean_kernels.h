@@ -7,7 +7,7 @@
 
 #include <cstdint>
 
-#include "edges/cpu/kernel_rows.h"
+#include "edges/kernels/rows.h"
 
 namespace uma::nn::kernels {
 

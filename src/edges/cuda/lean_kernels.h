@@ -1,0 +1,28 @@
+// The lean edge kernels' CUDA launchers (edges/cuda/*.cu): the same families
+// and arguments as the CPU's (edges/cpu/lean_kernels.h), over all E edges at
+// once, enqueued on `stream` (a cudaStream_t) and asynchronous.  The
+// per-element work is the bodies of edges/kernels/, shared with the CPU.
+// Free of CUDA and torch headers, so that host code can call them.
+#pragma once
+
+#include <cstdint>
+
+#include "edges/kernels/rows.h"
+
+namespace uma::nn::kernels::cuda {
+
+// The gate between the convolutions (edges/kernels/gate.h).
+template <typename T>
+void gate(const T* y0, int64_t y0_stride, Rows<const T> rows, const T* sig, Rows<T> q, int64_t H,
+          int64_t E, void* stream);
+
+template <typename T>
+void gate_grad(const T* y0, int64_t y0_stride, Rows<const T> rows, const T* sig, Rows<const T> gq,
+               T* gy0, Rows<T> gy, int64_t H, int64_t E, void* stream);
+
+template <typename T>
+void gate_grad_grad(const T* y0, int64_t y0_stride, Rows<const T> rows, const T* sig,
+                    Rows<const T> gq, const T* a0, Rows<const T> a, Rows<T> dgq, T* dy0, Rows<T> dy,
+                    int64_t H, int64_t E, void* stream);
+
+}  // namespace uma::nn::kernels::cuda

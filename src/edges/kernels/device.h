@@ -1,0 +1,19 @@
+// Marks for the lean kernels' bodies: the per-element work written once,
+// compiled for the host (inlined into the CPU launchers' vector loops,
+// edges/cpu/) and for CUDA (called by one thread per element, edges/cuda/).
+#pragma once
+
+#if defined(__CUDACC__)
+#define UMA_BODY __host__ __device__ __forceinline__
+#else
+#define UMA_BODY inline __attribute__((always_inline))
+#endif
+// Loops over a row's fixed rows, unrolled (so that their pointers stay in
+// registers on the device); nothing in nvcc's host pass, which runs no body.
+#if defined(__CUDA_ARCH__)
+#define UMA_UNROLL _Pragma("unroll")
+#elif defined(__CUDACC__)
+#define UMA_UNROLL
+#else
+#define UMA_UNROLL _Pragma("GCC unroll 16")
+#endif

@@ -1,0 +1,185 @@
+// The lean edge kernels' CUDA launchers against their CPU launchers, on the
+// GPU, on random inputs laid out as the engine lays them out (pieces with
+// padded strides, a y0 wider than its 5H columns): every output of every
+// kernel, fp64 and fp32.  The CPU launchers are the tested reference (the
+// engine's LeanEdges tests hold them to the LibTorch composition, values and
+// first and second derivatives, at 1e-13).  A GPU-only check: a stage of
+// scripts/gpu_check.sh ("kernels"), built there or prebuilt here with nvcc.
+// Prints one line per kernel and precision, then "kernels check: passed" or
+// the failures; exit status 1 on any failure, 2 when there is no GPU.
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdio>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "edges/cpu/lean_kernels.h"
+#include "edges/cuda/lean_kernels.h"
+
+namespace k = uma::nn::kernels;
+
+namespace {
+
+int failures = 0;
+
+void cuda_ok(cudaError_t err, const char* what) {
+  if (err == cudaSuccess) return;
+  std::fprintf(stderr, "kernels check: %s: %s\n", what, cudaGetErrorString(err));
+  std::exit(1);
+}
+
+// One host array and its device copy.
+template <typename T>
+struct Buffer {
+  std::vector<T> host;
+  T* device = nullptr;
+  explicit Buffer(size_t n, std::mt19937& gen) : host(n) {
+    std::uniform_real_distribution<double> u(-2, 2);
+    for (auto& x : host) x = T(u(gen));
+    cuda_ok(cudaMalloc(&device, n * sizeof(T)), "cudaMalloc");
+    cuda_ok(cudaMemcpy(device, host.data(), n * sizeof(T), cudaMemcpyHostToDevice), "upload");
+  }
+  ~Buffer() { cudaFree(device); }
+  std::vector<T> download() const {
+    std::vector<T> out(host.size());
+    cuda_ok(cudaMemcpy(out.data(), device, out.size() * sizeof(T), cudaMemcpyDeviceToHost),
+            "download");
+    return out;
+  }
+};
+
+// Three pieces [E, 3|4|2, H] with `pad` unused channels after each row.
+template <typename T>
+struct Pieces {
+  int64_t H, pad;
+  Buffer<T> p0, p1, p2;
+  Pieces(int64_t E, int64_t H_, int64_t pad_, std::mt19937& gen)
+      : H(H_), pad(pad_), p0(E * 3 * (H_ + pad_), gen), p1(E * 4 * (H_ + pad_), gen),
+        p2(E * 2 * (H_ + pad_), gen) {}
+  template <typename U>
+  k::Rows<U> rows(bool device) const {
+    k::Rows<U> r;
+    const Buffer<T>* b[3] = {&p0, &p1, &p2};
+    const int64_t n[3] = {3, 4, 2};
+    for (int i = 0; i < 3; ++i) {
+      r.base[i] = device ? b[i]->device : const_cast<T*>(b[i]->host.data());
+      r.row_stride[i] = H + pad;
+      r.edge_stride[i] = n[i] * (H + pad);
+    }
+    return r;
+  }
+};
+
+// max |gpu - cpu| / max |cpu| over the elements a kernel writes (the padding
+// of pieces is compared too: neither launcher may write it).
+template <typename T>
+void compare(const char* kernel, const char* output, const std::vector<T>& cpu,
+             const std::vector<T>& gpu, double tolerance) {
+  double diff = 0, scale = 0;
+  for (size_t i = 0; i < cpu.size(); ++i) {
+    diff = std::fmax(diff, std::fabs(double(gpu[i]) - double(cpu[i])));
+    scale = std::fmax(scale, std::fabs(double(cpu[i])));
+  }
+  const double rel = diff / (scale > 0 ? scale : 1);
+  const bool ok = rel <= tolerance && std::isfinite(rel);
+  std::printf("%-16s %-6s %-4s relative %.3e (bound %.0e) %s\n", kernel, output,
+              sizeof(T) == 8 ? "fp64" : "fp32", rel, tolerance, ok ? "ok" : "FAILED");
+  failures += !ok;
+}
+
+template <typename T>
+void check(double tolerance) {
+  const int64_t E = 1537, H = 96, pad = 5, y0_stride = 6 * H + 3;
+  std::mt19937 gen(sizeof(T));
+  Buffer<T> y0(E * y0_stride, gen), sig(E * 3 * H, gen);
+  for (auto& s : sig.host) s = T(1 / (1 + std::exp(-double(s))));  // sigmoids lie in (0, 1)
+  cuda_ok(cudaMemcpy(sig.device, sig.host.data(), sig.host.size() * sizeof(T),
+                     cudaMemcpyHostToDevice), "upload");
+  Pieces<T> in(E, H, pad, gen), gq(E, H, pad, gen), adj(E, H, pad, gen);
+  Buffer<T> a0(E * 5 * H, gen);
+  auto both = [&](auto&& cpu, auto&& gpu) {
+    cpu();
+    gpu();
+    cuda_ok(cudaDeviceSynchronize(), "kernel");
+  };
+
+  {  // gate
+    Pieces<T> q_cpu(E, H, pad, gen), q_gpu(E, H, pad, gen);
+    q_gpu.p0.host = q_cpu.p0.host, q_gpu.p1.host = q_cpu.p1.host, q_gpu.p2.host = q_cpu.p2.host;
+    for (auto* b : {&q_gpu.p0, &q_gpu.p1, &q_gpu.p2})
+      cuda_ok(cudaMemcpy(b->device, b->host.data(), b->host.size() * sizeof(T),
+                         cudaMemcpyHostToDevice), "upload");
+    both([&] { k::gate<T>(y0.host.data(), y0_stride, in.template rows<const T>(false),
+                          sig.host.data(), q_cpu.template rows<T>(false), H, 0, E); },
+         [&] { k::cuda::gate<T>(y0.device, y0_stride, in.template rows<const T>(true), sig.device,
+                                q_gpu.template rows<T>(true), H, E, nullptr); });
+    compare("gate", "q0", q_cpu.p0.host, q_gpu.p0.download(), tolerance);
+    compare("gate", "q1", q_cpu.p1.host, q_gpu.p1.download(), tolerance);
+    compare("gate", "q2", q_cpu.p2.host, q_gpu.p2.download(), tolerance);
+  }
+  {  // gate_grad
+    Buffer<T> gy0(E * 5 * H, gen);
+    Pieces<T> gy(E, H, pad, gen);
+    std::vector<T> gy0_cpu = gy0.host;
+    Pieces<T> gy_cpu(E, H, pad, gen);
+    gy_cpu.p1.host = gy.p1.host, gy_cpu.p2.host = gy.p2.host;
+    both([&] { k::gate_grad<T>(y0.host.data(), y0_stride, in.template rows<const T>(false),
+                               sig.host.data(), gq.template rows<const T>(false), gy0_cpu.data(),
+                               gy_cpu.template rows<T>(false), H, 0, E); },
+         [&] { k::cuda::gate_grad<T>(y0.device, y0_stride, in.template rows<const T>(true),
+                                     sig.device, gq.template rows<const T>(true), gy0.device,
+                                     gy.template rows<T>(true), H, E, nullptr); });
+    compare("gate_grad", "gy0", gy0_cpu, gy0.download(), tolerance);
+    compare("gate_grad", "gy1", gy_cpu.p1.host, gy.p1.download(), tolerance);
+    compare("gate_grad", "gy2", gy_cpu.p2.host, gy.p2.download(), tolerance);
+  }
+  {  // gate_grad_grad
+    Buffer<T> dy0(E * 5 * H, gen);
+    Pieces<T> dg(E, H, pad, gen), dy(E, H, pad, gen);
+    std::vector<T> dy0_cpu = dy0.host;
+    Pieces<T> dg_cpu(E, H, pad, gen), dy_cpu(E, H, pad, gen);
+    dg_cpu.p0.host = dg.p0.host, dg_cpu.p1.host = dg.p1.host, dg_cpu.p2.host = dg.p2.host;
+    dy_cpu.p1.host = dy.p1.host, dy_cpu.p2.host = dy.p2.host;
+    both([&] { k::gate_grad_grad<T>(y0.host.data(), y0_stride, in.template rows<const T>(false),
+                                    sig.host.data(), gq.template rows<const T>(false),
+                                    a0.host.data(), adj.template rows<const T>(false),
+                                    dg_cpu.template rows<T>(false), dy0_cpu.data(),
+                                    dy_cpu.template rows<T>(false), H, 0, E); },
+         [&] { k::cuda::gate_grad_grad<T>(y0.device, y0_stride, in.template rows<const T>(true),
+                                          sig.device, gq.template rows<const T>(true), a0.device,
+                                          adj.template rows<const T>(true),
+                                          dg.template rows<T>(true), dy0.device,
+                                          dy.template rows<T>(true), H, E, nullptr); });
+    compare("gate_grad_grad", "dgq0", dg_cpu.p0.host, dg.p0.download(), tolerance);
+    compare("gate_grad_grad", "dgq1", dg_cpu.p1.host, dg.p1.download(), tolerance);
+    compare("gate_grad_grad", "dgq2", dg_cpu.p2.host, dg.p2.download(), tolerance);
+    compare("gate_grad_grad", "dy0", dy0_cpu, dy0.download(), tolerance);
+    compare("gate_grad_grad", "dy1", dy_cpu.p1.host, dy.p1.download(), tolerance);
+    compare("gate_grad_grad", "dy2", dy_cpu.p2.host, dy.p2.download(), tolerance);
+  }
+}
+
+}  // namespace
+
+int main() {
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+    std::fprintf(stderr, "kernels check: no CUDA device\n");
+    return 2;
+  }
+  cudaDeviceProp prop;
+  cuda_ok(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");
+  std::printf("kernels check on %s (sm_%d%d)\n", prop.name, prop.major, prop.minor);
+  // The same operations in the same order on both sides; the GPU may fuse a
+  // multiply and an add where the CPU rounds twice.
+  check<double>(1e-13);
+  check<float>(1e-5);
+  if (failures) {
+    std::printf("kernels check: FAILED (%d outputs)\n", failures);
+    return 1;
+  }
+  std::printf("kernels check: passed\n");
+  return 0;
+}
