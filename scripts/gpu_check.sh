@@ -1193,6 +1193,35 @@ EOF
   return $rc
 }
 
+# The fp64 input of the devices and kokkos stages, on the device of -var device: run 0 with
+# the forces dumped, then 100 NVE steps with thermo every 10.
+# write_nve_input FILE [LINE [THERMO_COLUMNS]]: LINE goes before the thermo settings, and
+# THERMO_COLUMNS after the thermo's own.
+write_nve_input() {
+  local v='$'
+  cat > "$1" <<EOF
+# written by scripts/gpu_check.sh: one fp64 input, run on the device given
+plugin          load ${v}{plugin}
+units           metal
+atom_style      atomic
+boundary        p p p
+read_data       ${v}{data}
+pair_style      uma task omat precision fp64 device ${v}{device}
+pair_coeff      * * ${v}{model} Cu
+${2:-}
+thermo_style    custom step pe ke etotal press pxx pyy pzz pxy pxz pyz ${3:-}
+thermo_modify   format float %.17g
+dump            f all custom 100 ${v}{dumpfile} id fx fy fz
+dump_modify     f format float %.17g sort id
+run             0
+velocity        all create 300.0 4928459 loop geom
+timestep        0.001
+fix             1 all nve
+thermo          10
+run             100
+EOF
+}
+
 # The same fp64 input on the CPU and on the device (cuda; the CPU again in
 # a CPU proof, a rehearsal only): run 0's energy, virial and forces must agree
 # to 1e-10 (relative to each quantity's largest value), the thermo rows of
@@ -1205,26 +1234,7 @@ st_devices() {
   rm -rf "$d" && mkdir -p "$d" || return 1
   local data="$RANKS_DIR/cu108.data"
   if [ ! -f "$data" ]; then data="$d/cu108.data"; write_cu108 "$data" || return 1; fi   # the ranks stage did not run
-  cat > "$d/in.devices" <<'EOF'
-# written by scripts/gpu_check.sh: one fp64 input, run on the device given
-plugin          load ${plugin}
-units           metal
-atom_style      atomic
-boundary        p p p
-read_data       ${data}
-pair_style      uma task omat precision fp64 device ${device}
-pair_coeff      * * ${model} Cu
-thermo_style    custom step pe ke etotal press pxx pyy pzz pxy pxz pyz
-thermo_modify   format float %.17g
-dump            f all custom 100 ${dumpfile} id fx fy fz
-dump_modify     f format float %.17g sort id
-run             0
-velocity        all create 300.0 4928459 loop geom
-timestep        0.001
-fix             1 all nve
-thermo          10
-run             100
-EOF
+  write_nve_input "$d/in.devices"
   devices_run() {   # LABEL DEVICE THREADS
     echo "== $1: device $2, $3 thread(s)"
     LD_LIBRARY_PATH="$LINST/lib:${LD_LIBRARY_PATH:-}" limited 10 "$1: device $2" "${MPIRUN[@]}" -np 1 -x OMP_NUM_THREADS="$3" \
@@ -1264,36 +1274,16 @@ st_kokkos() {
   rm -rf "$d" && mkdir -p "$d" || return 1
   local data="$RANKS_DIR/cu108.data"
   if [ ! -f "$data" ]; then data="$d/cu108.data"; write_cu108 "$data" || return 1; fi
-  cat > "$d/in.kokkos" <<'EOF'
-# written by scripts/gpu_check.sh: one fp64 input for pair_style uma and uma/kk
-plugin          load ${plugin}
-units           metal
-atom_style      atomic
-boundary        p p p
-read_data       ${data}
-pair_style      uma task omat precision fp64 device cuda
-pair_coeff      * * ${model} Cu
-compute         pu all pair uma
-thermo_style    custom step pe ke etotal press pxx pyy pzz pxy pxz pyz c_pu[1] c_pu[2] c_pu[7] c_pu[8]
-thermo_modify   format float %.17g
-dump            f all custom 100 ${dumpfile} id fx fy fz
-dump_modify     f format float %.17g sort id
-run             0
-velocity        all create 300.0 4928459 loop geom
-timestep        0.001
-fix             1 all nve
-thermo          10
-run             100
-EOF
+  write_nve_input "$d/in.kokkos" "compute         pu all pair uma" "c_pu[1] c_pu[2] c_pu[7] c_pu[8]"
   # newton on: uma/kk stays in place on several ranks (Kokkos's GPU default is off)
   local kflags=(-k on g 1 -sf kk -pk kokkos newton on neigh half)
   plan 80
   kk_run 60 "uma device cuda, fp64" 1 "$d/in.kokkos" "$d/log.reference" \
-    -var model "$TINY_MODEL" -var data "$data" -var dumpfile "$d/reference.dump"; rc_ref=$?
+    -var device cuda -var model "$TINY_MODEL" -var data "$data" -var dumpfile "$d/reference.dump"; rc_ref=$?
   kk_run 40 "uma/kk, 1 rank, fp64" 1 "$d/in.kokkos" "$d/log.kk1" "${kflags[@]}" \
-    -var model "$TINY_MODEL" -var data "$data" -var dumpfile "$d/kk1.dump"; rc1=$?
+    -var device cuda -var model "$TINY_MODEL" -var data "$data" -var dumpfile "$d/kk1.dump"; rc1=$?
   kk_run 20 "uma/kk, 2 ranks, fp64" 2 "$d/in.kokkos" "$d/log.kk2" "${kflags[@]}" \
-    -var model "$TINY_MODEL" -var data "$data" -var dumpfile "$d/kk2.dump"; rc2=$?
+    -var device cuda -var model "$TINY_MODEL" -var data "$data" -var dumpfile "$d/kk2.dump"; rc2=$?
   "$HPY" "$REPORT" kokkos "$DET/kokkos.json" cuda 108 "$rc_ref" "$d/log.reference" "$d/reference.dump" \
     1 "$rc1" "$d/log.kk1" "$d/kk1.dump" 2 "$rc2" "$d/log.kk2" "$d/kk2.dump" || return 1
   [ -f "$MODEL" ] || { echo "no full-size model ($MODEL): no steps/s"; return 1; }
