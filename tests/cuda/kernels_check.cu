@@ -56,7 +56,10 @@ struct Pieces {
   int64_t H, pad;
   Buffer<T> p0, p1, p2;
   Pieces(int64_t E, int64_t H_, int64_t pad_, std::mt19937& gen)
-      : H(H_), pad(pad_), p0(E * 3 * (H_ + pad_), gen), p1(E * 4 * (H_ + pad_), gen),
+      : H(H_),
+        pad(pad_),
+        p0(E * 3 * (H_ + pad_), gen),
+        p1(E * 4 * (H_ + pad_), gen),
         p2(E * 2 * (H_ + pad_), gen) {}
   template <typename U>
   k::Rows<U> rows(bool device) const {
@@ -84,10 +87,42 @@ void compare(const char* kernel, const char* output, const std::vector<T>& cpu,
   }
   const double rel = diff / (scale > 0 ? scale : 1);
   const bool ok = rel <= tolerance && std::isfinite(rel);
-  std::printf("%-16s %-6s %-4s relative %.3e (bound %.0e) %s\n", kernel, output,
+  std::printf("%-18s %-6s %-4s relative %.3e (bound %.0e) %s\n", kernel, output,
               sizeof(T) == 8 ? "fp64" : "fp32", rel, tolerance, ok ? "ok" : "FAILED");
   failures += !ok;
 }
+
+// An output's pieces on both sides, starting from the same contents (so that
+// a launcher writing where it must not shows).
+template <typename T>
+struct PiecesPair {
+  Pieces<T> cpu, gpu;
+  PiecesPair(int64_t E, int64_t width, int64_t pad, std::mt19937& gen)
+      : cpu(E, width, pad, gen), gpu(E, width, pad, gen) {
+    gpu.p0.host = cpu.p0.host, gpu.p1.host = cpu.p1.host, gpu.p2.host = cpu.p2.host;
+    for (auto* b : {&gpu.p0, &gpu.p1, &gpu.p2})
+      cuda_ok(
+          cudaMemcpy(b->device, b->host.data(), b->host.size() * sizeof(T), cudaMemcpyHostToDevice),
+          "upload");
+  }
+  void compare_all(const char* kernel, double tolerance) const {
+    compare(kernel, "out0", cpu.p0.host, gpu.p0.download(), tolerance);
+    compare(kernel, "out1", cpu.p1.host, gpu.p1.download(), tolerance);
+    compare(kernel, "out2", cpu.p2.host, gpu.p2.download(), tolerance);
+  }
+};
+
+// Node indices in [0, N), both arrays on both sides; some edges are loops.
+struct Endpoints {
+  std::vector<int64_t> host;
+  int64_t* device = nullptr;
+  Endpoints(int64_t E, int64_t N, std::mt19937& gen) : host(E) {
+    for (auto& n : host) n = int64_t(gen() % N);
+    cuda_ok(cudaMalloc(&device, E * sizeof(int64_t)), "cudaMalloc");
+    cuda_ok(cudaMemcpy(device, host.data(), E * sizeof(int64_t), cudaMemcpyHostToDevice), "upload");
+  }
+  ~Endpoints() { cudaFree(device); }
+};
 
 template <typename T>
 void check(double tolerance) {
@@ -95,8 +130,9 @@ void check(double tolerance) {
   std::mt19937 gen(sizeof(T));
   Buffer<T> y0(E * y0_stride, gen), sig(E * 3 * H, gen);
   for (auto& s : sig.host) s = T(1 / (1 + std::exp(-double(s))));  // sigmoids lie in (0, 1)
-  cuda_ok(cudaMemcpy(sig.device, sig.host.data(), sig.host.size() * sizeof(T),
-                     cudaMemcpyHostToDevice), "upload");
+  cuda_ok(
+      cudaMemcpy(sig.device, sig.host.data(), sig.host.size() * sizeof(T), cudaMemcpyHostToDevice),
+      "upload");
   Pieces<T> in(E, H, pad, gen), gq(E, H, pad, gen), adj(E, H, pad, gen);
   Buffer<T> a0(E * 5 * H, gen);
   auto both = [&](auto&& cpu, auto&& gpu) {
@@ -106,18 +142,17 @@ void check(double tolerance) {
   };
 
   {  // gate
-    Pieces<T> q_cpu(E, H, pad, gen), q_gpu(E, H, pad, gen);
-    q_gpu.p0.host = q_cpu.p0.host, q_gpu.p1.host = q_cpu.p1.host, q_gpu.p2.host = q_cpu.p2.host;
-    for (auto* b : {&q_gpu.p0, &q_gpu.p1, &q_gpu.p2})
-      cuda_ok(cudaMemcpy(b->device, b->host.data(), b->host.size() * sizeof(T),
-                         cudaMemcpyHostToDevice), "upload");
-    both([&] { k::gate<T>(y0.host.data(), y0_stride, in.template rows<const T>(false),
-                          sig.host.data(), q_cpu.template rows<T>(false), H, 0, E); },
-         [&] { k::cuda::gate<T>(y0.device, y0_stride, in.template rows<const T>(true), sig.device,
-                                q_gpu.template rows<T>(true), H, E, nullptr); });
-    compare("gate", "q0", q_cpu.p0.host, q_gpu.p0.download(), tolerance);
-    compare("gate", "q1", q_cpu.p1.host, q_gpu.p1.download(), tolerance);
-    compare("gate", "q2", q_cpu.p2.host, q_gpu.p2.download(), tolerance);
+    PiecesPair<T> q(E, H, pad, gen);
+    both(
+        [&] {
+          k::gate<T>(y0.host.data(), y0_stride, in.template rows<const T>(false), sig.host.data(),
+                     q.cpu.template rows<T>(false), H, 0, E);
+        },
+        [&] {
+          k::cuda::gate<T>(y0.device, y0_stride, in.template rows<const T>(true), sig.device,
+                           q.gpu.template rows<T>(true), H, E, nullptr);
+        });
+    q.compare_all("gate", tolerance);
   }
   {  // gate_grad
     Buffer<T> gy0(E * 5 * H, gen);
@@ -125,12 +160,17 @@ void check(double tolerance) {
     std::vector<T> gy0_cpu = gy0.host;
     Pieces<T> gy_cpu(E, H, pad, gen);
     gy_cpu.p1.host = gy.p1.host, gy_cpu.p2.host = gy.p2.host;
-    both([&] { k::gate_grad<T>(y0.host.data(), y0_stride, in.template rows<const T>(false),
-                               sig.host.data(), gq.template rows<const T>(false), gy0_cpu.data(),
-                               gy_cpu.template rows<T>(false), H, 0, E); },
-         [&] { k::cuda::gate_grad<T>(y0.device, y0_stride, in.template rows<const T>(true),
-                                     sig.device, gq.template rows<const T>(true), gy0.device,
-                                     gy.template rows<T>(true), H, E, nullptr); });
+    both(
+        [&] {
+          k::gate_grad<T>(y0.host.data(), y0_stride, in.template rows<const T>(false),
+                          sig.host.data(), gq.template rows<const T>(false), gy0_cpu.data(),
+                          gy_cpu.template rows<T>(false), H, 0, E);
+        },
+        [&] {
+          k::cuda::gate_grad<T>(y0.device, y0_stride, in.template rows<const T>(true), sig.device,
+                                gq.template rows<const T>(true), gy0.device,
+                                gy.template rows<T>(true), H, E, nullptr);
+        });
     compare("gate_grad", "gy0", gy0_cpu, gy0.download(), tolerance);
     compare("gate_grad", "gy1", gy_cpu.p1.host, gy.p1.download(), tolerance);
     compare("gate_grad", "gy2", gy_cpu.p2.host, gy.p2.download(), tolerance);
@@ -142,22 +182,57 @@ void check(double tolerance) {
     Pieces<T> dg_cpu(E, H, pad, gen), dy_cpu(E, H, pad, gen);
     dg_cpu.p0.host = dg.p0.host, dg_cpu.p1.host = dg.p1.host, dg_cpu.p2.host = dg.p2.host;
     dy_cpu.p1.host = dy.p1.host, dy_cpu.p2.host = dy.p2.host;
-    both([&] { k::gate_grad_grad<T>(y0.host.data(), y0_stride, in.template rows<const T>(false),
-                                    sig.host.data(), gq.template rows<const T>(false),
-                                    a0.host.data(), adj.template rows<const T>(false),
-                                    dg_cpu.template rows<T>(false), dy0_cpu.data(),
-                                    dy_cpu.template rows<T>(false), H, 0, E); },
-         [&] { k::cuda::gate_grad_grad<T>(y0.device, y0_stride, in.template rows<const T>(true),
-                                          sig.device, gq.template rows<const T>(true), a0.device,
-                                          adj.template rows<const T>(true),
-                                          dg.template rows<T>(true), dy0.device,
-                                          dy.template rows<T>(true), H, E, nullptr); });
+    both(
+        [&] {
+          k::gate_grad_grad<T>(y0.host.data(), y0_stride, in.template rows<const T>(false),
+                               sig.host.data(), gq.template rows<const T>(false), a0.host.data(),
+                               adj.template rows<const T>(false), dg_cpu.template rows<T>(false),
+                               dy0_cpu.data(), dy_cpu.template rows<T>(false), H, 0, E);
+        },
+        [&] {
+          k::cuda::gate_grad_grad<T>(y0.device, y0_stride, in.template rows<const T>(true),
+                                     sig.device, gq.template rows<const T>(true), a0.device,
+                                     adj.template rows<const T>(true), dg.template rows<T>(true),
+                                     dy0.device, dy.template rows<T>(true), H, E, nullptr);
+        });
     compare("gate_grad_grad", "dgq0", dg_cpu.p0.host, dg.p0.download(), tolerance);
     compare("gate_grad_grad", "dgq1", dg_cpu.p1.host, dg.p1.download(), tolerance);
     compare("gate_grad_grad", "dgq2", dg_cpu.p2.host, dg.p2.download(), tolerance);
     compare("gate_grad_grad", "dy0", dy0_cpu, dy0.download(), tolerance);
     compare("gate_grad_grad", "dy1", dy_cpu.p1.host, dy.p1.download(), tolerance);
     compare("gate_grad_grad", "dy2", dy_cpu.p2.host, dy.p2.download(), tolerance);
+  }
+}
+
+template <typename T>
+void check_rotate_in(double tolerance) {
+  const int64_t E = 1537, N = 211, C = 48, pad = 3;
+  std::mt19937 gen(10 + sizeof(T));
+  Buffer<T> D(E * 81, gen), dD(E * 81, gen), x(N * 9 * C, gen), dx(N * 9 * C, gen),
+      radial(E * 12 * C, gen), dradial(E * 12 * C, gen);
+  Endpoints src(E, N, gen), tgt(E, N, gen);
+  tgt.host[7] = src.host[7];
+  cuda_ok(cudaMemcpy(tgt.device, tgt.host.data(), E * sizeof(int64_t), cudaMemcpyHostToDevice),
+          "upload");
+  {
+    PiecesPair<T> out(E, 2 * C, pad, gen);
+    k::rotate_in<T>(D.host.data(), x.host.data(), src.host.data(), tgt.host.data(),
+                    radial.host.data(), out.cpu.template rows<T>(false), C, 0, E);
+    k::cuda::rotate_in<T>(D.device, x.device, src.device, tgt.device, radial.device,
+                          out.gpu.template rows<T>(true), C, E, nullptr);
+    cuda_ok(cudaDeviceSynchronize(), "kernel");
+    out.compare_all("rotate_in", tolerance);
+  }
+  {
+    PiecesPair<T> out(E, 2 * C, pad, gen);
+    k::rotate_in_tangent<T>(D.host.data(), dD.host.data(), x.host.data(), dx.host.data(),
+                            src.host.data(), tgt.host.data(), radial.host.data(),
+                            dradial.host.data(), out.cpu.template rows<T>(false), C, 0, E);
+    k::cuda::rotate_in_tangent<T>(D.device, dD.device, x.device, dx.device, src.device, tgt.device,
+                                  radial.device, dradial.device, out.gpu.template rows<T>(true), C,
+                                  E, nullptr);
+    cuda_ok(cudaDeviceSynchronize(), "kernel");
+    out.compare_all("rotate_in_tangent", tolerance);
   }
 }
 
@@ -176,6 +251,8 @@ int main() {
   // multiply and an add where the CPU rounds twice.
   check<double>(1e-13);
   check<float>(1e-5);
+  check_rotate_in<double>(1e-13);
+  check_rotate_in<float>(1e-5);
   if (failures) {
     std::printf("kernels check: FAILED (%d outputs)\n", failures);
     return 1;

@@ -1,7 +1,7 @@
 // The per-row work of the lean edge kernels (edges/lean_kernels.h), shared by
-// their families' sources: constants of the L/M layout and the inline bodies,
-// one row of one edge (or node) at a time (Rows: edges/kernels/rows.h; the
-// gate's bodies, for the host and CUDA: edges/kernels/gate.h).
+// their families' sources: the inline bodies, one row of one edge (or node) at
+// a time (the L/M layout: edges/kernels/layout.h; Rows: edges/kernels/rows.h;
+// the bodies already shared with CUDA: edges/kernels/gate.h, rotate_in.h).
 // Inner loops run over channels, contiguous in every tensor; the l-block of a
 // row (1, 3 or 5 columns of D) is a template parameter so that each loop is a
 // fixed short sum the compiler vectorises.
@@ -11,6 +11,7 @@
 #include <initializer_list>
 #include <utility>
 
+#include "edges/kernels/layout.h"
 #include "edges/kernels/rows.h"
 
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
@@ -23,12 +24,6 @@
 
 namespace uma::nn::kernels {
 
-constexpr int kLRow[9] = {0, 2, 6, 3, 7, 1, 5, 8, 4};        // M row j holds L row kLRow[j]
-constexpr int kBlockStart[9] = {0, 1, 1, 1, 4, 4, 4, 4, 4};  // first column of L row r's l-block
-constexpr int kBlockSize[9] = {1, 3, 3, 3, 5, 5, 5, 5, 5};
-constexpr int kRadialRow[9] = {0, 1, 2, 3, 4, 3, 4, 5, 5};  // radial weight row of M row j
-constexpr bool kRadialFirst[9] = {true, true, true, true, true, false, false, true, false};
-
 // out[k] += the first K of a0..a4: a row's channel sums, one per column of
 // its l-block (kept in scalars inside the channel loops, stored after them).
 template <int K, typename T>
@@ -37,21 +32,10 @@ UMA_ALWAYS_INLINE void add_sums(T* out, T a0, T a1, T a2, T a3, T a4) {
   for (int k = 0; k < K; ++k) out[k] += a[k];
 }
 
-// out[c] = w[c] * sum_k d[k] x[k, c]
-template <int K, typename T>
-UMA_ALWAYS_INLINE void rotate_row(const T* d, const T* x, int64_t C, const T* w, T* out) {
-#pragma omp simd
-  for (int64_t c = 0; c < C; ++c) {
-    T a = d[0] * x[c];
-    for (int k = 1; k < K; ++k) a += d[k] * x[k * C + c];
-    out[c] = a * w[c];
-  }
-}
-
-// The backward of rotate_row for the radial weights and D, both halves of a
-// row (x0: the source's rows, x1: the target's; w, g and gw: [2C] rows):
-// gw (+)= g * rotated, gd[k] += sum_c g w x[k] over both halves (where WantD;
-// one reduction per row).
+// The backward of rotate_in_at (edges/kernels/rotate_in.h) for the radial
+// weights and D, both halves of a row (x0: the source's rows, x1: the
+// target's; w, g and gw: [2C] rows): gw (+)= g * rotated, gd[k] += sum_c
+// g w x[k] over both halves (where WantD; one reduction per row).
 template <int K, bool Accumulate, bool WantD, typename T>
 UMA_ALWAYS_INLINE void rotate_row_grad_edge(const T* d, const T* x0, const T* x1, int64_t C,
                                             const T* w, const T* g, T* gw, T* gd) {
@@ -88,7 +72,7 @@ UMA_ALWAYS_INLINE void rotate_row_grad_edge(const T* d, const T* x0, const T* x1
   add_sums<K>(gd, a0, a1, a2, a3, a4);
 }
 
-// The backward of rotate_row for x: gx[k, c] += d[k] g[c] w[c].
+// The backward of rotate_in_at for x: gx[k, c] += d[k] g[c] w[c].
 template <int K, typename T>
 UMA_ALWAYS_INLINE void rotate_row_grad_node(const T* d, const T* g, const T* w, int64_t C, T* gx) {
 #pragma omp simd
@@ -199,22 +183,6 @@ UMA_ALWAYS_INLINE void unrotate_row_grad(const T* d, T s, const T* gt, const T* 
   }
 }
 
-// The tangent of rotate_row along (dd, dx, dw):
-// out[c] = w[c] sum_k (d[k] dx[k, c] + dd[k] x[k, c]) + dw[c] sum_k d[k] x[k, c].
-template <int K, typename T>
-UMA_ALWAYS_INLINE void rotate_row_tangent(const T* d, const T* dd, const T* x, const T* dx,
-                                          int64_t C, const T* w, const T* dw, T* out) {
-#pragma omp simd
-  for (int64_t c = 0; c < C; ++c) {
-    T a = d[0] * x[c], t = d[0] * dx[c] + dd[0] * x[c];
-    for (int k = 1; k < K; ++k) {
-      a += d[k] * x[k * C + c];
-      t += d[k] * dx[k * C + c] + dd[k] * x[k * C + c];
-    }
-    out[c] = t * w[c] + a * dw[c];
-  }
-}
-
 // gD ([E, 81], zeroed; where WantD), gradial ([E, 6, 2C]) and, where WantX,
 // gx ([N, 9, C], accumulated) of rotate_in, per edge.  gx here is one
 // thread's own buffer: a node's sums come from edges of any thread.
@@ -225,14 +193,14 @@ UMA_ALWAYS_INLINE void rotate_in_grad_edges_of(const T* D, const T* x, const int
                                                int64_t end) {
   for (int64_t e = begin; e < end; ++e) {
     for (int j = 0; j < 9; ++j) {
-      const int r = kLRow[j], k0 = kBlockStart[r], K = kBlockSize[r];
+      const int r = l_row(j), k0 = block_start(r), K = block_size(r);
       const T* d = D + e * 81 + r * 9 + k0;
       T* gd = WantD ? gD + e * 81 + r * 9 + k0 : nullptr;
-      const int64_t w_at = (e * 6 + kRadialRow[j]) * 2 * C;
+      const int64_t w_at = (e * 6 + radial_row(j)) * 2 * C;
       const T *x0 = x + (src[e] * 9 + k0) * C, *x1 = x + (tgt[e] * 9 + k0) * C;
       const T *w = radial + w_at, *gj = g.row(e, j);
       T* gw = gradial + w_at;
-      if (kRadialFirst[j]) {
+      if (radial_first(j)) {
         if (K == 1)
           rotate_row_grad_edge<1, false, WantD>(d, x0, x1, C, w, gj, gw, gd);
         else if (K == 3)
@@ -277,15 +245,15 @@ UMA_ALWAYS_INLINE void rotate_in_grad_edges_tangent_of(const T* D, const T* dD, 
                                                        int64_t end) {
   for (int64_t e = begin; e < end; ++e) {
     for (int j = 0; j < 9; ++j) {
-      const int r = kLRow[j], k0 = kBlockStart[r], K = kBlockSize[r];
-      const int64_t d_at = e * 81 + r * 9 + k0, w_at = (e * 6 + kRadialRow[j]) * 2 * C;
+      const int r = l_row(j), k0 = block_start(r), K = block_size(r);
+      const int64_t d_at = e * 81 + r * 9 + k0, w_at = (e * 6 + radial_row(j)) * 2 * C;
       const int64_t at0 = (src[e] * 9 + k0) * C, at1 = (tgt[e] * 9 + k0) * C;
       const T *d = D + d_at, *dd = dD + d_at;
       T* gd = WantD ? gD + d_at : nullptr;
       const T *x0 = x + at0, *dx0 = dx + at0, *x1 = x + at1, *dx1 = dx + at1;
       const T *w = radial + w_at, *dw = dradial + w_at, *gj = g.row(e, j);
       T* gw = gradial + w_at;
-      if (kRadialFirst[j]) {
+      if (radial_first(j)) {
         if (K == 1)
           rotate_row_grad_edge_tangent<1, false, WantD>(d, dd, x0, dx0, x1, dx1, C, w, dw, gj, gw,
                                                         gd);
@@ -341,7 +309,7 @@ UMA_ALWAYS_INLINE void rotate_out_grad_edges(const T* D, const T* envelope, Rows
     const T s = envelope[e];
     T ge = 0;
     for (int j = 0; j < rows; ++j) {
-      const int r = kLRow[j], k0 = kBlockStart[r], K = kBlockSize[r];
+      const int r = l_row(j), k0 = block_start(r), K = block_size(r);
       const T* d = D + e * 81 + r * 9 + k0;
       T* out = WantGy ? gy.row(e, j) : nullptr;
       T a[5];
@@ -430,7 +398,7 @@ UMA_ALWAYS_INLINE void rotate_out_grad_tangent_of(const T* D, const T* dD, const
     const T s = envelope[e], ds = denvelope[e];
     T ge = 0;
     for (int j = 0; j < rows; ++j) {
-      const int r = kLRow[j], k0 = kBlockStart[r], K = kBlockSize[r];
+      const int r = l_row(j), k0 = block_start(r), K = block_size(r);
       const T *d = D + e * 81 + r * 9 + k0, *dd = dD + e * 81 + r * 9 + k0;
       const T *yj = y.row(e, j), *dyj = dy.row(e, j);
       const T* g = gt + k0 * C;

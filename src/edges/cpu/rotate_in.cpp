@@ -4,71 +4,43 @@
 #include "edges/cpu/lean_kernels.h"
 
 #include "edges/cpu/kernel_rows.h"
+#include "edges/kernels/rotate_in.h"
 
 namespace uma::nn::kernels {
 
-// Ranges of edges or nodes; each is called from at::parallel_for.
+// rotate_in and its tangent: each launcher builds a row's view once per (e,
+// j, h) and runs the channel body of edges/kernels/rotate_in.h over c in
+// [0, C) as one vector loop.
 template <typename T>
 UMA_VECTOR_CLONES void rotate_in(const T* D, const T* x, const int64_t* src, const int64_t* tgt,
                                  const T* radial, Rows<T> out, int64_t C, int64_t begin,
                                  int64_t end) {
-  for (int64_t e = begin; e < end; ++e) {
-    const T* node[2] = {x + src[e] * 9 * C, x + tgt[e] * 9 * C};
-    for (int j = 0; j < 9; ++j) {
-      const int r = kLRow[j], k0 = kBlockStart[r];
-      const T* d = D + e * 81 + r * 9 + k0;
-      const T* w = radial + (e * 6 + kRadialRow[j]) * 2 * C;
-      T* o = out.row(e, j);
-      for (int h = 0; h < 2; ++h) {
-        const T* xh = node[h] + k0 * C;
-        switch (kBlockSize[r]) {
-          case 1:
-            rotate_row<1>(d, xh, C, w + h * C, o + h * C);
-            break;
-          case 3:
-            rotate_row<3>(d, xh, C, w + h * C, o + h * C);
-            break;
-          default:
-            rotate_row<5>(d, xh, C, w + h * C, o + h * C);
-            break;
+  for (int64_t e = begin; e < end; ++e)
+    for (int j = 0; j < 9; ++j)
+      with_block_size(block_size(l_row(j)), [&](auto K) {
+        for (int h = 0; h < 2; ++h) {
+          const auto v = rotate_in_row(D, x, src, tgt, radial, out, C, e, j, h);
+#pragma omp simd
+          for (int64_t c = 0; c < C; ++c) rotate_in_at<decltype(K)::value>(v, C, c);
         }
-      }
-    }
-  }
+      });
 }
 
-// rotate_in is linear in each of D, x and radial: its tangent along (dD, dx,
-// dradial) is the gradient of the incoming gradient in rotate_in's double
-// backward.
 template <typename T>
 UMA_VECTOR_CLONES void rotate_in_tangent(const T* D, const T* dD, const T* x, const T* dx,
                                          const int64_t* src, const int64_t* tgt, const T* radial,
                                          const T* dradial, Rows<T> out, int64_t C, int64_t begin,
                                          int64_t end) {
-  for (int64_t e = begin; e < end; ++e) {
-    const int64_t at[2] = {src[e] * 9 * C, tgt[e] * 9 * C};
-    for (int j = 0; j < 9; ++j) {
-      const int r = kLRow[j], k0 = kBlockStart[r];
-      const int64_t d_at = e * 81 + r * 9 + k0, w_at = (e * 6 + kRadialRow[j]) * 2 * C;
-      T* o = out.row(e, j);
-      for (int h = 0; h < 2; ++h) {
-        const int64_t x_at = at[h] + k0 * C;
-        const T *d = D + d_at, *dd = dD + d_at, *xh = x + x_at, *dxh = dx + x_at;
-        const T *w = radial + w_at + h * C, *dw = dradial + w_at + h * C;
-        switch (kBlockSize[r]) {
-          case 1:
-            rotate_row_tangent<1>(d, dd, xh, dxh, C, w, dw, o + h * C);
-            break;
-          case 3:
-            rotate_row_tangent<3>(d, dd, xh, dxh, C, w, dw, o + h * C);
-            break;
-          default:
-            rotate_row_tangent<5>(d, dd, xh, dxh, C, w, dw, o + h * C);
-            break;
+  for (int64_t e = begin; e < end; ++e)
+    for (int j = 0; j < 9; ++j)
+      with_block_size(block_size(l_row(j)), [&](auto K) {
+        for (int h = 0; h < 2; ++h) {
+          const auto v =
+              rotate_in_tangent_row(D, dD, x, dx, src, tgt, radial, dradial, out, C, e, j, h);
+#pragma omp simd
+          for (int64_t c = 0; c < C; ++c) rotate_in_tangent_at<decltype(K)::value>(v, C, c);
         }
-      }
-    }
-  }
+      });
 }
 
 // rotate_in_grad_edges_of; gD null: no gD; gx null: no gx.
@@ -121,11 +93,11 @@ UMA_VECTOR_CLONES void rotate_in_grad_nodes_tangent(
           prefetch_edge_rows<T>({{D, radial}, {dD, dradial}}, g, order[p + kPrefetchEdges], C, h);
         if (e >= edges) continue;
         for (int j = 0; j < 9; ++j) {
-          const int r = kLRow[j], k0 = kBlockStart[r];
-          const int64_t d_at = e * 81 + r * 9 + k0, w_at = (e * 6 + kRadialRow[j]) * 2 * C + h * C;
+          const int r = l_row(j), k0 = block_start(r);
+          const int64_t d_at = e * 81 + r * 9 + k0, w_at = (e * 6 + radial_row(j)) * 2 * C + h * C;
           const T *d = D + d_at, *dd = dD + d_at, *w = radial + w_at, *dw = dradial + w_at;
           const T* gj = g.row(e, j) + h * C;
-          switch (kBlockSize[r]) {
+          switch (block_size(r)) {
             case 1:
               rotate_row_grad_node_tangent<1>(d, dd, gj, w, dw, C, out + k0 * C);
               break;
@@ -161,11 +133,11 @@ UMA_VECTOR_CLONES void rotate_in_grad_nodes(const T* D, const T* radial, Rows<co
           prefetch_edge_rows<T>({{D, radial}}, g, order[p + kPrefetchEdges], C, h);
         if (e >= edges) continue;
         for (int j = 0; j < 9; ++j) {
-          const int r = kLRow[j], k0 = kBlockStart[r];
+          const int r = l_row(j), k0 = block_start(r);
           const T* d = D + e * 81 + r * 9 + k0;
-          const T* w = radial + (e * 6 + kRadialRow[j]) * 2 * C + h * C;
+          const T* w = radial + (e * 6 + radial_row(j)) * 2 * C + h * C;
           const T* gj = g.row(e, j) + h * C;
-          switch (kBlockSize[r]) {
+          switch (block_size(r)) {
             case 1:
               rotate_row_grad_node<1>(d, gj, w, C, out + k0 * C);
               break;

@@ -19,9 +19,9 @@ UMA_VECTOR_CLONES void rotate_out(const T* D, const T* envelope, Rows<const T> y
       if (e >= edges) continue;
       const T s = envelope[e];
       for (int j = 0; j < rows; ++j) {
-        const int r = kLRow[j], k0 = kBlockStart[r];
+        const int r = l_row(j), k0 = block_start(r);
         const T* d = D + e * 81 + r * 9 + k0;
-        switch (kBlockSize[r]) {
+        switch (block_size(r)) {
           case 1:
             unrotate_row_add<1>(d, s, y.row(e, j), C, o + k0 * C);
             break;
@@ -71,7 +71,7 @@ UMA_VECTOR_CLONES void rotate_out_tangent(const T* D, const T* dD, const T* enve
       if (e >= edges) continue;
       const T s = envelope[e], ds = denvelope[e];
       for (int j = 0; j < rows; ++j) {
-        const int r = kLRow[j], k0 = kBlockStart[r], K = kBlockSize[r];
+        const int r = l_row(j), k0 = block_start(r), K = block_size(r);
         const T *d = D + e * 81 + r * 9 + k0, *dd = dD + e * 81 + r * 9 + k0;
         const T *yj = y.row(e, j), *dyj = dy.row(e, j);
         T m1[5], sd[5];

@@ -11,6 +11,16 @@
 
 namespace uma::nn::kernels::cuda {
 
+// The rotation into the edge frame and its tangent (edges/kernels/rotate_in.h).
+template <typename T>
+void rotate_in(const T* D, const T* x, const int64_t* src, const int64_t* tgt, const T* radial,
+               Rows<T> out, int64_t C, int64_t E, void* stream);
+
+template <typename T>
+void rotate_in_tangent(const T* D, const T* dD, const T* x, const T* dx, const int64_t* src,
+                       const int64_t* tgt, const T* radial, const T* dradial, Rows<T> out,
+                       int64_t C, int64_t E, void* stream);
+
 // The gate between the convolutions (edges/kernels/gate.h).
 template <typename T>
 void gate(const T* y0, int64_t y0_stride, Rows<const T> rows, const T* sig, Rows<T> q, int64_t H,

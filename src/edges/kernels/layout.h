@@ -1,0 +1,37 @@
+// The L/M layout of an edge tensor's 9 rows (l <= 2) that every edge kernel
+// shares, for the host and CUDA: each table packed into an integer (4 bits
+// an entry), so that a row index known only at run time (a CUDA thread's)
+// costs a shift, not a load.
+#pragma once
+
+#include <type_traits>
+
+#include "edges/kernels/device.h"
+
+namespace uma::nn::kernels {
+
+// M row j (0..8) holds L row l_row(j): {0, 2, 6, 3, 7, 1, 5, 8, 4}.
+UMA_BODY constexpr int l_row(int j) { return int((0x485173620ULL >> (4 * j)) & 0xF); }
+
+// L row r's l-block: its first column of D, and its width (2l + 1).
+UMA_BODY constexpr int block_start(int r) { return r == 0 ? 0 : r < 4 ? 1 : 4; }
+UMA_BODY constexpr int block_size(int r) { return r == 0 ? 1 : r < 4 ? 3 : 5; }
+
+// The radial weight row (of 6) that scales M row j: {0, 1, 2, 3, 4, 3, 4, 5, 5};
+// radial_first(j): j is the first M row that this radial row scales.
+UMA_BODY constexpr int radial_row(int j) { return int((0x554343210ULL >> (4 * j)) & 0xF); }
+UMA_BODY constexpr bool radial_first(int j) { return (0x9F >> j) & 1; }
+
+// f(std::integral_constant<int, K>()) for an l-block's width K (1, 3 or 5),
+// so that the body's loop over the block is a fixed, unrolled sum.
+template <typename F>
+UMA_BODY void with_block_size(int K, F&& f) {
+  if (K == 1)
+    f(std::integral_constant<int, 1>());
+  else if (K == 3)
+    f(std::integral_constant<int, 3>());
+  else
+    f(std::integral_constant<int, 5>());
+}
+
+}  // namespace uma::nn::kernels
