@@ -236,6 +236,57 @@ void check_rotate_in(double tolerance) {
   }
 }
 
+// The edges' segments by target as the engine lays them out: order lists
+// each node's edges in ascending order, node after node, offsets [N + 1];
+// entries at or past `edges` are padding, skipped (here in node 3's segment
+// and at the end).
+struct Segments {
+  std::vector<int64_t> order, offsets;
+  int64_t *order_device = nullptr, *offsets_device = nullptr;
+  Segments(const std::vector<int64_t>& tgt, int64_t N) : offsets(N + 1, 0) {
+    const int64_t E = int64_t(tgt.size());
+    for (int64_t n = 0; n < N; ++n) {
+      for (int64_t e = 0; e < E; ++e)
+        if (tgt[e] == n) order.push_back(e);
+      if (n == 3 || n == N - 1) order.insert(order.end(), {E, E + 4});
+      offsets[n + 1] = int64_t(order.size());
+    }
+    cuda_ok(cudaMalloc(&order_device, order.size() * sizeof(int64_t)), "cudaMalloc");
+    cuda_ok(cudaMalloc(&offsets_device, offsets.size() * sizeof(int64_t)), "cudaMalloc");
+    cuda_ok(cudaMemcpy(order_device, order.data(), order.size() * sizeof(int64_t),
+                       cudaMemcpyHostToDevice),
+            "upload");
+    cuda_ok(cudaMemcpy(offsets_device, offsets.data(), offsets.size() * sizeof(int64_t),
+                       cudaMemcpyHostToDevice),
+            "upload");
+  }
+  ~Segments() {
+    cudaFree(order_device);
+    cudaFree(offsets_device);
+  }
+};
+
+template <typename T>
+void check_rotate_out(double tolerance) {
+  const int64_t E = 1537, N = 211, C = 48, pad = 3;
+  std::mt19937 gen(20 + sizeof(T));
+  Buffer<T> D(E * 81, gen), envelope(E, gen), out_gpu(N * 9 * C, gen);  // out_gpu: not zeroed
+  Pieces<T> y(E, C, pad, gen);
+  Endpoints tgt(E, N, gen);
+  const Segments by_target(tgt.host, N);
+  for (int rows : {9, 3}) {
+    std::vector<T> out_cpu(N * 9 * C, T(0));
+    k::rotate_out<T>(D.host.data(), envelope.host.data(), y.template rows<const T>(false), rows,
+                     by_target.order.data(), by_target.offsets.data(), E, C, out_cpu.data(), 0, N);
+    k::cuda::rotate_out<T>(D.device, envelope.device, y.template rows<const T>(true), rows,
+                           by_target.order_device, by_target.offsets_device, E, C, out_gpu.device,
+                           N, nullptr);
+    cuda_ok(cudaDeviceSynchronize(), "kernel");
+    compare(rows == 9 ? "rotate_out" : "rotate_out rows 3", "out", out_cpu, out_gpu.download(),
+            tolerance);
+  }
+}
+
 }  // namespace
 
 int main() {
@@ -253,6 +304,8 @@ int main() {
   check<float>(1e-5);
   check_rotate_in<double>(1e-13);
   check_rotate_in<float>(1e-5);
+  check_rotate_out<double>(1e-13);
+  check_rotate_out<float>(1e-5);
   if (failures) {
     std::printf("kernels check: FAILED (%d outputs)\n", failures);
     return 1;

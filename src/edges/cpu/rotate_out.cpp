@@ -4,10 +4,24 @@
 #include "edges/cpu/lean_kernels.h"
 
 #include "edges/cpu/kernel_rows.h"
+#include "edges/kernels/rotate_out.h"
 
 namespace uma::nn::kernels {
 
+// Edge e's contribution of degree l to its target's rows o ([9, C]).
+template <int l, bool AllRows, typename T>
+UMA_ALWAYS_INLINE void rotate_out_edge_add(const T* D, const T* envelope, const Rows<const T>& y,
+                                           int64_t e, int64_t C, T* o) {
+  const auto v = rotate_out_edge<l, AllRows>(D, envelope, y, e);
+  T* ol = o + l * l * C;
+  for (int i = 0; i < v.J; ++i)
+#pragma omp simd
+    for (int64_t c = 0; c < C; ++c) rotate_out_add(v, i, c, ol + c, C);
+}
+
 // out ([N, 9, C], zeroed) of rotate_to_nodes_summed, per node; rows: 3 or 9.
+// The launcher adds each of a node's edges into out's rows, one vector loop
+// over c in [0, C) per degree running the body of edges/kernels/rotate_out.h.
 template <typename T>
 UMA_VECTOR_CLONES void rotate_out(const T* D, const T* envelope, Rows<const T> y, int rows,
                                   const int64_t* order, const int64_t* offsets, int64_t edges,
@@ -17,22 +31,13 @@ UMA_VECTOR_CLONES void rotate_out(const T* D, const T* envelope, Rows<const T> y
     for (int64_t p = offsets[n]; p < offsets[n + 1]; ++p) {
       const int64_t e = order[p];
       if (e >= edges) continue;
-      const T s = envelope[e];
-      for (int j = 0; j < rows; ++j) {
-        const int r = l_row(j), k0 = block_start(r);
-        const T* d = D + e * 81 + r * 9 + k0;
-        switch (block_size(r)) {
-          case 1:
-            unrotate_row_add<1>(d, s, y.row(e, j), C, o + k0 * C);
-            break;
-          case 3:
-            unrotate_row_add<3>(d, s, y.row(e, j), C, o + k0 * C);
-            break;
-          default:
-            unrotate_row_add<5>(d, s, y.row(e, j), C, o + k0 * C);
-            break;
-        }
-      }
+      for (int l = 0; l < 3; ++l)
+        with_degree(l, [&](auto L) {
+          if (rows == 9)
+            rotate_out_edge_add<decltype(L)::value, true>(D, envelope, y, e, C, o);
+          else
+            rotate_out_edge_add<decltype(L)::value, false>(D, envelope, y, e, C, o);
+        });
     }
   }
 }

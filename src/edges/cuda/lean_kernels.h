@@ -21,6 +21,14 @@ void rotate_in_tangent(const T* D, const T* dD, const T* x, const T* dx, const i
                        const int64_t* tgt, const T* radial, const T* dradial, Rows<T> out,
                        int64_t C, int64_t E, void* stream);
 
+// The rotation back with the envelope, summed into each edge's target
+// (edges/kernels/rotate_out.h): out ([N, 9, C]) written whole, no zeroing
+// needed; each entry one thread's sum in the segment's order.
+template <typename T>
+void rotate_out(const T* D, const T* envelope, Rows<const T> y, int rows, const int64_t* order,
+                const int64_t* offsets, int64_t edges, int64_t C, T* out, int64_t N,
+                void* stream);
+
 // The gate between the convolutions (edges/kernels/gate.h).
 template <typename T>
 void gate(const T* y0, int64_t y0_stride, Rows<const T> rows, const T* sig, Rows<T> q, int64_t H,

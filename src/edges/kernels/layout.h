@@ -17,6 +17,10 @@ UMA_BODY constexpr int l_row(int j) { return int((0x485173620ULL >> (4 * j)) & 0
 UMA_BODY constexpr int block_start(int r) { return r == 0 ? 0 : r < 4 ? 1 : 4; }
 UMA_BODY constexpr int block_size(int r) { return r == 0 ? 1 : r < 4 ? 3 : 5; }
 
+// The degree l of M row j (of its L row): 0 for row 0, 1 for rows 1, 3, 5,
+// 2 for the others; an l-block starts at column l * l.
+UMA_BODY constexpr int degree(int j) { return (block_size(l_row(j)) - 1) / 2; }
+
 // The radial weight row (of 6) that scales M row j: {0, 1, 2, 3, 4, 3, 4, 5, 5};
 // radial_first(j): j is the first M row that this radial row scales.
 UMA_BODY constexpr int radial_row(int j) { return int((0x554343210ULL >> (4 * j)) & 0xF); }
@@ -32,6 +36,17 @@ UMA_BODY void with_block_size(int K, F&& f) {
     f(std::integral_constant<int, 3>());
   else
     f(std::integral_constant<int, 5>());
+}
+
+// f(std::integral_constant<int, l>()) for a degree l (0, 1 or 2).
+template <typename F>
+UMA_BODY void with_degree(int l, F&& f) {
+  if (l == 0)
+    f(std::integral_constant<int, 0>());
+  else if (l == 1)
+    f(std::integral_constant<int, 1>());
+  else
+    f(std::integral_constant<int, 2>());
 }
 
 }  // namespace uma::nn::kernels

@@ -1,0 +1,71 @@
+// The rotation back from the edge frame, scaled by the envelope and summed
+// into each edge's target atom: one edge's contribution to one degree l of
+// its target's rows at one channel c, for the host and for CUDA.  The
+// launchers (edges/cpu/rotate_out.cpp, edges/cuda/rotate_out.cu) visit a
+// node's edges in the order of the edges sorted by target (order, offsets)
+// and add each edge's contribution into the node's sums: on the CPU into
+// out's rows, edge by edge, over all channels at once; on CUDA into one
+// thread's registers per (node, l, channel).  Each output is thus one sum in
+// a fixed order on both: no atomics, the same bits every run.
+//
+// With the l-block's K = 2l + 1 columns from k0 = l * l, for k < K:
+//   out[n, k0 + k, c] = sum over the node's edges e (entries of order[offsets[n]
+//                       .. offsets[n + 1]) below `edges`), in that order,
+//                       of sum over the M rows j < rows of degree l, ascending,
+//                       of (envelope[e] D[e, l_row(j), k0 + k]) y[e, j, c]
+// D: [E, 9, 9]; envelope: [E]; y: pieces of [E, rows, C]; out: [N, 9, C]
+// (rows 3: only the m = 0 rows, one of each degree).
+#pragma once
+
+#include <cstdint>
+
+#include "edges/kernels/device.h"
+#include "edges/kernels/layout.h"
+#include "edges/kernels/rows.h"
+
+namespace uma::nn::kernels {
+
+// The M rows of degree l, ascending: rows_of_degree(l) of them, the i-th is
+// row_of_degree(l, i) (the first, i = 0, is the m = 0 row).
+UMA_BODY constexpr int rows_of_degree(int l) { return 2 * l + 1; }
+UMA_BODY constexpr int row_of_degree(int l, int i) {
+  return l == 0 ? 0 : l == 1 ? 1 + 2 * i : int((0x87642 >> (4 * i)) & 0xF);
+}
+
+// One edge's view for degree l: its rows of y and the envelope-scaled D
+// entries that multiply them; all rows (rows 9) or the m = 0 row alone (rows 3).
+template <int l, bool AllRows, typename T>
+struct RotateOutEdge {
+  static constexpr int K = 2 * l + 1, J = AllRows ? rows_of_degree(l) : 1;
+  const T* y[J];
+  T sd[J][K];
+};
+
+template <int l, bool AllRows, typename T>
+UMA_BODY RotateOutEdge<l, AllRows, T> rotate_out_edge(const T* D, const T* envelope,
+                                                      const Rows<const T>& y, int64_t e) {
+  RotateOutEdge<l, AllRows, T> v;
+  constexpr int K = v.K, k0 = l * l;
+  const T s = envelope[e];
+  UMA_UNROLL
+  for (int i = 0; i < v.J; ++i) {
+    const int j = row_of_degree(l, i);
+    const T* d = D + e * 81 + l_row(j) * 9 + k0;
+    v.y[i] = y.row(e, j);
+    UMA_UNROLL
+    for (int k = 0; k < K; ++k) v.sd[i][k] = s * d[k];
+  }
+  return v;
+}
+
+// acc[k * stride] += the edge's contribution through its i-th row (i < J) to
+// column k0 + k at channel c.
+template <int l, bool AllRows, typename T>
+UMA_BODY void rotate_out_add(const RotateOutEdge<l, AllRows, T>& v, int i, int64_t c, T* acc,
+                             int64_t stride) {
+  const T yc = v.y[i][c];
+  UMA_UNROLL
+  for (int k = 0; k < v.K; ++k) acc[k * stride] += v.sd[i][k] * yc;
+}
+
+}  // namespace uma::nn::kernels
