@@ -87,7 +87,7 @@ void compare(const char* kernel, const char* output, const std::vector<T>& cpu,
   }
   const double rel = diff / (scale > 0 ? scale : 1);
   const bool ok = rel <= tolerance && std::isfinite(rel);
-  std::printf("%-18s %-6s %-4s relative %.3e (bound %.0e) %s\n", kernel, output,
+  std::printf("%-34s %-6s %-4s relative %.3e (bound %.0e) %s\n", kernel, output,
               sizeof(T) == 8 ? "fp64" : "fp32", rel, tolerance, ok ? "ok" : "FAILED");
   failures += !ok;
 }
@@ -270,12 +270,12 @@ template <typename T>
 void check_rotate_out(double tolerance) {
   const int64_t E = 1537, N = 211, C = 48, pad = 3;
   std::mt19937 gen(20 + sizeof(T));
-  Buffer<T> D(E * 81, gen), envelope(E, gen), out_gpu(N * 9 * C, gen);  // out_gpu: not zeroed
+  Buffer<T> D(E * 81, gen), envelope(E, gen), out_gpu(N * 9 * C, gen);  // accumulated into
   Pieces<T> y(E, C, pad, gen);
   Endpoints tgt(E, N, gen);
   const Segments by_target(tgt.host, N);
   for (int rows : {9, 3}) {
-    std::vector<T> out_cpu(N * 9 * C, T(0));
+    std::vector<T> out_cpu = out_gpu.download();
     k::rotate_out<T>(D.host.data(), envelope.host.data(), y.template rows<const T>(false), rows,
                      by_target.order.data(), by_target.offsets.data(), E, C, out_cpu.data(), 0, N);
     k::cuda::rotate_out<T>(D.device, envelope.device, y.template rows<const T>(true), rows,
@@ -285,6 +285,34 @@ void check_rotate_out(double tolerance) {
     compare(rows == 9 ? "rotate_out" : "rotate_out rows 3", "out", out_cpu, out_gpu.download(),
             tolerance);
   }
+  // the backward: gy and the geometry's gradients, each alone and both
+  Buffer<T> gout(N * 9 * C, gen);
+  for (int rows : {9, 3})
+    for (int want : {3, 1, 2}) {  // bit 0: gy, bit 1: gD and genvelope
+      const std::string name = std::string("rotate_out_grad") + (rows == 3 ? " rows 3" : "") +
+                               (want == 1   ? " gy"
+                                : want == 2 ? " geometry"
+                                            : "");
+      PiecesPair<T> gy(E, C, pad, gen);
+      Buffer<T> gD(E * 81, gen), genvelope(E, gen);
+      std::vector<T> gD_cpu(E * 81, T(0)), genvelope_cpu = genvelope.host;
+      cuda_ok(cudaMemset(gD.device, 0, E * 81 * sizeof(T)), "zero");
+      const bool want_gy = want & 1, geometry = want & 2;
+      k::Rows<T> gy_cpu = want_gy ? gy.cpu.template rows<T>(false) : k::Rows<T>();
+      k::Rows<T> gy_gpu = want_gy ? gy.gpu.template rows<T>(true) : k::Rows<T>();
+      k::rotate_out_grad<T>(D.host.data(), envelope.host.data(), y.template rows<const T>(false),
+                            rows, tgt.host.data(), gout.host.data(), C, gy_cpu,
+                            geometry ? gD_cpu.data() : nullptr,
+                            geometry ? genvelope_cpu.data() : nullptr, 0, E);
+      k::cuda::rotate_out_grad<T>(D.device, envelope.device, y.template rows<const T>(true), rows,
+                                  tgt.device, gout.device, C, gy_gpu,
+                                  geometry ? gD.device : nullptr,
+                                  geometry ? genvelope.device : nullptr, E, nullptr);
+      cuda_ok(cudaDeviceSynchronize(), "kernel");
+      gy.compare_all(name.c_str(), tolerance);
+      compare(name.c_str(), "gD", gD_cpu, gD.download(), tolerance);
+      compare(name.c_str(), "genv", genvelope_cpu, genvelope.download(), tolerance);
+    }
 }
 
 }  // namespace

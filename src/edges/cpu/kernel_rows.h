@@ -133,56 +133,6 @@ UMA_ALWAYS_INLINE void rotate_row_grad_node_tangent(const T* d, const T* dd, con
   }
 }
 
-// out[k, c] += s d[k] y[c]: one M row rotated back into its l-block's L rows.
-template <int K, typename T>
-UMA_ALWAYS_INLINE void unrotate_row_add(const T* d, T s, const T* y, int64_t C, T* out) {
-  T sd[K];
-  for (int k = 0; k < K; ++k) sd[k] = s * d[k];
-#pragma omp simd
-  for (int64_t c = 0; c < C; ++c) {
-    const T yc = y[c];
-    for (int k = 0; k < K; ++k) out[k * C + c] += sd[k] * yc;
-  }
-}
-
-// The backward of unrotate_row_add: gy[c] = s sum_k d[k] gt[k, c] (where
-// WantGy), a[k] = sum_c gt[k, c] y[c] (where WantA).
-template <int K, bool WantGy, bool WantA, typename T>
-UMA_ALWAYS_INLINE void unrotate_row_grad(const T* d, T s, const T* gt, const T* y, int64_t C, T* gy,
-                                         T* a) {
-  T a0 = 0, a1 = 0, a2 = 0, a3 = 0, a4 = 0;
-#pragma omp simd reduction(+ : a0, a1, a2, a3, a4)
-  for (int64_t c = 0; c < C; ++c) {
-    if constexpr (WantGy) {
-      T acc = d[0] * gt[c];
-      for (int k = 1; k < K; ++k) acc += d[k] * gt[k * C + c];
-      gy[c] = s * acc;
-    }
-    if constexpr (WantA) {
-      const T yc = y[c];
-      a0 += gt[c] * yc;
-      if constexpr (K > 1) {
-        a1 += gt[C + c] * yc;
-        a2 += gt[2 * C + c] * yc;
-      }
-      if constexpr (K > 3) {
-        a3 += gt[3 * C + c] * yc;
-        a4 += gt[4 * C + c] * yc;
-      }
-    }
-  }
-  if constexpr (!WantA) return;
-  a[0] = a0;
-  if constexpr (K > 1) {
-    a[1] = a1;
-    a[2] = a2;
-  }
-  if constexpr (K > 3) {
-    a[3] = a3;
-    a[4] = a4;
-  }
-}
-
 // gD ([E, 81], zeroed; where WantD), gradial ([E, 6, 2C]) and, where WantX,
 // gx ([N, 9, C], accumulated) of rotate_in, per edge.  gx here is one
 // thread's own buffer: a node's sums come from edges of any thread.
@@ -294,38 +244,6 @@ UMA_ALWAYS_INLINE void prefetch_edge_rows(
     for (int r = 0; r < 6; ++r) __builtin_prefetch(radial + (e * 6 + r) * 2 * C + h * C);
     for (int i = 0; i < 81; i += 64 / static_cast<int>(sizeof(T)))
       __builtin_prefetch(D + e * 81 + i);
-  }
-}
-
-// gy (pieces, where WantGy), gD ([E, 81], zeroed) and genvelope ([E]) (where
-// WantGeometry) of rotate_out, per edge.
-template <bool WantGy, bool WantGeometry, typename T>
-UMA_ALWAYS_INLINE void rotate_out_grad_edges(const T* D, const T* envelope, Rows<const T> y,
-                                             int rows, const int64_t* tgt, const T* gout, int64_t C,
-                                             Rows<T> gy, T* gD, T* genvelope, int64_t begin,
-                                             int64_t end) {
-  for (int64_t e = begin; e < end; ++e) {
-    const T* gt = gout + tgt[e] * 9 * C;
-    const T s = envelope[e];
-    T ge = 0;
-    for (int j = 0; j < rows; ++j) {
-      const int r = l_row(j), k0 = block_start(r), K = block_size(r);
-      const T* d = D + e * 81 + r * 9 + k0;
-      T* out = WantGy ? gy.row(e, j) : nullptr;
-      T a[5];
-      if (K == 1)
-        unrotate_row_grad<1, WantGy, WantGeometry>(d, s, gt + k0 * C, y.row(e, j), C, out, a);
-      else if (K == 3)
-        unrotate_row_grad<3, WantGy, WantGeometry>(d, s, gt + k0 * C, y.row(e, j), C, out, a);
-      else
-        unrotate_row_grad<5, WantGy, WantGeometry>(d, s, gt + k0 * C, y.row(e, j), C, out, a);
-      if constexpr (WantGeometry)
-        for (int k = 0; k < K; ++k) {
-          gD[e * 81 + r * 9 + k0 + k] = s * a[k];
-          ge += d[k] * a[k];
-        }
-    }
-    if constexpr (WantGeometry) genvelope[e] = ge;
   }
 }
 

@@ -54,7 +54,7 @@ void rotate_in_grad_nodes(const T* D, const T* radial, Rows<const T> g, const in
                           const int64_t* tgt_offsets, int64_t edges, int64_t C, T* gx,
                           int64_t begin, int64_t end);
 
-// out ([N, 9, C], zeroed) of rotate_to_nodes_summed, per node; rows: 3 or 9.
+// out ([N, 9, C], accumulated) += rotate_to_nodes_summed, per node; rows: 3 or 9.
 template <typename T>
 void rotate_out(const T* D, const T* envelope, Rows<const T> y, int rows, const int64_t* order,
                 const int64_t* offsets, int64_t edges, int64_t C, T* out, int64_t begin,

@@ -17,7 +17,7 @@ UMA_VECTOR_CLONES void rotate_in(const T* D, const T* x, const int64_t* src, con
                                  int64_t end) {
   for (int64_t e = begin; e < end; ++e)
     for (int j = 0; j < 9; ++j)
-      with_block_size(block_size(l_row(j)), [&](auto K) {
+      with_block_size(block_size(l_row(j)), [&](auto K) UMA_INLINE_LAMBDA {
         for (int h = 0; h < 2; ++h) {
           const auto v = rotate_in_row(D, x, src, tgt, radial, out, C, e, j, h);
 #pragma omp simd
@@ -33,7 +33,7 @@ UMA_VECTOR_CLONES void rotate_in_tangent(const T* D, const T* dD, const T* x, co
                                          int64_t end) {
   for (int64_t e = begin; e < end; ++e)
     for (int j = 0; j < 9; ++j)
-      with_block_size(block_size(l_row(j)), [&](auto K) {
+      with_block_size(block_size(l_row(j)), [&](auto K) UMA_INLINE_LAMBDA {
         for (int h = 0; h < 2; ++h) {
           const auto v =
               rotate_in_tangent_row(D, dD, x, dx, src, tgt, radial, dradial, out, C, e, j, h);

@@ -19,7 +19,7 @@ UMA_ALWAYS_INLINE void rotate_out_edge_add(const T* D, const T* envelope, const 
     for (int64_t c = 0; c < C; ++c) rotate_out_add(v, i, c, ol + c, C);
 }
 
-// out ([N, 9, C], zeroed) of rotate_to_nodes_summed, per node; rows: 3 or 9.
+// out ([N, 9, C], accumulated) += rotate_to_nodes_summed, per node; rows: 3 or 9.
 // The launcher adds each of a node's edges into out's rows, one vector loop
 // over c in [0, C) per degree running the body of edges/kernels/rotate_out.h.
 template <typename T>
@@ -32,13 +32,54 @@ UMA_VECTOR_CLONES void rotate_out(const T* D, const T* envelope, Rows<const T> y
       const int64_t e = order[p];
       if (e >= edges) continue;
       for (int l = 0; l < 3; ++l)
-        with_degree(l, [&](auto L) {
+        with_degree(l, [&](auto L) UMA_INLINE_LAMBDA {
           if (rows == 9)
             rotate_out_edge_add<decltype(L)::value, true>(D, envelope, y, e, C, o);
           else
             rotate_out_edge_add<decltype(L)::value, false>(D, envelope, y, e, C, o);
         });
     }
+  }
+}
+
+// One row's gy (where WantGy) and a[k] = sum_c gt[k, c] y[c] (where WantA):
+// the bodies of edges/kernels/rotate_out.h in one vector loop over c.
+template <int K, bool WantGy, bool WantA, typename T>
+UMA_ALWAYS_INLINE void rotate_out_grad_row_sums(const RotateOutGradRow<T>& v, int64_t C, T* a) {
+  T a0 = 0, a1 = 0, a2 = 0, a3 = 0, a4 = 0;
+#pragma omp simd reduction(+ : a0, a1, a2, a3, a4)
+  for (int64_t c = 0; c < C; ++c) {
+    if constexpr (WantGy) rotate_out_grad_gy_at<K>(v, C, c);
+    if constexpr (WantA) rotate_out_grad_terms_at<K>(v, C, c, a0, a1, a2, a3, a4);
+  }
+  if constexpr (!WantA) return;
+  const T sums[5] = {a0, a1, a2, a3, a4};
+  for (int k = 0; k < K; ++k) a[k] = sums[k];
+}
+
+// gy (pieces, where WantGy), gD ([E, 81], zeroed) and genvelope ([E]) (where
+// WantGeometry) of rotate_out, per edge.
+template <bool WantGy, bool WantGeometry, typename T>
+UMA_ALWAYS_INLINE void rotate_out_grad_edges(const T* D, const T* envelope, Rows<const T> y,
+                                             int rows, const int64_t* tgt, const T* gout, int64_t C,
+                                             Rows<T> gy, T* gD, T* genvelope, int64_t begin,
+                                             int64_t end) {
+  for (int64_t e = begin; e < end; ++e) {
+    T ge = 0;
+    for (int j = 0; j < rows; ++j) {
+      const auto v = rotate_out_grad_row(D, envelope, y, tgt, gout, gy, C, e, j);
+      const int r = l_row(j), k0 = block_start(r), K = block_size(r);
+      T a[5];
+      with_block_size(K, [&](auto Kc) UMA_INLINE_LAMBDA {
+        rotate_out_grad_row_sums<decltype(Kc)::value, WantGy, WantGeometry>(v, C, a);
+      });
+      if constexpr (WantGeometry)
+        for (int k = 0; k < K; ++k) {
+          gD[e * 81 + r * 9 + k0 + k] = v.s * a[k];
+          ge += v.d[k] * a[k];
+        }
+    }
+    if constexpr (WantGeometry) genvelope[e] = ge;
   }
 }
 

@@ -22,12 +22,19 @@ void rotate_in_tangent(const T* D, const T* dD, const T* x, const T* dx, const i
                        int64_t C, int64_t E, void* stream);
 
 // The rotation back with the envelope, summed into each edge's target
-// (edges/kernels/rotate_out.h): out ([N, 9, C]) written whole, no zeroing
-// needed; each entry one thread's sum in the segment's order.
+// (edges/kernels/rotate_out.h): out ([N, 9, C]) accumulated; each entry's
+// sum one thread's, in the segment's order.
 template <typename T>
 void rotate_out(const T* D, const T* envelope, Rows<const T> y, int rows, const int64_t* order,
                 const int64_t* offsets, int64_t edges, int64_t C, T* out, int64_t N,
                 void* stream);
+
+// Its backward: gy written where it has a base, gD (zeroed outside the
+// l-blocks by the caller) and genvelope where gD is not null.
+template <typename T>
+void rotate_out_grad(const T* D, const T* envelope, Rows<const T> y, int rows, const int64_t* tgt,
+                     const T* gout, int64_t C, Rows<T> gy, T* gD, T* genvelope, int64_t E,
+                     void* stream);
 
 // The gate between the convolutions (edges/kernels/gate.h).
 template <typename T>

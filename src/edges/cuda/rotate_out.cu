@@ -1,8 +1,11 @@
-// The lean edge kernels' rotate-out family on CUDA: one thread per (node,
-// degree, channel), summing the node's edges in their segment's order in
-// registers through the body of edges/kernels/rotate_out.h that the CPU's
-// vector loops run (edges/cpu/rotate_out.cpp), then writing its K outputs:
-// deterministic, no atomics, and out needs no zeroing.
+// The lean edge kernels' rotate-out family on CUDA, through the bodies of
+// edges/kernels/rotate_out.h that the CPU's vector loops run
+// (edges/cpu/rotate_out.cpp).  The forward: one thread per (node, degree,
+// channel), summing the node's edges in their segment's order in registers,
+// then adding its K sums into out (accumulated, as on the CPU).  The
+// backward: one block per edge, one warp per M row; a row's sums over the
+// channels in the warp (a fixed shuffle tree), the edge's over its rows by
+// one thread in row order.  Deterministic, no atomics.
 #include "edges/cuda/lean_kernels.h"
 
 #include "edges/cuda/launch.cuh"
@@ -28,7 +31,7 @@ __device__ __forceinline__ void node_sums(const T* D, const T* envelope, const R
   }
   T* o = out + (n * 9 + l * l) * C + c;
 #pragma unroll
-  for (int k = 0; k < K; ++k) o[k * C] = acc[k];
+  for (int k = 0; k < K; ++k) o[k * C] += acc[k];
 }
 
 template <typename T>
@@ -47,6 +50,67 @@ __global__ void rotate_out_kernel(const T* D, const T* envelope, Rows<const T> y
   });
 }
 
+constexpr int kWarp = 32;
+
+template <typename T>
+__device__ __forceinline__ T warp_sum(T v) {
+#pragma unroll
+  for (int offset = kWarp / 2; offset > 0; offset /= 2)
+    v += __shfl_xor_sync(0xffffffffu, v, offset);
+  return v;
+}
+
+// Block: 9 warps, warp j for M row j; grid: one block per edge.
+template <bool WantGy, bool WantGeometry, typename T>
+__global__ void rotate_out_grad_kernel(const T* D, const T* envelope, Rows<const T> y, int rows,
+                                       const int64_t* tgt, const T* gout, int64_t C, Rows<T> gy,
+                                       T* gD, T* genvelope, int64_t E) {
+  __shared__ T row_part[9];
+  const int j = int(threadIdx.x) / kWarp, lane = int(threadIdx.x) % kWarp;
+  for (int64_t e = blockIdx.x; e < E; e += gridDim.x) {
+    T part = 0;
+    if (j < rows) {
+      const auto v = rotate_out_grad_row(D, envelope, y, tgt, gout, gy, C, e, j);
+      const int r = l_row(j), k0 = block_start(r);
+      with_block_size(block_size(r), [&](auto Kc) {
+        constexpr int K = decltype(Kc)::value;
+        [[maybe_unused]] T a0 = 0, a1 = 0, a2 = 0, a3 = 0, a4 = 0;
+        for (int64_t c = lane; c < C; c += kWarp) {
+          if constexpr (WantGy) rotate_out_grad_gy_at<K>(v, C, c);
+          if constexpr (WantGeometry) rotate_out_grad_terms_at<K>(v, C, c, a0, a1, a2, a3, a4);
+        }
+        if constexpr (WantGeometry) {
+          const T a[5] = {warp_sum(a0), warp_sum(a1), warp_sum(a2), warp_sum(a3), warp_sum(a4)};
+#pragma unroll
+          for (int k = 0; k < K; ++k) {
+            if (lane == 0) gD[e * 81 + r * 9 + k0 + k] = v.s * a[k];
+            part += v.d[k] * a[k];
+          }
+        }
+      });
+    }
+    if constexpr (WantGeometry) {
+      if (lane == 0) row_part[j] = part;
+      __syncthreads();
+      if (threadIdx.x == 0) {
+        T ge = 0;
+        for (int i = 0; i < rows; ++i) ge += row_part[i];
+        genvelope[e] = ge;
+      }
+      __syncthreads();
+    }
+  }
+}
+
+template <bool WantGy, bool WantGeometry, typename T>
+void launch_rotate_out_grad(const T* D, const T* envelope, Rows<const T> y, int rows,
+                            const int64_t* tgt, const T* gout, int64_t C, Rows<T> gy, T* gD,
+                            T* genvelope, int64_t E, cudaStream_t stream) {
+  const unsigned int blocks = static_cast<unsigned int>(E < (1 << 30) ? E : (1 << 30));
+  rotate_out_grad_kernel<WantGy, WantGeometry, T>
+      <<<blocks, 9 * kWarp, 0, stream>>>(D, envelope, y, rows, tgt, gout, C, gy, gD, genvelope, E);
+}
+
 }  // namespace
 
 template <typename T>
@@ -58,9 +122,29 @@ void rotate_out(const T* D, const T* envelope, Rows<const T> y, int rows, const 
   check_launch("rotate_out");
 }
 
-#define UMA_ROTATE_OUT_LAUNCHERS(T)                                                   \
-  template void rotate_out<T>(const T*, const T*, Rows<const T>, int, const int64_t*, \
-                              const int64_t*, int64_t, int64_t, T*, int64_t, void*);
+template <typename T>
+void rotate_out_grad(const T* D, const T* envelope, Rows<const T> y, int rows, const int64_t* tgt,
+                     const T* gout, int64_t C, Rows<T> gy, T* gD, T* genvelope, int64_t E,
+                     void* stream) {
+  if (E == 0) return;
+  const auto s = static_cast<cudaStream_t>(stream);
+  const bool want_gy = gy.base[0] != nullptr, geometry = gD != nullptr;
+  if (want_gy && geometry)
+    launch_rotate_out_grad<true, true>(D, envelope, y, rows, tgt, gout, C, gy, gD, genvelope, E, s);
+  else if (want_gy)
+    launch_rotate_out_grad<true, false>(D, envelope, y, rows, tgt, gout, C, gy, gD, genvelope, E,
+                                        s);
+  else if (geometry)
+    launch_rotate_out_grad<false, true>(D, envelope, y, rows, tgt, gout, C, gy, gD, genvelope, E,
+                                        s);
+  check_launch("rotate_out_grad");
+}
+
+#define UMA_ROTATE_OUT_LAUNCHERS(T)                                                        \
+  template void rotate_out<T>(const T*, const T*, Rows<const T>, int, const int64_t*,      \
+                              const int64_t*, int64_t, int64_t, T*, int64_t, void*);       \
+  template void rotate_out_grad<T>(const T*, const T*, Rows<const T>, int, const int64_t*, \
+                                   const T*, int64_t, Rows<T>, T*, T*, int64_t, void*);
 UMA_ROTATE_OUT_LAUNCHERS(float)
 UMA_ROTATE_OUT_LAUNCHERS(double)
 #undef UMA_ROTATE_OUT_LAUNCHERS

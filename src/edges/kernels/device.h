@@ -8,6 +8,15 @@
 #else
 #define UMA_BODY inline __attribute__((always_inline))
 #endif
+// A lambda that a launcher passes to with_block_size / with_degree
+// (layout.h): inlined on the host too, so that a vector-width clone of the
+// launcher (edges/cpu/kernel_rows.h's UMA_VECTOR_CLONES) runs its loop at
+// the clone's width, not at the default one.
+#if defined(__CUDACC__)
+#define UMA_INLINE_LAMBDA
+#else
+#define UMA_INLINE_LAMBDA __attribute__((always_inline))
+#endif
 // Loops over a row's fixed rows, unrolled (so that their pointers stay in
 // registers on the device); nothing in nvcc's host pass, which runs no body.
 #if defined(__CUDA_ARCH__)

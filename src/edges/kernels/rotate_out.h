@@ -5,11 +5,11 @@
 // node's edges in the order of the edges sorted by target (order, offsets)
 // and add each edge's contribution into the node's sums: on the CPU into
 // out's rows, edge by edge, over all channels at once; on CUDA into one
-// thread's registers per (node, l, channel).  Each output is thus one sum in
+// thread's registers per (node, l, channel), added into out at the end.  Each output is thus one sum in
 // a fixed order on both: no atomics, the same bits every run.
 //
 // With the l-block's K = 2l + 1 columns from k0 = l * l, for k < K:
-//   out[n, k0 + k, c] = sum over the node's edges e (entries of order[offsets[n]
+//   out[n, k0 + k, c] += sum over the node's edges e (entries of order[offsets[n]
 //                       .. offsets[n + 1]) below `edges`), in that order,
 //                       of sum over the M rows j < rows of degree l, ascending,
 //                       of (envelope[e] D[e, l_row(j), k0 + k]) y[e, j, c]
@@ -66,6 +66,60 @@ UMA_BODY void rotate_out_add(const RotateOutEdge<l, AllRows, T>& v, int i, int64
   const T yc = v.y[i][c];
   UMA_UNROLL
   for (int k = 0; k < v.K; ++k) acc[k * stride] += v.sd[i][k] * yc;
+}
+
+// ---- the backward, per edge e and M row j < rows (r = l_row(j), the
+// l-block's K columns from k0, d = D[e, r, k0..], s = envelope[e], gt = the
+// gradient's rows k0.. of the target node):
+//   gy[e, j, c] = s sum_k d[k] gt[k, c]
+//   a[k] = sum_c gt[k, c] y[e, j, c]: gD[e, r, k0 + k] = s a[k],
+//   genvelope[e] = sum over j of sum_k d[k] a[k]
+// The channel terms of a[k] are the bodies' (rotate_out_grad_terms_at); the
+// launchers sum them over c and j (the CPU in vector lanes, CUDA in a warp
+// per row and a block per edge). ----------------------------------------------
+
+template <typename T>
+struct RotateOutGradRow {
+  const T* d;   // K entries of D
+  T s;          // the envelope
+  const T* gt;  // K rows of C: the incoming gradient at the target
+  const T* y;   // C: the forward's input row
+  T* gy;        // C, or null (no gy wanted)
+};
+
+template <typename T>
+UMA_BODY RotateOutGradRow<T> rotate_out_grad_row(const T* D, const T* envelope,
+                                                 const Rows<const T>& y, const int64_t* tgt,
+                                                 const T* gout, const Rows<T>& gy, int64_t C,
+                                                 int64_t e, int j) {
+  const int r = l_row(j), k0 = block_start(r);
+  return {D + e * 81 + r * 9 + k0, envelope[e], gout + (tgt[e] * 9 + k0) * C, y.row(e, j),
+          gy.base[0] ? gy.row(e, j) : nullptr};
+}
+
+template <int K, typename T>
+UMA_BODY void rotate_out_grad_gy_at(const RotateOutGradRow<T> v, int64_t C, int64_t c) {
+  T acc = v.d[0] * v.gt[c];
+  UMA_UNROLL
+  for (int k = 1; k < K; ++k) acc += v.d[k] * v.gt[k * C + c];
+  v.gy[c] = v.s * acc;
+}
+
+// a_k += gt[k, c] y[c] for k < K: the terms of a[k] at channel c (scalars,
+// so that a CPU vector loop keeps them in registers as its reduction).
+template <int K, typename T>
+UMA_BODY void rotate_out_grad_terms_at(const RotateOutGradRow<T> v, int64_t C, int64_t c, T& a0,
+                                       T& a1, T& a2, T& a3, T& a4) {
+  const T yc = v.y[c];
+  a0 += v.gt[c] * yc;
+  if constexpr (K > 1) {
+    a1 += v.gt[C + c] * yc;
+    a2 += v.gt[2 * C + c] * yc;
+  }
+  if constexpr (K > 3) {
+    a3 += v.gt[3 * C + c] * yc;
+    a4 += v.gt[4 * C + c] * yc;
+  }
 }
 
 }  // namespace uma::nn::kernels
