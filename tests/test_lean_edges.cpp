@@ -7,8 +7,12 @@
 // derivatives are refused.  And the engine's two edge backends, which agree.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <vector>
+
 #include "model/edge_rotation.h"
 #include "engine/engine.h"
+#include "edges/kernels/layout.h"
 #include "edges/lean_edges.h"
 #include "model/nn/so3.h"
 #include "test_util.h"
@@ -311,3 +315,31 @@ TEST(EdgeBackends, ChosenOnceAndAgreeInFloat64) {
 
 }  // namespace
 }  // namespace uma
+
+// The layout's tables (edges/kernels/layout.h) and their inverses, which only
+// the CUDA launchers use, agree: every M row once, in ascending order, with
+// its degree and its radial row.
+TEST(LeanLayout, InversesAgreeWithTheTables) {
+  using namespace uma::nn::kernels;
+  std::vector<int> by_degree, by_radial;
+  for (int l = 0; l < 3; ++l)
+    for (int i = 0; i < rows_of_degree(l); ++i) {
+      const int j = row_of_degree(l, i);
+      EXPECT_EQ(degree(j), l) << "row " << j;
+      EXPECT_EQ(block_start(l_row(j)), l * l) << "row " << j;
+      if (i > 0) EXPECT_GT(j, row_of_degree(l, i - 1));
+      by_degree.push_back(j);
+    }
+  for (int rr = 0; rr < 6; ++rr)
+    for (int i = 0; i < rows_of_radial(rr); ++i) {
+      const int j = row_of_radial(rr, i);
+      EXPECT_EQ(radial_row(j), rr) << "row " << j;
+      EXPECT_EQ(radial_first(j), i == 0) << "row " << j;
+      by_radial.push_back(j);
+    }
+  std::sort(by_degree.begin(), by_degree.end());
+  std::sort(by_radial.begin(), by_radial.end());
+  const std::vector<int> all = {0, 1, 2, 3, 4, 5, 6, 7, 8};
+  EXPECT_EQ(by_degree, all);
+  EXPECT_EQ(by_radial, all);
+}

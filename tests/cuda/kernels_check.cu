@@ -204,6 +204,36 @@ void check(double tolerance) {
   }
 }
 
+// The edges' segments by an endpoint as the engine lays them out: order lists
+// each node's edges in ascending order, node after node, offsets [N + 1];
+// entries at or past `edges` are padding, skipped (here in node 3's segment
+// and at the end).
+struct Segments {
+  std::vector<int64_t> order, offsets;
+  int64_t *order_device = nullptr, *offsets_device = nullptr;
+  Segments(const std::vector<int64_t>& endpoint, int64_t N) : offsets(N + 1, 0) {
+    const int64_t E = int64_t(endpoint.size());
+    for (int64_t n = 0; n < N; ++n) {
+      for (int64_t e = 0; e < E; ++e)
+        if (endpoint[e] == n) order.push_back(e);
+      if (n == 3 || n == N - 1) order.insert(order.end(), {E, E + 4});
+      offsets[n + 1] = int64_t(order.size());
+    }
+    cuda_ok(cudaMalloc(&order_device, order.size() * sizeof(int64_t)), "cudaMalloc");
+    cuda_ok(cudaMalloc(&offsets_device, offsets.size() * sizeof(int64_t)), "cudaMalloc");
+    cuda_ok(cudaMemcpy(order_device, order.data(), order.size() * sizeof(int64_t),
+                       cudaMemcpyHostToDevice),
+            "upload");
+    cuda_ok(cudaMemcpy(offsets_device, offsets.data(), offsets.size() * sizeof(int64_t),
+                       cudaMemcpyHostToDevice),
+            "upload");
+  }
+  ~Segments() {
+    cudaFree(order_device);
+    cudaFree(offsets_device);
+  }
+};
+
 template <typename T>
 void check_rotate_in(double tolerance) {
   const int64_t E = 1537, N = 211, C = 48, pad = 3;
@@ -234,37 +264,39 @@ void check_rotate_in(double tolerance) {
     cuda_ok(cudaDeviceSynchronize(), "kernel");
     out.compare_all("rotate_in_tangent", tolerance);
   }
+  // the backward: radial and D per edge (D's gradient accumulated, and not
+  // wanted), x per node from the edges' segments by source and by target
+  Pieces<T> g(E, 2 * C, pad, gen);
+  for (bool want_D : {true, false}) {
+    const std::string name = want_D ? "rotate_in_grad_edges" : "rotate_in_grad_edges no gD";
+    Buffer<T> gD(E * 81, gen), gradial(E * 12 * C, gen);
+    std::vector<T> gD_cpu = gD.host, gradial_cpu = gradial.host;
+    k::rotate_in_grad_edges<T>(D.host.data(), x.host.data(), src.host.data(), tgt.host.data(),
+                               radial.host.data(), g.template rows<const T>(false), C,
+                               want_D ? gD_cpu.data() : nullptr, gradial_cpu.data(), nullptr, 0, E);
+    k::cuda::rotate_in_grad_edges<T>(D.device, x.device, src.device, tgt.device, radial.device,
+                                     g.template rows<const T>(true), C,
+                                     want_D ? gD.device : nullptr, gradial.device, E, nullptr);
+    cuda_ok(cudaDeviceSynchronize(), "kernel");
+    compare(name.c_str(), "gD", gD_cpu, gD.download(), tolerance);
+    compare(name.c_str(), "gradial", gradial_cpu, gradial.download(), tolerance);
+  }
+  {
+    const Segments by_source(src.host, N), by_target(tgt.host, N);
+    Buffer<T> gx(N * 9 * C, gen);
+    std::vector<T> gx_cpu = gx.host;
+    k::rotate_in_grad_nodes<T>(D.host.data(), radial.host.data(), g.template rows<const T>(false),
+                               by_source.order.data(), by_source.offsets.data(),
+                               by_target.order.data(), by_target.offsets.data(), E, C,
+                               gx_cpu.data(), 0, N);
+    k::cuda::rotate_in_grad_nodes<T>(D.device, radial.device, g.template rows<const T>(true),
+                                     by_source.order_device, by_source.offsets_device,
+                                     by_target.order_device, by_target.offsets_device, E, C,
+                                     gx.device, N, nullptr);
+    cuda_ok(cudaDeviceSynchronize(), "kernel");
+    compare("rotate_in_grad_nodes", "gx", gx_cpu, gx.download(), tolerance);
+  }
 }
-
-// The edges' segments by target as the engine lays them out: order lists
-// each node's edges in ascending order, node after node, offsets [N + 1];
-// entries at or past `edges` are padding, skipped (here in node 3's segment
-// and at the end).
-struct Segments {
-  std::vector<int64_t> order, offsets;
-  int64_t *order_device = nullptr, *offsets_device = nullptr;
-  Segments(const std::vector<int64_t>& tgt, int64_t N) : offsets(N + 1, 0) {
-    const int64_t E = int64_t(tgt.size());
-    for (int64_t n = 0; n < N; ++n) {
-      for (int64_t e = 0; e < E; ++e)
-        if (tgt[e] == n) order.push_back(e);
-      if (n == 3 || n == N - 1) order.insert(order.end(), {E, E + 4});
-      offsets[n + 1] = int64_t(order.size());
-    }
-    cuda_ok(cudaMalloc(&order_device, order.size() * sizeof(int64_t)), "cudaMalloc");
-    cuda_ok(cudaMalloc(&offsets_device, offsets.size() * sizeof(int64_t)), "cudaMalloc");
-    cuda_ok(cudaMemcpy(order_device, order.data(), order.size() * sizeof(int64_t),
-                       cudaMemcpyHostToDevice),
-            "upload");
-    cuda_ok(cudaMemcpy(offsets_device, offsets.data(), offsets.size() * sizeof(int64_t),
-                       cudaMemcpyHostToDevice),
-            "upload");
-  }
-  ~Segments() {
-    cudaFree(order_device);
-    cudaFree(offsets_device);
-  }
-};
 
 template <typename T>
 void check_rotate_out(double tolerance) {

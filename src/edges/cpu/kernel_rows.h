@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "edges/kernels/layout.h"
+#include "edges/kernels/rotate_in.h"
 #include "edges/kernels/rows.h"
 
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
@@ -32,54 +33,27 @@ UMA_ALWAYS_INLINE void add_sums(T* out, T a0, T a1, T a2, T a3, T a4) {
   for (int k = 0; k < K; ++k) out[k] += a[k];
 }
 
-// The backward of rotate_in_at (edges/kernels/rotate_in.h) for the radial
-// weights and D, both halves of a row (x0: the source's rows, x1: the
-// target's; w, g and gw: [2C] rows): gw (+)= g * rotated, gd[k] += sum_c
-// g w x[k] over both halves (where WantD; one reduction per row).
+// One row of rotate_in's backward for the radial weights and D (gd: where
+// WantD, accumulated): the bodies of edges/kernels/rotate_in.h in one vector
+// loop over c, a[k]'s sums kept in scalars.
 template <int K, bool Accumulate, bool WantD, typename T>
-UMA_ALWAYS_INLINE void rotate_row_grad_edge(const T* d, const T* x0, const T* x1, int64_t C,
-                                            const T* w, const T* g, T* gw, T* gd) {
+UMA_ALWAYS_INLINE void rotate_in_grad_row_sums(const RotateInGradRow<T>& v, int64_t C, T* gd) {
   T a0 = 0, a1 = 0, a2 = 0, a3 = 0, a4 = 0;
 #pragma omp simd reduction(+ : a0, a1, a2, a3, a4)
   for (int64_t c = 0; c < C; ++c) {
-    T r0 = d[0] * x0[c], r1 = d[0] * x1[c];
-    for (int k = 1; k < K; ++k) {
-      r0 += d[k] * x0[k * C + c];
-      r1 += d[k] * x1[k * C + c];
-    }
-    const T g0 = g[c], g1 = g[C + c];
-    if constexpr (Accumulate) {
-      gw[c] += g0 * r0;
-      gw[C + c] += g1 * r1;
-    } else {
-      gw[c] = g0 * r0;
-      gw[C + c] = g1 * r1;
-    }
-    if constexpr (WantD) {
-      const T q0 = g0 * w[c], q1 = g1 * w[C + c];
-      a0 += q0 * x0[c] + q1 * x1[c];
-      if constexpr (K > 1) {
-        a1 += q0 * x0[C + c] + q1 * x1[C + c];
-        a2 += q0 * x0[2 * C + c] + q1 * x1[2 * C + c];
-      }
-      if constexpr (K > 3) {
-        a3 += q0 * x0[3 * C + c] + q1 * x1[3 * C + c];
-        a4 += q0 * x0[4 * C + c] + q1 * x1[4 * C + c];
-      }
-    }
+    rotate_in_grad_radial_at<K, Accumulate>(v, C, c);
+    if constexpr (WantD) rotate_in_grad_D_terms_at<K>(v, C, c, a0, a1, a2, a3, a4);
   }
   if constexpr (!WantD) return;
   add_sums<K>(gd, a0, a1, a2, a3, a4);
 }
 
-// The backward of rotate_in_at for x: gx[k, c] += d[k] g[c] w[c].
+// One row's contribution to x's gradient, gx (an endpoint's K rows of C) +=.
 template <int K, typename T>
-UMA_ALWAYS_INLINE void rotate_row_grad_node(const T* d, const T* g, const T* w, int64_t C, T* gx) {
+UMA_ALWAYS_INLINE void rotate_in_grad_node_row_add(const RotateInGradNodeRow<T>& v, int64_t C,
+                                                   T* gx) {
 #pragma omp simd
-  for (int64_t c = 0; c < C; ++c) {
-    const T gr = g[c] * w[c];
-    for (int k = 0; k < K; ++k) gx[k * C + c] += d[k] * gr;
-  }
+  for (int64_t c = 0; c < C; ++c) rotate_in_grad_node_at<K>(v, c, gx + c, C);
 }
 
 // The tangent of rotate_row_grad_edge along (dd, dx, dw), both halves: gw
@@ -133,8 +107,8 @@ UMA_ALWAYS_INLINE void rotate_row_grad_node_tangent(const T* d, const T* dd, con
   }
 }
 
-// gD ([E, 81], zeroed; where WantD), gradial ([E, 6, 2C]) and, where WantX,
-// gx ([N, 9, C], accumulated) of rotate_in, per edge.  gx here is one
+// gD ([E, 81], accumulated; where WantD), gradial ([E, 6, 2C]) and, where
+// WantX, gx ([N, 9, C], accumulated) of rotate_in, per edge.  gx here is one
 // thread's own buffer: a node's sums come from edges of any thread.
 template <bool WantD, bool WantX, typename T>
 UMA_ALWAYS_INLINE void rotate_in_grad_edges_of(const T* D, const T* x, const int64_t* src,
@@ -143,43 +117,23 @@ UMA_ALWAYS_INLINE void rotate_in_grad_edges_of(const T* D, const T* x, const int
                                                int64_t end) {
   for (int64_t e = begin; e < end; ++e) {
     for (int j = 0; j < 9; ++j) {
-      const int r = l_row(j), k0 = block_start(r), K = block_size(r);
-      const T* d = D + e * 81 + r * 9 + k0;
+      const auto v = rotate_in_grad_row(D, x, src, tgt, radial, g, gradial, C, e, j);
+      const int r = l_row(j), k0 = block_start(r);
       T* gd = WantD ? gD + e * 81 + r * 9 + k0 : nullptr;
-      const int64_t w_at = (e * 6 + radial_row(j)) * 2 * C;
-      const T *x0 = x + (src[e] * 9 + k0) * C, *x1 = x + (tgt[e] * 9 + k0) * C;
-      const T *w = radial + w_at, *gj = g.row(e, j);
-      T* gw = gradial + w_at;
-      if (radial_first(j)) {
-        if (K == 1)
-          rotate_row_grad_edge<1, false, WantD>(d, x0, x1, C, w, gj, gw, gd);
-        else if (K == 3)
-          rotate_row_grad_edge<3, false, WantD>(d, x0, x1, C, w, gj, gw, gd);
+      with_block_size(block_size(r), [&](auto Kc) UMA_INLINE_LAMBDA {
+        constexpr int K = decltype(Kc)::value;
+        if (radial_first(j))
+          rotate_in_grad_row_sums<K, false, WantD>(v, C, gd);
         else
-          rotate_row_grad_edge<5, false, WantD>(d, x0, x1, C, w, gj, gw, gd);
-      } else {
-        if (K == 1)
-          rotate_row_grad_edge<1, true, WantD>(d, x0, x1, C, w, gj, gw, gd);
-        else if (K == 3)
-          rotate_row_grad_edge<3, true, WantD>(d, x0, x1, C, w, gj, gw, gd);
-        else
-          rotate_row_grad_edge<5, true, WantD>(d, x0, x1, C, w, gj, gw, gd);
-      }
-      if constexpr (WantX) {
-        // While g's and w's rows are in cache; two passes, so that a node
-        // that is its own neighbour (gx0 == gx1) sums both.
-        T *gx0 = gx + (src[e] * 9 + k0) * C, *gx1 = gx + (tgt[e] * 9 + k0) * C;
-        if (K == 1) {
-          rotate_row_grad_node<1>(d, gj, w, C, gx0);
-          rotate_row_grad_node<1>(d, gj + C, w + C, C, gx1);
-        } else if (K == 3) {
-          rotate_row_grad_node<3>(d, gj, w, C, gx0);
-          rotate_row_grad_node<3>(d, gj + C, w + C, C, gx1);
-        } else {
-          rotate_row_grad_node<5>(d, gj, w, C, gx0);
-          rotate_row_grad_node<5>(d, gj + C, w + C, C, gx1);
+          rotate_in_grad_row_sums<K, true, WantD>(v, C, gd);
+        if constexpr (WantX) {
+          // While g's and w's rows are in cache; two passes, so that a node
+          // that is its own neighbour sums both.
+          for (int h = 0; h < 2; ++h)
+            rotate_in_grad_node_row_add<K>(rotate_in_grad_node_row(D, radial, g, C, e, j, h), C,
+                                           gx + ((h ? tgt[e] : src[e]) * 9 + k0) * C);
         }
-      }
+      });
     }
   }
 }

@@ -46,8 +46,8 @@ void rotate_in_grad_nodes_tangent(const T* D, const T* dD, const T* radial, cons
                                   const int64_t* tgt_offsets, int64_t edges, int64_t C, T* gx,
                                   int64_t begin, int64_t end);
 
-// gx ([N, 9, C], zeroed) of rotate_in, per node: its edges as target (the
-// second half of the channels), then as source (the first half).
+// gx ([N, 9, C], accumulated) of rotate_in, per node: its edges as source
+// (the first half of the channels), then as target (the second half).
 template <typename T>
 void rotate_in_grad_nodes(const T* D, const T* radial, Rows<const T> g, const int64_t* src_order,
                           const int64_t* src_offsets, const int64_t* tgt_order,

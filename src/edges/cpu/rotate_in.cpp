@@ -114,8 +114,8 @@ UMA_VECTOR_CLONES void rotate_in_grad_nodes_tangent(
   }
 }
 
-// gx ([N, 9, C], zeroed) of rotate_in, per node: its edges as target (the
-// second half of the channels), then as source (the first half).
+// gx ([N, 9, C], accumulated) of rotate_in, per node: its edges as source
+// (the first half of the channels), then as target (the second half).
 template <typename T>
 UMA_VECTOR_CLONES void rotate_in_grad_nodes(const T* D, const T* radial, Rows<const T> g,
                                             const int64_t* src_order, const int64_t* src_offsets,
@@ -133,21 +133,11 @@ UMA_VECTOR_CLONES void rotate_in_grad_nodes(const T* D, const T* radial, Rows<co
           prefetch_edge_rows<T>({{D, radial}}, g, order[p + kPrefetchEdges], C, h);
         if (e >= edges) continue;
         for (int j = 0; j < 9; ++j) {
-          const int r = l_row(j), k0 = block_start(r);
-          const T* d = D + e * 81 + r * 9 + k0;
-          const T* w = radial + (e * 6 + radial_row(j)) * 2 * C + h * C;
-          const T* gj = g.row(e, j) + h * C;
-          switch (block_size(r)) {
-            case 1:
-              rotate_row_grad_node<1>(d, gj, w, C, out + k0 * C);
-              break;
-            case 3:
-              rotate_row_grad_node<3>(d, gj, w, C, out + k0 * C);
-              break;
-            default:
-              rotate_row_grad_node<5>(d, gj, w, C, out + k0 * C);
-              break;
-          }
+          const auto v = rotate_in_grad_node_row(D, radial, g, C, e, j, h);
+          const int r = l_row(j);
+          with_block_size(block_size(r), [&](auto K) UMA_INLINE_LAMBDA {
+            rotate_in_grad_node_row_add<decltype(K)::value>(v, C, out + block_start(r) * C);
+          });
         }
       }
     }

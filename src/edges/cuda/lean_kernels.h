@@ -21,6 +21,21 @@ void rotate_in_tangent(const T* D, const T* dD, const T* x, const T* dx, const i
                        const int64_t* tgt, const T* radial, const T* dradial, Rows<T> out,
                        int64_t C, int64_t E, void* stream);
 
+// rotate_in's backward for the radial weights (gradial, written) and D (gD
+// where not null, accumulated); x's gradient comes from the node pass below.
+template <typename T>
+void rotate_in_grad_edges(const T* D, const T* x, const int64_t* src, const int64_t* tgt,
+                          const T* radial, Rows<const T> g, int64_t C, T* gD, T* gradial, int64_t E,
+                          void* stream);
+
+// rotate_in's backward for x: gx ([N, 9, C], accumulated), per node, its
+// edges as source, then as target, in their segments' order.
+template <typename T>
+void rotate_in_grad_nodes(const T* D, const T* radial, Rows<const T> g, const int64_t* src_order,
+                          const int64_t* src_offsets, const int64_t* tgt_order,
+                          const int64_t* tgt_offsets, int64_t edges, int64_t C, T* gx, int64_t N,
+                          void* stream);
+
 // The rotation back with the envelope, summed into each edge's target
 // (edges/kernels/rotate_out.h): out ([N, 9, C]) accumulated; each entry's
 // sum one thread's, in the segment's order.

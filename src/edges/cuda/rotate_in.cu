@@ -1,8 +1,14 @@
-// The lean edge kernels' rotate-in family on CUDA: one thread per (edge, M
-// row, channel of the two halves), each running the body of
+// The lean edge kernels' rotate-in family on CUDA, through the bodies of
 // edges/kernels/rotate_in.h that the CPU's vector loops run
-// (edges/cpu/rotate_in.cpp).  Channels are fastest, so a warp reads
-// consecutive channels of one row of x and writes one row of out.
+// (edges/cpu/rotate_in.cpp).  The forward and its tangent: one thread per
+// (edge, M row, channel of the two halves); channels are fastest, so a warp
+// reads consecutive channels of one row of x and writes one row of out.  The
+// backward for the radial weights and D: one block per edge, one warp per
+// radial row (its one or two M rows in order, so that the second adds to
+// the first's gradient as on the CPU), a row's sums over the channels in the
+// warp.  For x: one thread per (node, degree, channel), summing the node's
+// edges as source, then as target, in their segments' order in registers.
+// Deterministic, no atomics.
 #include "edges/cuda/lean_kernels.h"
 
 #include "edges/cuda/launch.cuh"
@@ -36,6 +42,80 @@ __global__ void rotate_in_tangent_kernel(const T* D, const T* dD, const T* x, co
   });
 }
 
+constexpr int kWarp = 32;
+
+template <typename T>
+__device__ __forceinline__ T warp_sum(T v) {
+#pragma unroll
+  for (int offset = kWarp / 2; offset > 0; offset /= 2)
+    v += __shfl_xor_sync(0xffffffffu, v, offset);
+  return v;
+}
+
+// Block: 6 warps, warp rr for radial row rr; grid: one block per edge.
+template <bool WantD, typename T>
+__global__ void rotate_in_grad_edges_kernel(const T* D, const T* x, const int64_t* src,
+                                            const int64_t* tgt, const T* radial, Rows<const T> g,
+                                            int64_t C, T* gD, T* gradial, int64_t E) {
+  const int rr = int(threadIdx.x) / kWarp, lane = int(threadIdx.x) % kWarp;
+  for (int64_t e = blockIdx.x; e < E; e += gridDim.x)
+    for (int i = 0; i < rows_of_radial(rr); ++i) {
+      const int j = row_of_radial(rr, i), r = l_row(j);
+      const auto v = rotate_in_grad_row(D, x, src, tgt, radial, g, gradial, C, e, j);
+      with_block_size(block_size(r), [&](auto Kc) {
+        constexpr int K = decltype(Kc)::value;
+        [[maybe_unused]] T a0 = 0, a1 = 0, a2 = 0, a3 = 0, a4 = 0;
+        for (int64_t c = lane; c < C; c += kWarp) {
+          if (i == 0)
+            rotate_in_grad_radial_at<K, false>(v, C, c);
+          else
+            rotate_in_grad_radial_at<K, true>(v, C, c);
+          if constexpr (WantD) rotate_in_grad_D_terms_at<K>(v, C, c, a0, a1, a2, a3, a4);
+        }
+        if constexpr (WantD) {
+          const T a[5] = {warp_sum(a0), warp_sum(a1), warp_sum(a2), warp_sum(a3), warp_sum(a4)};
+          if (lane == 0) {
+            T* gd = gD + e * 81 + r * 9 + block_start(r);
+#pragma unroll
+            for (int k = 0; k < K; ++k) gd[k] += a[k];
+          }
+        }
+      });
+    }
+}
+
+// One thread per (node, degree, channel).
+template <typename T>
+__global__ void rotate_in_grad_nodes_kernel(const T* D, const T* radial, Rows<const T> g,
+                                            const int64_t* src_order, const int64_t* src_offsets,
+                                            const int64_t* tgt_order, const int64_t* tgt_offsets,
+                                            int64_t edges, int64_t C, T* gx, int64_t N) {
+  for_each_element(N * 3, C, [&](int64_t nl, int64_t c) {
+    const int64_t n = nl / 3;
+    with_degree(int(nl - n * 3), [&](auto L) {
+      constexpr int l = decltype(L)::value, K = 2 * l + 1;
+      T acc[K];
+#pragma unroll
+      for (int k = 0; k < K; ++k) acc[k] = 0;
+      for (int h = 0; h < 2; ++h) {
+        const int64_t* order = h ? tgt_order : src_order;
+        const int64_t* offsets = h ? tgt_offsets : src_offsets;
+        for (int64_t p = offsets[n], last = offsets[n + 1]; p < last; ++p) {
+          const int64_t e = order[p];
+          if (e >= edges) continue;
+#pragma unroll
+          for (int i = 0; i < 2 * l + 1; ++i)
+            rotate_in_grad_node_at<K>(
+                rotate_in_grad_node_row(D, radial, g, C, e, row_of_degree(l, i), h), c, acc, 1);
+        }
+      }
+      T* o = gx + (n * 9 + l * l) * C + c;
+#pragma unroll
+      for (int k = 0; k < K; ++k) o[k * C] += acc[k];
+    });
+  });
+}
+
 }  // namespace
 
 template <typename T>
@@ -58,12 +138,45 @@ void rotate_in_tangent(const T* D, const T* dD, const T* x, const T* dx, const i
   check_launch("rotate_in_tangent");
 }
 
-#define UMA_ROTATE_IN_LAUNCHERS(T)                                                           \
-  template void rotate_in<T>(const T*, const T*, const int64_t*, const int64_t*, const T*,   \
-                             Rows<T>, int64_t, int64_t, void*);                              \
-  template void rotate_in_tangent<T>(const T*, const T*, const T*, const T*, const int64_t*, \
-                                     const int64_t*, const T*, const T*, Rows<T>, int64_t,   \
-                                     int64_t, void*);
+template <typename T>
+void rotate_in_grad_edges(const T* D, const T* x, const int64_t* src, const int64_t* tgt,
+                          const T* radial, Rows<const T> g, int64_t C, T* gD, T* gradial, int64_t E,
+                          void* stream) {
+  if (E == 0) return;
+  const unsigned int blocks = static_cast<unsigned int>(E < (1 << 30) ? E : (1 << 30));
+  const auto s = static_cast<cudaStream_t>(stream);
+  if (gD)
+    rotate_in_grad_edges_kernel<true, T>
+        <<<blocks, 6 * kWarp, 0, s>>>(D, x, src, tgt, radial, g, C, gD, gradial, E);
+  else
+    rotate_in_grad_edges_kernel<false, T>
+        <<<blocks, 6 * kWarp, 0, s>>>(D, x, src, tgt, radial, g, C, gD, gradial, E);
+  check_launch("rotate_in_grad_edges");
+}
+
+template <typename T>
+void rotate_in_grad_nodes(const T* D, const T* radial, Rows<const T> g, const int64_t* src_order,
+                          const int64_t* src_offsets, const int64_t* tgt_order,
+                          const int64_t* tgt_offsets, int64_t edges, int64_t C, T* gx, int64_t N,
+                          void* stream) {
+  if (N * C == 0) return;
+  rotate_in_grad_nodes_kernel<T>
+      <<<blocks_for(N * 3 * C), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
+          D, radial, g, src_order, src_offsets, tgt_order, tgt_offsets, edges, C, gx, N);
+  check_launch("rotate_in_grad_nodes");
+}
+
+#define UMA_ROTATE_IN_LAUNCHERS(T)                                                                 \
+  template void rotate_in<T>(const T*, const T*, const int64_t*, const int64_t*, const T*,         \
+                             Rows<T>, int64_t, int64_t, void*);                                    \
+  template void rotate_in_tangent<T>(const T*, const T*, const T*, const T*, const int64_t*,       \
+                                     const int64_t*, const T*, const T*, Rows<T>, int64_t,         \
+                                     int64_t, void*);                                              \
+  template void rotate_in_grad_edges<T>(const T*, const T*, const int64_t*, const int64_t*,        \
+                                        const T*, Rows<const T>, int64_t, T*, T*, int64_t, void*); \
+  template void rotate_in_grad_nodes<T>(const T*, const T*, Rows<const T>, const int64_t*,         \
+                                        const int64_t*, const int64_t*, const int64_t*, int64_t,   \
+                                        int64_t, T*, int64_t, void*);
 UMA_ROTATE_IN_LAUNCHERS(float)
 UMA_ROTATE_IN_LAUNCHERS(double)
 #undef UMA_ROTATE_IN_LAUNCHERS

@@ -112,8 +112,8 @@ UMA_BODY void gate_grad_at(const GateEdge<T>& in, const GateGrad<T>& v, int64_t 
 
 template <typename T>
 struct GateGradGrad {
-  const T* g[9];  // gq's rows
-  const T* a[9];  // the adjoints of rows 0..8 of the gradient (0..2 inside a0's row)
+  const T* g[9];       // gq's rows
+  const T* a[9];       // the adjoints of rows 0..8 of the gradient (0..2 inside a0's row)
   const T *aL1, *aL2;  // the adjoints of the logits' gradients
   T* dg[9];
   T* dy[9];  // rows 0..2 inside dy0's row, 3..8 in the pieces

@@ -21,10 +21,22 @@ UMA_BODY constexpr int block_size(int r) { return r == 0 ? 1 : r < 4 ? 3 : 5; }
 // 2 for the others; an l-block starts at column l * l.
 UMA_BODY constexpr int degree(int j) { return (block_size(l_row(j)) - 1) / 2; }
 
+// The M rows of degree l, ascending: rows_of_degree(l) of them, the i-th is
+// row_of_degree(l, i) (the first, i = 0, is the m = 0 row).
+UMA_BODY constexpr int rows_of_degree(int l) { return 2 * l + 1; }
+UMA_BODY constexpr int row_of_degree(int l, int i) {
+  return l == 0 ? 0 : l == 1 ? 1 + 2 * i : int((0x87642 >> (4 * i)) & 0xF);
+}
+
 // The radial weight row (of 6) that scales M row j: {0, 1, 2, 3, 4, 3, 4, 5, 5};
 // radial_first(j): j is the first M row that this radial row scales.
 UMA_BODY constexpr int radial_row(int j) { return int((0x554343210ULL >> (4 * j)) & 0xF); }
 UMA_BODY constexpr bool radial_first(int j) { return (0x9F >> j) & 1; }
+
+// The M rows that radial row rr scales, ascending: rows_of_radial(rr) of them
+// (rr alone below 3; then 3 and 5, 4 and 6, 7 and 8), the i-th row_of_radial(rr, i).
+UMA_BODY constexpr int rows_of_radial(int rr) { return rr < 3 ? 1 : 2; }
+UMA_BODY constexpr int row_of_radial(int rr, int i) { return rr == 5 ? 7 + i : rr + 2 * i; }
 
 // f(std::integral_constant<int, K>()) for an l-block's width K (1, 3 or 5),
 // so that the body's loop over the block is a fixed, unrolled sum.

@@ -89,4 +89,98 @@ UMA_BODY void rotate_in_tangent_at(const RotateInTangentRow<T>& v, int64_t C, in
   v.out[c] = t * v.w[c] + a * v.dw[c];
 }
 
+// ---- the backward for the radial weights and D, per edge e and M row j,
+// both halves at channel c (x_h: the endpoint's K rows, w and g: [2C] rows):
+//   rotated_h[c] = sum_k d[k] x_h[k, c]
+//   gw[hC + c] (+)= g[hC + c] rotated_h[c]  (= for the radial row's first M
+//                   row, += for its second: rows 3 and 5, 4 and 6, 7 and 8)
+//   a[k] = sum over h, c of g[hC + c] w[hC + c] x_h[k, c]: gD[e, r, k0 + k] += a[k]
+// The channel terms of a[k] are the body's; the launchers sum them. --------------
+
+template <typename T>
+struct RotateInGradRow {
+  const T* d;        // K entries of D
+  const T *x0, *x1;  // the source's and the target's K rows of C
+  const T *w, *g;    // [2C]: the radial weights and the incoming gradient
+  T* gw;             // [2C]: the radial weights' gradient
+};
+
+template <typename T>
+UMA_BODY RotateInGradRow<T> rotate_in_grad_row(const T* D, const T* x, const int64_t* src,
+                                               const int64_t* tgt, const T* radial,
+                                               const Rows<const T>& g, T* gradial, int64_t C,
+                                               int64_t e, int j) {
+  const int r = l_row(j), k0 = block_start(r);
+  const int64_t w_at = (e * 6 + radial_row(j)) * 2 * C;
+  return {D + e * 81 + r * 9 + k0,
+          x + (src[e] * 9 + k0) * C,
+          x + (tgt[e] * 9 + k0) * C,
+          radial + w_at,
+          g.row(e, j),
+          gradial + w_at};
+}
+
+template <int K, bool Accumulate, typename T>
+UMA_BODY void rotate_in_grad_radial_at(const RotateInGradRow<T> v, int64_t C, int64_t c) {
+  T r0 = v.d[0] * v.x0[c], r1 = v.d[0] * v.x1[c];
+  UMA_UNROLL
+  for (int k = 1; k < K; ++k) {
+    r0 += v.d[k] * v.x0[k * C + c];
+    r1 += v.d[k] * v.x1[k * C + c];
+  }
+  if constexpr (Accumulate) {
+    v.gw[c] += v.g[c] * r0;
+    v.gw[C + c] += v.g[C + c] * r1;
+  } else {
+    v.gw[c] = v.g[c] * r0;
+    v.gw[C + c] = v.g[C + c] * r1;
+  }
+}
+
+// a_k += the terms of a[k] at channel c, both halves.
+template <int K, typename T>
+UMA_BODY void rotate_in_grad_D_terms_at(const RotateInGradRow<T> v, int64_t C, int64_t c, T& a0,
+                                        T& a1, T& a2, T& a3, T& a4) {
+  const T q0 = v.g[c] * v.w[c], q1 = v.g[C + c] * v.w[C + c];
+  a0 += q0 * v.x0[c] + q1 * v.x1[c];
+  if constexpr (K > 1) {
+    a1 += q0 * v.x0[C + c] + q1 * v.x1[C + c];
+    a2 += q0 * v.x0[2 * C + c] + q1 * v.x1[2 * C + c];
+  }
+  if constexpr (K > 3) {
+    a3 += q0 * v.x0[3 * C + c] + q1 * v.x1[3 * C + c];
+    a4 += q0 * v.x0[4 * C + c] + q1 * v.x1[4 * C + c];
+  }
+}
+
+// ---- the backward for x, one edge's contribution to one endpoint n (h = 0:
+// the edge's source, the first C channels; h = 1: its target, the second):
+//   gx[n, k0 + k, c] += d[k] (g[e, j, hC + c] w[hC + c])
+// summed over n's edges as source, then as target, in their segments' order
+// (the launchers: per node; the CPU also per edge, into a thread's own gx). --
+
+template <typename T>
+struct RotateInGradNodeRow {
+  const T* d;      // K entries of D
+  const T *g, *w;  // C: this half of the incoming gradient and the radial weights
+};
+
+template <typename T>
+UMA_BODY RotateInGradNodeRow<T> rotate_in_grad_node_row(const T* D, const T* radial,
+                                                        const Rows<const T>& g, int64_t C,
+                                                        int64_t e, int j, int h) {
+  const int r = l_row(j);
+  return {D + e * 81 + r * 9 + block_start(r), g.row(e, j) + h * C,
+          radial + (e * 6 + radial_row(j)) * 2 * C + h * C};
+}
+
+// acc[k * stride] += the row's contribution to column k0 + k at channel c.
+template <int K, typename T>
+UMA_BODY void rotate_in_grad_node_at(const RotateInGradNodeRow<T> v, int64_t c, T* acc,
+                                     int64_t stride) {
+  const T gr = v.g[c] * v.w[c];
+  UMA_UNROLL
+  for (int k = 0; k < K; ++k) acc[k * stride] += v.d[k] * gr;
+}
+
 }  // namespace uma::nn::kernels

@@ -25,13 +25,6 @@
 
 namespace uma::nn::kernels {
 
-// The M rows of degree l, ascending: rows_of_degree(l) of them, the i-th is
-// row_of_degree(l, i) (the first, i = 0, is the m = 0 row).
-UMA_BODY constexpr int rows_of_degree(int l) { return 2 * l + 1; }
-UMA_BODY constexpr int row_of_degree(int l, int i) {
-  return l == 0 ? 0 : l == 1 ? 1 + 2 * i : int((0x87642 >> (4 * i)) & 0xF);
-}
-
 // One edge's view for degree l: its rows of y and the envelope-scaled D
 // entries that multiply them; all rows (rows 9) or the m = 0 row alone (rows 3).
 template <int l, bool AllRows, typename T>
