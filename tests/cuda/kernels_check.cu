@@ -296,6 +296,39 @@ void check_rotate_in(double tolerance) {
     cuda_ok(cudaDeviceSynchronize(), "kernel");
     compare("rotate_in_grad_nodes", "gx", gx_cpu, gx.download(), tolerance);
   }
+  // the tangents of the backward (the double backward's)
+  for (bool want_D : {true, false}) {
+    const std::string name =
+        want_D ? "rotate_in_grad_edges_tangent" : "rotate_in_grad_edges_tangent no gD";
+    Buffer<T> gD(E * 81, gen), gradial(E * 12 * C, gen);
+    std::vector<T> gD_cpu = gD.host, gradial_cpu = gradial.host;
+    k::rotate_in_grad_edges_tangent<T>(D.host.data(), dD.host.data(), x.host.data(), dx.host.data(),
+                                       src.host.data(), tgt.host.data(), radial.host.data(),
+                                       dradial.host.data(), g.template rows<const T>(false), C,
+                                       want_D ? gD_cpu.data() : nullptr, gradial_cpu.data(), 0, E);
+    k::cuda::rotate_in_grad_edges_tangent<T>(
+        D.device, dD.device, x.device, dx.device, src.device, tgt.device, radial.device,
+        dradial.device, g.template rows<const T>(true), C, want_D ? gD.device : nullptr,
+        gradial.device, E, nullptr);
+    cuda_ok(cudaDeviceSynchronize(), "kernel");
+    compare(name.c_str(), "gD", gD_cpu, gD.download(), tolerance);
+    compare(name.c_str(), "gradial", gradial_cpu, gradial.download(), tolerance);
+  }
+  {
+    const Segments by_source(src.host, N), by_target(tgt.host, N);
+    Buffer<T> gx(N * 9 * C, gen);
+    std::vector<T> gx_cpu = gx.host;
+    k::rotate_in_grad_nodes_tangent<T>(
+        D.host.data(), dD.host.data(), radial.host.data(), dradial.host.data(),
+        g.template rows<const T>(false), by_source.order.data(), by_source.offsets.data(),
+        by_target.order.data(), by_target.offsets.data(), E, C, gx_cpu.data(), 0, N);
+    k::cuda::rotate_in_grad_nodes_tangent<T>(D.device, dD.device, radial.device, dradial.device,
+                                             g.template rows<const T>(true), by_source.order_device,
+                                             by_source.offsets_device, by_target.order_device,
+                                             by_target.offsets_device, E, C, gx.device, N, nullptr);
+    cuda_ok(cudaDeviceSynchronize(), "kernel");
+    compare("rotate_in_grad_nodes_tangent", "gx", gx_cpu, gx.download(), tolerance);
+  }
 }
 
 template <typename T>
@@ -345,6 +378,44 @@ void check_rotate_out(double tolerance) {
       compare(name.c_str(), "gD", gD_cpu, gD.download(), tolerance);
       compare(name.c_str(), "genv", genvelope_cpu, genvelope.download(), tolerance);
     }
+  // the tangents along (dD, denvelope, dy)
+  Buffer<T> dD(E * 81, gen), denvelope(E, gen);
+  Pieces<T> dy(E, C, pad, gen);
+  for (int rows : {9, 3}) {
+    const std::string suffix = rows == 3 ? " rows 3" : "";
+    std::vector<T> out_cpu = out_gpu.download();
+    k::rotate_out_tangent<T>(D.host.data(), dD.host.data(), envelope.host.data(),
+                             denvelope.host.data(), y.template rows<const T>(false),
+                             dy.template rows<const T>(false), rows, by_target.order.data(),
+                             by_target.offsets.data(), E, C, out_cpu.data(), 0, N);
+    k::cuda::rotate_out_tangent<T>(D.device, dD.device, envelope.device, denvelope.device,
+                                   y.template rows<const T>(true), dy.template rows<const T>(true),
+                                   rows, by_target.order_device, by_target.offsets_device, E, C,
+                                   out_gpu.device, N, nullptr);
+    cuda_ok(cudaDeviceSynchronize(), "kernel");
+    compare(("rotate_out_tangent" + suffix).c_str(), "out", out_cpu, out_gpu.download(), tolerance);
+    for (bool geometry : {true, false}) {
+      const std::string name = "rotate_out_grad_tangent" + suffix + (geometry ? "" : " gy");
+      PiecesPair<T> gy2(E, C, pad, gen);
+      Buffer<T> gD2(E * 81, gen), genvelope2(E, gen);
+      std::vector<T> gD2_cpu(E * 81, T(0)), genvelope2_cpu = genvelope2.host;
+      cuda_ok(cudaMemset(gD2.device, 0, E * 81 * sizeof(T)), "zero");
+      k::rotate_out_grad_tangent<T>(
+          D.host.data(), dD.host.data(), envelope.host.data(), denvelope.host.data(),
+          y.template rows<const T>(false), dy.template rows<const T>(false), rows, tgt.host.data(),
+          gout.host.data(), C, gy2.cpu.template rows<T>(false), geometry ? gD2_cpu.data() : nullptr,
+          geometry ? genvelope2_cpu.data() : nullptr, 0, E);
+      k::cuda::rotate_out_grad_tangent<T>(
+          D.device, dD.device, envelope.device, denvelope.device, y.template rows<const T>(true),
+          dy.template rows<const T>(true), rows, tgt.device, gout.device, C,
+          gy2.gpu.template rows<T>(true), geometry ? gD2.device : nullptr,
+          geometry ? genvelope2.device : nullptr, E, nullptr);
+      cuda_ok(cudaDeviceSynchronize(), "kernel");
+      gy2.compare_all(name.c_str(), tolerance);
+      compare(name.c_str(), "gD", gD2_cpu, gD2.download(), tolerance);
+      compare(name.c_str(), "genv", genvelope2_cpu, genvelope2.download(), tolerance);
+    }
+  }
 }
 
 }  // namespace

@@ -93,21 +93,11 @@ UMA_VECTOR_CLONES void rotate_in_grad_nodes_tangent(
           prefetch_edge_rows<T>({{D, radial}, {dD, dradial}}, g, order[p + kPrefetchEdges], C, h);
         if (e >= edges) continue;
         for (int j = 0; j < 9; ++j) {
-          const int r = l_row(j), k0 = block_start(r);
-          const int64_t d_at = e * 81 + r * 9 + k0, w_at = (e * 6 + radial_row(j)) * 2 * C + h * C;
-          const T *d = D + d_at, *dd = dD + d_at, *w = radial + w_at, *dw = dradial + w_at;
-          const T* gj = g.row(e, j) + h * C;
-          switch (block_size(r)) {
-            case 1:
-              rotate_row_grad_node_tangent<1>(d, dd, gj, w, dw, C, out + k0 * C);
-              break;
-            case 3:
-              rotate_row_grad_node_tangent<3>(d, dd, gj, w, dw, C, out + k0 * C);
-              break;
-            default:
-              rotate_row_grad_node_tangent<5>(d, dd, gj, w, dw, C, out + k0 * C);
-              break;
-          }
+          const auto v = rotate_in_grad_node_tangent_row(D, dD, radial, dradial, g, C, e, j, h);
+          const int r = l_row(j);
+          with_block_size(block_size(r), [&](auto K) UMA_INLINE_LAMBDA {
+            rotate_in_grad_node_tangent_row_add<decltype(K)::value>(v, C, out + block_start(r) * C);
+          });
         }
       }
     }

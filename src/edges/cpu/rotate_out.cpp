@@ -45,7 +45,7 @@ UMA_VECTOR_CLONES void rotate_out(const T* D, const T* envelope, Rows<const T> y
 // One row's gy (where WantGy) and a[k] = sum_c gt[k, c] y[c] (where WantA):
 // the bodies of edges/kernels/rotate_out.h in one vector loop over c.
 template <int K, bool WantGy, bool WantA, typename T>
-UMA_ALWAYS_INLINE void rotate_out_grad_row_sums(const RotateOutGradRow<T>& v, int64_t C, T* a) {
+UMA_ALWAYS_INLINE void rotate_out_grad_row_sums(const RotateOutGradRow<T> v, int64_t C, T* a) {
   T a0 = 0, a1 = 0, a2 = 0, a3 = 0, a4 = 0;
 #pragma omp simd reduction(+ : a0, a1, a2, a3, a4)
   for (int64_t c = 0; c < C; ++c) {
@@ -101,8 +101,21 @@ UMA_VECTOR_CLONES void rotate_out_grad(const T* D, const T* envelope, Rows<const
                                        end);
 }
 
-// The double backward of rotate_out, per node: out ([N, 9, C], zeroed) +=
-// over edges e into n of M1[e]^T y[e] + s[e] D[e]^T dy[e], where
+// Edge e's contribution of degree l to the tangent of its target's rows o.
+template <int l, bool AllRows, typename T>
+UMA_ALWAYS_INLINE void rotate_out_tangent_edge_add(const T* D, const T* dD, const T* envelope,
+                                                   const T* denvelope, const Rows<const T>& y,
+                                                   const Rows<const T>& dy, int64_t e, int64_t C,
+                                                   T* o) {
+  const auto v = rotate_out_tangent_edge<l, AllRows>(D, dD, envelope, denvelope, y, dy, e);
+  T* ol = o + l * l * C;
+  for (int i = 0; i < v.J; ++i)
+#pragma omp simd
+    for (int64_t c = 0; c < C; ++c) rotate_out_tangent_add(v, i, c, ol + c, C);
+}
+
+// The double backward of rotate_out, per node: out ([N, 9, C], accumulated)
+// += over edges e into n of M1[e]^T y[e] + s[e] D[e]^T dy[e], where
 // M1 = s dD + ds D (the tangent of the product s D).
 template <typename T>
 UMA_VECTOR_CLONES void rotate_out_tangent(const T* D, const T* dD, const T* envelope,
@@ -115,25 +128,66 @@ UMA_VECTOR_CLONES void rotate_out_tangent(const T* D, const T* dD, const T* enve
     for (int64_t p = offsets[n]; p < offsets[n + 1]; ++p) {
       const int64_t e = order[p];
       if (e >= edges) continue;
-      const T s = envelope[e], ds = denvelope[e];
-      for (int j = 0; j < rows; ++j) {
-        const int r = l_row(j), k0 = block_start(r), K = block_size(r);
-        const T *d = D + e * 81 + r * 9 + k0, *dd = dD + e * 81 + r * 9 + k0;
-        const T *yj = y.row(e, j), *dyj = dy.row(e, j);
-        T m1[5], sd[5];
-        for (int k = 0; k < K; ++k) {
-          m1[k] = s * dd[k] + ds * d[k];
-          sd[k] = s * d[k];
-        }
-        T* ok = o + k0 * C;
-        if (K == 1)
-          unrotate_row_tangent_add<1>(m1, sd, yj, dyj, C, ok);
-        else if (K == 3)
-          unrotate_row_tangent_add<3>(m1, sd, yj, dyj, C, ok);
-        else
-          unrotate_row_tangent_add<5>(m1, sd, yj, dyj, C, ok);
-      }
+      for (int l = 0; l < 3; ++l)
+        with_degree(l, [&](auto L) UMA_INLINE_LAMBDA {
+          if (rows == 9)
+            rotate_out_tangent_edge_add<decltype(L)::value, true>(D, dD, envelope, denvelope, y, dy,
+                                                                  e, C, o);
+          else
+            rotate_out_tangent_edge_add<decltype(L)::value, false>(D, dD, envelope, denvelope, y,
+                                                                   dy, e, C, o);
+        });
     }
+  }
+}
+
+// One row of rotate_out's double backward: gy2, and a and b (where WantAB),
+// one vector loop over c.
+template <int K, bool WantAB, typename T>
+UMA_ALWAYS_INLINE void rotate_out_grad_tangent_row_sums(const RotateOutGradTangentRow<T> v,
+                                                        int64_t C, T* a, T* b) {
+  T a0 = 0, a1 = 0, a2 = 0, a3 = 0, a4 = 0, b0 = 0, b1 = 0, b2 = 0, b3 = 0, b4 = 0;
+#pragma omp simd reduction(+ : a0, a1, a2, a3, a4, b0, b1, b2, b3, b4)
+  for (int64_t c = 0; c < C; ++c) {
+    rotate_out_grad_tangent_gy_at<K>(v, C, c);
+    if constexpr (WantAB)
+      rotate_out_grad_tangent_terms_at<K>(v, C, c, a0, a1, a2, a3, a4, b0, b1, b2, b3, b4);
+  }
+  if constexpr (!WantAB) return;
+  const T as[5] = {a0, a1, a2, a3, a4}, bs[5] = {b0, b1, b2, b3, b4};
+  for (int k = 0; k < K; ++k) {
+    a[k] = as[k];
+    b[k] = bs[k];
+  }
+}
+
+// The double backward of rotate_out, per edge, given the adjoints (dD,
+// denvelope, dy) of (gD, genvelope, gy) and the incoming gradient gout
+// (edges/kernels/rotate_out.h): gy2, and gD2 and genvelope2 where
+// WantGeometry.
+template <bool WantGeometry, typename T>
+UMA_ALWAYS_INLINE void rotate_out_grad_tangent_of(const T* D, const T* dD, const T* envelope,
+                                                  const T* denvelope, Rows<const T> y,
+                                                  Rows<const T> dy, int rows, const int64_t* tgt,
+                                                  const T* gout, int64_t C, Rows<T> gy2, T* gD2,
+                                                  T* genvelope2, int64_t begin, int64_t end) {
+  for (int64_t e = begin; e < end; ++e) {
+    T ge = 0;
+    for (int j = 0; j < rows; ++j) {
+      const auto v =
+          rotate_out_grad_tangent_row(D, dD, envelope, denvelope, y, dy, tgt, gout, gy2, C, e, j);
+      const int r = l_row(j), K = block_size(r);
+      T a[5], b[5];
+      with_block_size(K, [&](auto Kc) UMA_INLINE_LAMBDA {
+        rotate_out_grad_tangent_row_sums<decltype(Kc)::value, WantGeometry>(v, C, a, b);
+      });
+      if constexpr (WantGeometry)
+        for (int k = 0; k < K; ++k) {
+          gD2[e * 81 + r * 9 + block_start(r) + k] = v.ds * a[k] + v.s * b[k];
+          ge += v.dd[k] * a[k] + v.d[k] * b[k];
+        }
+    }
+    if constexpr (WantGeometry) genvelope2[e] = ge;
   }
 }
 

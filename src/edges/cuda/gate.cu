@@ -60,20 +60,19 @@ void gate_grad_grad(const T* y0, int64_t y0_stride, Rows<const T> rows, const T*
                     Rows<const T> gq, const T* a0, Rows<const T> a, Rows<T> dgq, T* dy0, Rows<T> dy,
                     int64_t H, int64_t E, void* stream) {
   if (E * H == 0) return;
-  gate_grad_grad_kernel<T>
-      <<<blocks_for(E * H), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
-          y0, y0_stride, rows, sig, gq, a0, a, dgq, dy0, dy, H, E);
+  gate_grad_grad_kernel<T><<<blocks_for(E * H), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
+      y0, y0_stride, rows, sig, gq, a0, a, dgq, dy0, dy, H, E);
   check_launch("gate_grad_grad");
 }
 
-#define UMA_GATE_LAUNCHERS(T)                                                                   \
-  template void gate<T>(const T*, int64_t, Rows<const T>, const T*, Rows<T>, int64_t, int64_t,  \
-                        void*);                                                                 \
-  template void gate_grad<T>(const T*, int64_t, Rows<const T>, const T*, Rows<const T>, T*,     \
-                             Rows<T>, int64_t, int64_t, void*);                                 \
-  template void gate_grad_grad<T>(const T*, int64_t, Rows<const T>, const T*, Rows<const T>,    \
-                                  const T*, Rows<const T>, Rows<T>, T*, Rows<T>, int64_t,       \
-                                  int64_t, void*);
+#define UMA_GATE_LAUNCHERS(T)                                                                      \
+  template void gate<T>(const T*, int64_t, Rows<const T>, const T*, Rows<T>, int64_t, int64_t,     \
+                        void*);                                                                    \
+  template void gate_grad<T>(const T*, int64_t, Rows<const T>, const T*, Rows<const T>, T*,        \
+                             Rows<T>, int64_t, int64_t, void*);                                    \
+  template void gate_grad_grad<T>(const T*, int64_t, Rows<const T>, const T*, Rows<const T>,       \
+                                  const T*, Rows<const T>, Rows<T>, T*, Rows<T>, int64_t, int64_t, \
+                                  void*);
 UMA_GATE_LAUNCHERS(float)
 UMA_GATE_LAUNCHERS(double)
 #undef UMA_GATE_LAUNCHERS

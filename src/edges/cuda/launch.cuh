@@ -34,4 +34,16 @@ __device__ __forceinline__ void for_each_element(int64_t E, int64_t H, Body body
     body(i / H, i % H);
 }
 
+// Sums over a warp's lanes by a fixed shuffle tree (every lane gets the sum):
+// the same bits every run.
+constexpr int kWarp = 32;
+
+template <typename T>
+__device__ __forceinline__ T warp_sum(T v) {
+#pragma unroll
+  for (int offset = kWarp / 2; offset > 0; offset /= 2)
+    v += __shfl_xor_sync(0xffffffffu, v, offset);
+  return v;
+}
+
 }  // namespace uma::nn::kernels::cuda

@@ -36,13 +36,26 @@ void rotate_in_grad_nodes(const T* D, const T* radial, Rows<const T> g, const in
                           const int64_t* tgt_offsets, int64_t edges, int64_t C, T* gx, int64_t N,
                           void* stream);
 
+// The tangents of those two along (dD, dx, dradial): the double backward's.
+template <typename T>
+void rotate_in_grad_edges_tangent(const T* D, const T* dD, const T* x, const T* dx,
+                                  const int64_t* src, const int64_t* tgt, const T* radial,
+                                  const T* dradial, Rows<const T> g, int64_t C, T* gD, T* gradial,
+                                  int64_t E, void* stream);
+
+template <typename T>
+void rotate_in_grad_nodes_tangent(const T* D, const T* dD, const T* radial, const T* dradial,
+                                  Rows<const T> g, const int64_t* src_order,
+                                  const int64_t* src_offsets, const int64_t* tgt_order,
+                                  const int64_t* tgt_offsets, int64_t edges, int64_t C, T* gx,
+                                  int64_t N, void* stream);
+
 // The rotation back with the envelope, summed into each edge's target
 // (edges/kernels/rotate_out.h): out ([N, 9, C]) accumulated; each entry's
 // sum one thread's, in the segment's order.
 template <typename T>
 void rotate_out(const T* D, const T* envelope, Rows<const T> y, int rows, const int64_t* order,
-                const int64_t* offsets, int64_t edges, int64_t C, T* out, int64_t N,
-                void* stream);
+                const int64_t* offsets, int64_t edges, int64_t C, T* out, int64_t N, void* stream);
 
 // Its backward: gy written where it has a base, gD (zeroed outside the
 // l-blocks by the caller) and genvelope where gD is not null.
@@ -50,6 +63,21 @@ template <typename T>
 void rotate_out_grad(const T* D, const T* envelope, Rows<const T> y, int rows, const int64_t* tgt,
                      const T* gout, int64_t C, Rows<T> gy, T* gD, T* genvelope, int64_t E,
                      void* stream);
+
+// The tangents of those two along (dD, denvelope, dy): out accumulated; gy2
+// written, gD2 (zeroed outside the l-blocks by the caller) and genvelope2
+// where gD2 is not null.
+template <typename T>
+void rotate_out_tangent(const T* D, const T* dD, const T* envelope, const T* denvelope,
+                        Rows<const T> y, Rows<const T> dy, int rows, const int64_t* order,
+                        const int64_t* offsets, int64_t edges, int64_t C, T* out, int64_t N,
+                        void* stream);
+
+template <typename T>
+void rotate_out_grad_tangent(const T* D, const T* dD, const T* envelope, const T* denvelope,
+                             Rows<const T> y, Rows<const T> dy, int rows, const int64_t* tgt,
+                             const T* gout, int64_t C, Rows<T> gy2, T* gD2, T* genvelope2,
+                             int64_t E, void* stream);
 
 // The gate between the convolutions (edges/kernels/gate.h).
 template <typename T>

@@ -183,4 +183,98 @@ UMA_BODY void rotate_in_grad_node_at(const RotateInGradNodeRow<T> v, int64_t c, 
   for (int k = 0; k < K; ++k) acc[k * stride] += v.d[k] * gr;
 }
 
+// ---- the tangents of the backward along (dD, dx, dradial), as the double
+// backward runs them.  The radial weights' and D's part, per edge and row,
+// both halves:
+//   t_h[c] = sum_k d[k] dx_h[k, c] + dd[k] x_h[k, c]
+//   gw[hC + c] (+)= g[hC + c] t_h[c]  (= and += as in the backward)
+//   a[k] = sum over h, c of g (w dx_h[k, c] + dw x_h[k, c]): gD[e, r, k0 + k] += a[k]
+// x's part, per node as in the backward:
+//   gx[n, k0 + k, c] += dd[k] (g w) + d[k] (g dw) -----------------------------
+
+template <typename T>
+struct RotateInGradTangentRow {
+  const T *d, *dd;               // K entries of D and dD
+  const T *x0, *dx0, *x1, *dx1;  // the endpoints' K rows of C, and their tangents
+  const T *w, *dw, *g;           // [2C]
+  T* gw;                         // [2C]
+};
+
+template <typename T>
+UMA_BODY RotateInGradTangentRow<T> rotate_in_grad_tangent_row(const T* D, const T* dD, const T* x,
+                                                              const T* dx, const int64_t* src,
+                                                              const int64_t* tgt, const T* radial,
+                                                              const T* dradial,
+                                                              const Rows<const T>& g, T* gradial,
+                                                              int64_t C, int64_t e, int j) {
+  const int r = l_row(j), k0 = block_start(r);
+  const int64_t d_at = e * 81 + r * 9 + k0, w_at = (e * 6 + radial_row(j)) * 2 * C;
+  const int64_t at0 = (src[e] * 9 + k0) * C, at1 = (tgt[e] * 9 + k0) * C;
+  return {D + d_at, dD + d_at,     x + at0,        dx + at0,    x + at1,
+          dx + at1, radial + w_at, dradial + w_at, g.row(e, j), gradial + w_at};
+}
+
+template <int K, bool Accumulate, typename T>
+UMA_BODY void rotate_in_grad_tangent_radial_at(const RotateInGradTangentRow<T> v, int64_t C,
+                                               int64_t c) {
+  T t0 = v.d[0] * v.dx0[c] + v.dd[0] * v.x0[c], t1 = v.d[0] * v.dx1[c] + v.dd[0] * v.x1[c];
+  UMA_UNROLL
+  for (int k = 1; k < K; ++k) {
+    t0 += v.d[k] * v.dx0[k * C + c] + v.dd[k] * v.x0[k * C + c];
+    t1 += v.d[k] * v.dx1[k * C + c] + v.dd[k] * v.x1[k * C + c];
+  }
+  if constexpr (Accumulate) {
+    v.gw[c] += v.g[c] * t0;
+    v.gw[C + c] += v.g[C + c] * t1;
+  } else {
+    v.gw[c] = v.g[c] * t0;
+    v.gw[C + c] = v.g[C + c] * t1;
+  }
+}
+
+// a_k += the terms of a[k] at channel c, both halves.
+template <int K, typename T>
+UMA_BODY void rotate_in_grad_tangent_D_terms_at(const RotateInGradTangentRow<T> v, int64_t C,
+                                                int64_t c, T& a0, T& a1, T& a2, T& a3, T& a4) {
+  const T g0 = v.g[c], g1 = v.g[C + c];
+  const T r0 = g0 * v.w[c], s0 = g0 * v.dw[c], r1 = g1 * v.w[C + c], s1 = g1 * v.dw[C + c];
+  auto term = [&](int k) UMA_INLINE_LAMBDA {
+    return r0 * v.dx0[k * C + c] + s0 * v.x0[k * C + c] + r1 * v.dx1[k * C + c] +
+           s1 * v.x1[k * C + c];
+  };
+  a0 += term(0);
+  if constexpr (K > 1) {
+    a1 += term(1);
+    a2 += term(2);
+  }
+  if constexpr (K > 3) {
+    a3 += term(3);
+    a4 += term(4);
+  }
+}
+
+template <typename T>
+struct RotateInGradNodeTangentRow {
+  const T *d, *dd;      // K entries of D and dD
+  const T *g, *w, *dw;  // C: this half
+};
+
+template <typename T>
+UMA_BODY RotateInGradNodeTangentRow<T> rotate_in_grad_node_tangent_row(
+    const T* D, const T* dD, const T* radial, const T* dradial, const Rows<const T>& g, int64_t C,
+    int64_t e, int j, int h) {
+  const int r = l_row(j);
+  const int64_t d_at = e * 81 + r * 9 + block_start(r),
+                w_at = (e * 6 + radial_row(j)) * 2 * C + h * C;
+  return {D + d_at, dD + d_at, g.row(e, j) + h * C, radial + w_at, dradial + w_at};
+}
+
+template <int K, typename T>
+UMA_BODY void rotate_in_grad_node_tangent_at(const RotateInGradNodeTangentRow<T> v, int64_t c,
+                                             T* acc, int64_t stride) {
+  const T gw = v.g[c] * v.w[c], gdw = v.g[c] * v.dw[c];
+  UMA_UNROLL
+  for (int k = 0; k < K; ++k) acc[k * stride] += v.dd[k] * gw + v.d[k] * gdw;
+}
+
 }  // namespace uma::nn::kernels
