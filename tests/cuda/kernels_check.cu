@@ -281,8 +281,8 @@ void check_rotate_in(double tolerance) {
     compare(name.c_str(), "gD", gD_cpu, gD.download(), tolerance);
     compare(name.c_str(), "gradial", gradial_cpu, gradial.download(), tolerance);
   }
+  const Segments by_source(src.host, N), by_target(tgt.host, N);
   {
-    const Segments by_source(src.host, N), by_target(tgt.host, N);
     Buffer<T> gx(N * 9 * C, gen);
     std::vector<T> gx_cpu = gx.host;
     k::rotate_in_grad_nodes<T>(D.host.data(), radial.host.data(), g.template rows<const T>(false),
@@ -315,7 +315,6 @@ void check_rotate_in(double tolerance) {
     compare(name.c_str(), "gradial", gradial_cpu, gradial.download(), tolerance);
   }
   {
-    const Segments by_source(src.host, N), by_target(tgt.host, N);
     Buffer<T> gx(N * 9 * C, gen);
     std::vector<T> gx_cpu = gx.host;
     k::rotate_in_grad_nodes_tangent<T>(

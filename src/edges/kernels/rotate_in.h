@@ -97,6 +97,18 @@ UMA_BODY void rotate_in_tangent_at(const RotateInTangentRow<T>& v, int64_t C, in
 //   a[k] = sum over h, c of g[hC + c] w[hC + c] x_h[k, c]: gD[e, r, k0 + k] += a[k]
 // The channel terms of a[k] are the body's; the launchers sum them. --------------
 
+// gw (+)= g times the two halves' values u0, u1 at channel c ([2C] rows).
+template <bool Accumulate, typename T>
+UMA_BODY void radial_grad_store(T* gw, const T* g, int64_t C, int64_t c, T u0, T u1) {
+  if constexpr (Accumulate) {
+    gw[c] += g[c] * u0;
+    gw[C + c] += g[C + c] * u1;
+  } else {
+    gw[c] = g[c] * u0;
+    gw[C + c] = g[C + c] * u1;
+  }
+}
+
 template <typename T>
 struct RotateInGradRow {
   const T* d;        // K entries of D
@@ -128,13 +140,7 @@ UMA_BODY void rotate_in_grad_radial_at(const RotateInGradRow<T> v, int64_t C, in
     r0 += v.d[k] * v.x0[k * C + c];
     r1 += v.d[k] * v.x1[k * C + c];
   }
-  if constexpr (Accumulate) {
-    v.gw[c] += v.g[c] * r0;
-    v.gw[C + c] += v.g[C + c] * r1;
-  } else {
-    v.gw[c] = v.g[c] * r0;
-    v.gw[C + c] = v.g[C + c] * r1;
-  }
+  radial_grad_store<Accumulate>(v.gw, v.g, C, c, r0, r1);
 }
 
 // a_k += the terms of a[k] at channel c, both halves.
@@ -223,13 +229,7 @@ UMA_BODY void rotate_in_grad_tangent_radial_at(const RotateInGradTangentRow<T> v
     t0 += v.d[k] * v.dx0[k * C + c] + v.dd[k] * v.x0[k * C + c];
     t1 += v.d[k] * v.dx1[k * C + c] + v.dd[k] * v.x1[k * C + c];
   }
-  if constexpr (Accumulate) {
-    v.gw[c] += v.g[c] * t0;
-    v.gw[C + c] += v.g[C + c] * t1;
-  } else {
-    v.gw[c] = v.g[c] * t0;
-    v.gw[C + c] = v.g[C + c] * t1;
-  }
+  radial_grad_store<Accumulate>(v.gw, v.g, C, c, t0, t1);
 }
 
 // a_k += the terms of a[k] at channel c, both halves.
