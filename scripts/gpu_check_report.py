@@ -868,7 +868,7 @@ TRAIN_TRANSFERS_RE = re.compile(r"fix uma/train: (\S+) host reads and (\S+) uplo
 def cmd_kernels(out, log, rc):
     """The engine's CUDA kernels against their CPU launchers (tests/cuda/kernels_check.cu): one
     row per kernel, output and precision with its relative deviation and bound."""
-    rows, device = [], None
+    rows, device, unread = [], None, []
     text = open(log, errors="replace").read() if os.path.exists(log) else ""
     for line in text.splitlines():
         m = re.match(r"kernels check on (.*)$", line)
@@ -878,6 +878,8 @@ def cmd_kernels(out, log, rc):
         if m:
             rows.append({"kernel": m.group(1), "output": m.group(2), "precision": m.group(3),
                          "relative": number(m.group(4)), "bound": number(m.group(5)), "ok": m.group(6) == "ok"})
+        elif re.search(r"\) (ok|FAILED)$", line):
+            unread.append(line)
     res = {"device": device, "outputs": rows,
            "max_relative": {p: max((r["relative"] for r in rows if r["precision"] == p and finite(r["relative"])),
                                    default=None) for p in ("fp64", "fp32")}}
@@ -890,6 +892,7 @@ def cmd_kernels(out, log, rc):
                for r in rows if not r["ok"]]
     if "kernels check: passed" not in text:
         failed.append("no 'kernels check: passed' line")
+    failed += ["a comparison line not read: %r" % line for line in unread]
     return finish(out, res, failed, "kernels")
 
 

@@ -268,7 +268,7 @@ void check_rotate_in(double tolerance) {
   // wanted), x per node from the edges' segments by source and by target
   Pieces<T> g(E, 2 * C, pad, gen);
   for (bool want_D : {true, false}) {
-    const std::string name = want_D ? "rotate_in_grad_edges" : "rotate_in_grad_edges no gD";
+    const std::string name = want_D ? "rotate_in_grad_edges" : "rotate_in_grad_edges/no_gD";
     Buffer<T> gD(E * 81, gen), gradial(E * 12 * C, gen);
     std::vector<T> gD_cpu = gD.host, gradial_cpu = gradial.host;
     k::rotate_in_grad_edges<T>(D.host.data(), x.host.data(), src.host.data(), tgt.host.data(),
@@ -299,7 +299,7 @@ void check_rotate_in(double tolerance) {
   // the tangents of the backward (the double backward's)
   for (bool want_D : {true, false}) {
     const std::string name =
-        want_D ? "rotate_in_grad_edges_tangent" : "rotate_in_grad_edges_tangent no gD";
+        want_D ? "rotate_in_grad_edges_tangent" : "rotate_in_grad_edges_tangent/no_gD";
     Buffer<T> gD(E * 81, gen), gradial(E * 12 * C, gen);
     std::vector<T> gD_cpu = gD.host, gradial_cpu = gradial.host;
     k::rotate_in_grad_edges_tangent<T>(D.host.data(), dD.host.data(), x.host.data(), dx.host.data(),
@@ -346,16 +346,16 @@ void check_rotate_out(double tolerance) {
                            by_target.order_device, by_target.offsets_device, E, C, out_gpu.device,
                            N, nullptr);
     cuda_ok(cudaDeviceSynchronize(), "kernel");
-    compare(rows == 9 ? "rotate_out" : "rotate_out rows 3", "out", out_cpu, out_gpu.download(),
+    compare(rows == 9 ? "rotate_out" : "rotate_out/rows3", "out", out_cpu, out_gpu.download(),
             tolerance);
   }
   // the backward: gy and the geometry's gradients, each alone and both
   Buffer<T> gout(N * 9 * C, gen);
   for (int rows : {9, 3})
     for (int want : {3, 1, 2}) {  // bit 0: gy, bit 1: gD and genvelope
-      const std::string name = std::string("rotate_out_grad") + (rows == 3 ? " rows 3" : "") +
-                               (want == 1   ? " gy"
-                                : want == 2 ? " geometry"
+      const std::string name = std::string("rotate_out_grad") + (rows == 3 ? "/rows3" : "") +
+                               (want == 1   ? "/gy"
+                                : want == 2 ? "/geometry"
                                             : "");
       PiecesPair<T> gy(E, C, pad, gen);
       Buffer<T> gD(E * 81, gen), genvelope(E, gen);
@@ -381,7 +381,7 @@ void check_rotate_out(double tolerance) {
   Buffer<T> dD(E * 81, gen), denvelope(E, gen);
   Pieces<T> dy(E, C, pad, gen);
   for (int rows : {9, 3}) {
-    const std::string suffix = rows == 3 ? " rows 3" : "";
+    const std::string suffix = rows == 3 ? "/rows3" : "";
     std::vector<T> out_cpu = out_gpu.download();
     k::rotate_out_tangent<T>(D.host.data(), dD.host.data(), envelope.host.data(),
                              denvelope.host.data(), y.template rows<const T>(false),
@@ -394,7 +394,7 @@ void check_rotate_out(double tolerance) {
     cuda_ok(cudaDeviceSynchronize(), "kernel");
     compare(("rotate_out_tangent" + suffix).c_str(), "out", out_cpu, out_gpu.download(), tolerance);
     for (bool geometry : {true, false}) {
-      const std::string name = "rotate_out_grad_tangent" + suffix + (geometry ? "" : " gy");
+      const std::string name = "rotate_out_grad_tangent" + suffix + (geometry ? "" : "/gy");
       PiecesPair<T> gy2(E, C, pad, gen);
       Buffer<T> gD2(E * 81, gen), genvelope2(E, gen);
       std::vector<T> gD2_cpu(E * 81, T(0)), genvelope2_cpu = genvelope2.host;
