@@ -14,6 +14,7 @@
 #include "engine/engine.h"
 #include "edges/kernels/layout.h"
 #include "edges/lean_edges.h"
+#include "edges/lean_launchers.h"
 #include "model/nn/so3.h"
 #include "test_util.h"
 
@@ -24,9 +25,13 @@ using torch::autograd::grad;
 
 constexpr int64_t kNodes = 7, kGraphEdges = 23, kEdges = 19, kChannels = 5;
 
+// Every tensor on the test device ($UMA_TEST_DEVICE: the CPU's launchers, or
+// CUDA's where the engine was built with them), drawn on the CPU.
+torch::Tensor on_device(const torch::Tensor& t) { return t.to(test::test_device()); }
+
 torch::Tensor leaf(std::vector<int64_t> shape, int seed) {
   torch::manual_seed(seed);
-  return torch::randn(shape, torch::kFloat64).requires_grad_(true);
+  return on_device(torch::randn(shape, torch::kFloat64)).requires_grad_(true);
 }
 
 // A random graph over kNodes nodes; node 6 has no edges at all, node 5 only
@@ -39,8 +44,8 @@ struct Graph {
 Graph graph() {
   torch::manual_seed(11);
   Graph g;
-  g.src = torch::randint(0, 5, {kGraphEdges}, torch::kLong);
-  g.tgt = torch::randint(0, 5, {kGraphEdges}, torch::kLong);
+  g.src = on_device(torch::randint(0, 5, {kGraphEdges}, torch::kLong));
+  g.tgt = on_device(torch::randint(0, 5, {kGraphEdges}, torch::kLong));
   g.tgt.narrow(0, kEdges, kGraphEdges - kEdges).fill_(5);
   g.by_source = segments_by_node(g.src, kNodes);
   g.by_target = segments_by_node(g.tgt, kNodes);
@@ -53,7 +58,7 @@ Graph graph() {
 // l-blocks (1 + 3x3 + 5x5 in the L layout), so that the derivatives with
 // respect to D are tested in every direction the operators read.
 torch::Tensor rotation_of(const torch::Tensor& vec, const torch::Tensor& free) {
-  auto mask = torch::zeros({9, 9}, torch::kFloat64);
+  auto mask = torch::zeros({9, 9}, vec.options().requires_grad(false));
   mask.narrow(0, 0, 1).narrow(1, 0, 1).fill_(1);
   mask.narrow(0, 1, 3).narrow(1, 1, 3).fill_(1);
   mask.narrow(0, 4, 5).narrow(1, 4, 5).fill_(1);
@@ -93,7 +98,8 @@ torch::Tensor rotate_out_reference(const torch::Tensor& D, const torch::Tensor& 
 }
 
 torch::Tensor fixed_weights(const torch::Tensor& like, double frequency) {
-  return torch::sin(torch::arange(like.numel(), torch::kFloat64) * frequency).view(like.sizes());
+  return torch::sin(torch::arange(like.numel(), like.options().requires_grad(false)) * frequency)
+      .view(like.sizes());
 }
 
 // Values, first and second derivatives of the outputs with respect to the
@@ -103,7 +109,7 @@ torch::Tensor fixed_weights(const torch::Tensor& like, double frequency) {
 // L2 = sum_j <v_j, g_j> + <g_j, g_j> / 20; returns the outputs, the g_j and dL2/dinput_j.
 std::vector<torch::Tensor> derivatives(const std::vector<torch::Tensor>& outputs,
                                        const std::vector<torch::Tensor>& inputs) {
-  auto first_loss = torch::zeros({}, torch::kFloat64);
+  auto first_loss = torch::zeros({}, outputs[0].options().requires_grad(false));
   std::vector<torch::Tensor> all;
   for (size_t i = 0; i < outputs.size(); ++i) {
     first_loss = first_loss + (outputs[i] * fixed_weights(outputs[i], 0.37 + 0.1 * i)).sum() +
@@ -111,7 +117,7 @@ std::vector<torch::Tensor> derivatives(const std::vector<torch::Tensor>& outputs
     all.push_back(outputs[i].detach());
   }
   auto first = grad({first_loss}, inputs, {}, /*retain_graph=*/true, /*create_graph=*/true);
-  auto second_loss = torch::zeros({}, torch::kFloat64);
+  auto second_loss = torch::zeros({}, outputs[0].options().requires_grad(false));
   for (size_t j = 0; j < first.size(); ++j) {
     second_loss = second_loss + (first[j] * fixed_weights(first[j], 0.61 + 0.1 * j)).sum() +
                   first[j].pow(2).sum() / 20;
@@ -159,12 +165,13 @@ TEST(LeanEdges, RotateToEdgeFrameGradientOverThreads) {
     torch::manual_seed(31);
     // edges among the first 9 nodes (a third of them loops), the rest without edges
     auto src = torch::randint(0, 9, {E}, torch::kLong);
-    auto tgt =
-        torch::where(torch::arange(E) % 3 == 0, src, torch::randint(0, 9, {E}, torch::kLong));
+    auto tgt = on_device(
+        torch::where(torch::arange(E) % 3 == 0, src, torch::randint(0, 9, {E}, torch::kLong)));
+    src = on_device(src);
     const Graph g{src, tgt, segments_by_node(src, nodes), segments_by_node(tgt, nodes)};
     auto vec = leaf({E, 3}, 32), x = leaf({nodes, 9, C}, 33), w = leaf({E, 12 * C}, 34);
     auto first = [&](const MPieces& p) {
-      auto loss = torch::zeros({}, torch::kFloat64);
+      auto loss = torch::zeros({}, p[0].options().requires_grad(false));
       for (int i = 0; i < 3; ++i) loss = loss + (p[i] * fixed_weights(p[i], 0.41 + 0.1 * i)).sum();
       return grad({loss}, {vec, x, w});
     };
@@ -243,7 +250,7 @@ TEST(LeanEdges, RefuseThirdDerivatives) {
   auto y0 = leaf({kEdges, 5 * kChannels}, 22), y1 = leaf({kEdges, 4, kChannels}, 23),
        y2 = leaf({kEdges, 2, kChannels}, 24);
   auto cubed = [](const std::vector<torch::Tensor>& out) {
-    auto sum = torch::zeros({}, torch::kFloat64);
+    auto sum = torch::zeros({}, out[0].options().requires_grad(false));
     for (const auto& t : out) sum = sum + t.pow(3).sum();
     return sum;
   };
@@ -269,7 +276,7 @@ TEST(LeanEdges, RefuseThirdDerivatives) {
     const std::vector<torch::Tensor> inputs{vec, x, w, y0, y1, y2};
     auto first = grad({op()}, inputs, {}, /*retain_graph=*/true, /*create_graph=*/true,
                       /*allow_unused=*/true);
-    auto twice = torch::zeros({}, torch::kFloat64);
+    auto twice = torch::zeros({}, x.options().requires_grad(false));
     for (const auto& d : first)
       if (d.defined()) twice = twice + d.pow(3).sum();
     EXPECT_NO_THROW(grad({twice}, inputs, {}, /*retain_graph=*/true, false, true));
@@ -292,11 +299,13 @@ TEST(EdgeBackends, ChosenOnceAndAgreeInFloat64) {
   for (int64_t chunk : {int64_t{0}, int64_t{64}}) {
     EngineOptions lean_options, reference_options;
     lean_options.dtype = reference_options.dtype = torch::kFloat64;
+    lean_options.device = reference_options.device = test::test_device();
     lean_options.recompute_chunk = reference_options.recompute_chunk = chunk;
     reference_options.edge_ops = EngineOptions::EdgeOps::kReference;
     Engine lean(test::random_model(test::small_config()), lean_options);
     Engine reference(test::random_model(test::small_config()), reference_options);
-    EXPECT_STREQ(lean.stats().edge_backend->name(), "lean");
+    EXPECT_EQ(lean.stats().edge_backend,
+              &nn::edge_backend_for(nn::EdgeOps::kLean, test::test_device()));
     EXPECT_STREQ(reference.stats().edge_backend->name(), "reference");
     EXPECT_TRUE(lean.stats().edge_backend->second_derivatives());
     EXPECT_TRUE(reference.stats().edge_backend->second_derivatives());
@@ -310,6 +319,27 @@ TEST(EdgeBackends, ChosenOnceAndAgreeInFloat64) {
         EXPECT_TRUE(torch::allclose(x.stress, y.stress, 0, 1e-12, /*equal_nan=*/true))
             << x.stress << y.stress;
     }
+  }
+}
+
+// `edge_ops lean` picks the fused operators on the CPU, and on CUDA only where
+// the engine has their CUDA launchers (there over the graph's padding too:
+// the count of edges found stays on the device); the composition otherwise.
+TEST(EdgeBackends, LeanOnCudaOnlyWithItsLaunchers) {
+  using nn::EdgeOps;
+  const torch::Device cpu(torch::kCPU), cuda(torch::kCUDA, 0);
+  EXPECT_EQ(&nn::edge_backend_for(EdgeOps::kLean, cpu), &nn::lean_cpu_edges());
+  EXPECT_TRUE(nn::lean_cpu_edges().skips_padding());
+  EXPECT_EQ(&nn::edge_backend_for(EdgeOps::kReference, cpu), &nn::reference_edges());
+  EXPECT_EQ(&nn::edge_backend_for(EdgeOps::kReference, cuda), &nn::reference_edges());
+  if (nn::cuda_lean_launchers()) {
+    EXPECT_EQ(&nn::edge_backend_for(EdgeOps::kLean, cuda), &nn::lean_cuda_edges());
+    EXPECT_STREQ(nn::lean_cuda_edges().name(), "lean");
+    EXPECT_FALSE(nn::lean_cuda_edges().skips_padding());
+  } else {
+    EXPECT_EQ(&nn::edge_backend_for(EdgeOps::kLean, cuda), &nn::reference_edges());
+    // and the operators themselves refuse CUDA tensors, naming the way out
+    test::expect_error([&] { nn::lean_launchers_for(cuda); }, "need an engine built with nvcc");
   }
 }
 

@@ -4,6 +4,7 @@
 #include "model/nn/block.h"
 #include "edges/edge_matmul.h"
 #include "edges/lean_edges.h"
+#include "edges/lean_launchers.h"
 #include "runtime/uma_error.h"
 
 namespace uma::nn {
@@ -47,11 +48,16 @@ class ReferenceEdges final : public EdgeBackend {
   }
 };
 
-class LeanCpuEdges final : public EdgeBackend {
+// The fused operators (lean_edges.h), on the CPU or on CUDA: the same
+// autograd functions; the launchers are the tensors' device's.  On CUDA the
+// count of edges found stays on the device, so the blocks run over the
+// graph's padding slots too (their envelope is zero).
+class LeanEdges final : public EdgeBackend {
  public:
+  explicit LeanEdges(bool on_cpu) : on_cpu_(on_cpu) {}
   const char* name() const override { return "lean"; }
   bool second_derivatives() const override { return true; }
-  bool skips_padding() const override { return true; }
+  bool skips_padding() const override { return on_cpu_; }
 
   void prepare(EdgeFrame& frame, const torch::Tensor& D, const torch::Tensor& envelope,
                int64_t nodes) const override {
@@ -93,6 +99,9 @@ class LeanCpuEdges final : public EdgeBackend {
     // (11H + 3H), the gated rows (9H) and the second convolution's output (9C)
     return s * (39 * w.sphere + 23 * w.hidden + 6 * w.edge);
   }
+
+ private:
+  bool on_cpu_;
 };
 
 }  // namespace
@@ -103,7 +112,12 @@ const EdgeBackend& reference_edges() {
 }
 
 const EdgeBackend& lean_cpu_edges() {
-  static const LeanCpuEdges backend;
+  static const LeanEdges backend(/*on_cpu=*/true);
+  return backend;
+}
+
+const EdgeBackend& lean_cuda_edges() {
+  static const LeanEdges backend(/*on_cpu=*/false);
   return backend;
 }
 
@@ -113,12 +127,13 @@ EdgeOps parse_edge_ops(const std::string& name) {
   throw Error("the edge operators are lean or reference, got '" + name + "'");
 }
 
-const char* edge_ops_name(EdgeOps ops) {
-  return kEdgeOpsNames[ops == EdgeOps::kLean ? 0 : 1];
-}
+const char* edge_ops_name(EdgeOps ops) { return kEdgeOpsNames[ops == EdgeOps::kLean ? 0 : 1]; }
 
 const EdgeBackend& edge_backend_for(EdgeOps ops, const torch::Device& device) {
-  return ops == EdgeOps::kLean && device.is_cpu() ? lean_cpu_edges() : reference_edges();
+  if (ops == EdgeOps::kReference) return reference_edges();
+  if (device.is_cpu()) return lean_cpu_edges();
+  if (device.is_cuda() && cuda_lean_launchers()) return lean_cuda_edges();
+  return reference_edges();
 }
 
 }  // namespace uma::nn

@@ -2,12 +2,13 @@
 //
 //  reference  the LibTorch composition (edge_matmul.h): any device, derivatives
 //             of every order (training's forces and stress by create_graph).
-//  lean       the fused CPU operators of lean_edges.h: each edge-sized tensor
-//             written once; derivatives of first and second order.
+//  lean       the fused operators of lean_edges.h: each edge-sized tensor
+//             written once; derivatives of first and second order.  On the
+//             CPU, and on CUDA where the engine was built with nvcc (the
+//             launchers of lean_launchers.h).
 //
 // The backbone, the blocks and the memory model call only this interface: a
-// new backend (a fused CUDA path) is a new
-// subclass and a new choice in Engine's constructor, nothing else.
+// new backend is a new subclass and a new choice in edge_backend_for.
 #pragma once
 
 #include <string>
@@ -61,10 +62,12 @@ class EdgeBackend {
 
 const EdgeBackend& reference_edges();
 const EdgeBackend& lean_cpu_edges();
+const EdgeBackend& lean_cuda_edges();
 
-// What a user picks (`edge_ops lean|reference`): kLean runs the fused CPU
-// operators on the CPU and the composition elsewhere (until a GPU check
-// proves a fused path there); kReference runs the composition everywhere.
+// What a user picks (`edge_ops lean|reference`): kLean runs the fused
+// operators on the CPU, and on CUDA where the engine has its CUDA launchers
+// (built with nvcc; the composition there otherwise); kReference runs the
+// composition everywhere.
 enum class EdgeOps { kLean, kReference };
 const EdgeBackend& edge_backend_for(EdgeOps ops, const torch::Device& device);
 // The names users give them, in the one place they are mapped.

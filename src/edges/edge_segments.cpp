@@ -4,10 +4,11 @@ namespace uma::nn {
 
 EdgeSegments segments_by_node(const torch::Tensor& node, int64_t nodes) {
   EdgeSegments s;
-  s.order = std::get<1>(node.sort(/*stable=*/true, /*dim=*/0, /*descending=*/false));
-  auto counts =
-      torch::bincount(node, /*weights=*/{}, nodes);  // host data: the lean pipeline is CPU-only
-  s.offsets = torch::cat({torch::zeros({1}, counts.options()), counts.cumsum(0)});
+  auto [sorted, order] = node.sort(/*stable=*/true, /*dim=*/0, /*descending=*/false);
+  s.order = order;
+  // offsets[n]: the first position holding a node >= n (shapes known on the
+  // host: nothing is read back on a GPU)
+  s.offsets = torch::searchsorted(sorted, torch::arange(nodes + 1, node.options()));
   return s;
 }
 

@@ -12,8 +12,8 @@ struct EdgeSegments {
   bool defined() const { return order.defined(); }
 };
 
-// node: [E] long, each edge's node in [0, nodes).  On a GPU bincount would
-// read the host; the lean pipeline that uses this runs on the CPU.
+// node: [E] long, each edge's node in [0, nodes).  On any device, without
+// reading the device back.
 EdgeSegments segments_by_node(const torch::Tensor& node, int64_t nodes);
 
 }  // namespace uma::nn

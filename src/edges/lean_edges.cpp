@@ -1,10 +1,8 @@
 #include "edges/lean_edges.h"
 
-#include <ATen/Dispatch.h>
-#include <ATen/Parallel.h>
 #include <ATen/record_function.h>
 
-#include "edges/cpu/lean_kernels.h"
+#include "edges/lean_launchers.h"
 #include "runtime/uma_error.h"
 
 namespace uma::nn {
@@ -12,8 +10,6 @@ namespace {
 
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
-
-constexpr int64_t kEdgeGrain = 32, kNodeGrain = 4;
 
 // Each operator's forward and backward is a RecordFunction scope
 // "uma::lean::NAME" (tools/op_profile.h times them; free when nothing listens).
@@ -23,26 +19,6 @@ constexpr int64_t kEdgeGrain = 32, kNodeGrain = 4;
 void refuse_third_order(const char* op) {
   if (torch::GradMode::is_enabled())
     throw Error(std::string("internal: ") + op + " has no third derivative");
-}
-
-// Every tensor these operators touch is on the CPU (checked at the entry points).
-template <typename T>
-T* host(const torch::Tensor& t) {
-  return t.data_ptr<T>();  // host data
-}
-
-template <typename T>
-kernels::Rows<T> rows_of(const MPieces& p) {
-  kernels::Rows<T> r;
-  for (int i = 0; i < 3; ++i) {
-    if (!p[i].defined() || p[i].numel() == 0) continue;
-    if (p[i].dim() != 3 || p[i].stride(2) != 1)
-      throw Error("internal: an M-layout piece needs contiguous channels");
-    r.base[i] = host<std::remove_const_t<T>>(p[i]);
-    r.edge_stride[i] = p[i].stride(0);
-    r.row_stride[i] = p[i].stride(1);
-  }
-  return r;
 }
 
 MPieces new_pieces(int64_t edges, int64_t channels, const torch::TensorOptions& opts) {
@@ -63,57 +39,7 @@ torch::Tensor nothing(const torch::Tensor& like) { return torch::empty({0}, like
 
 // ---- rotate_to_edge_frame: out = F(D, x, radial), linear in each ----------
 
-// The edge and node gradients of F given the incoming gradient g.
-struct RotateIn {
-  torch::Tensor src, tgt, src_order, src_offsets, tgt_order, tgt_offsets;
-
-  // gD ([E, 9, 9], accumulated; skipped where empty), gradial (written) and,
-  // where defined, gx ([N, 9, C], accumulated; see sums_nodes_per_thread).
-  void grad_edges(const torch::Tensor& D, const torch::Tensor& x, const torch::Tensor& radial,
-                  const MPieces& g, torch::Tensor& gD, torch::Tensor& gradial,
-                  torch::Tensor gx = {}) const {
-    const int64_t E = D.size(0), C = x.size(2);
-    const int threads = at::get_num_threads();
-    // One gx per thread, summed after: a node's edges lie in every thread's range.
-    auto per_thread =
-        gx.defined() ? torch::zeros({threads, gx.size(0), 9, C}, gx.options()) : torch::Tensor();
-    AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "rotate_to_edge_frame_grad_edges", [&] {
-      const auto grows = rows_of<const scalar_t>(g);
-      scalar_t* sums = per_thread.defined() ? host<scalar_t>(per_thread) : nullptr;
-      at::parallel_for(0, E, kEdgeGrain, [&](int64_t b, int64_t e) {
-        scalar_t* own = sums ? sums + at::get_thread_num() * gx.numel() : nullptr;
-        kernels::rotate_in_grad_edges(host<scalar_t>(D), host<scalar_t>(x), host<int64_t>(src),
-                                      host<int64_t>(tgt), host<scalar_t>(radial), grows, C,
-                                      gD.numel() ? host<scalar_t>(gD) : nullptr,
-                                      host<scalar_t>(gradial), own, b, e);
-      });
-    });
-    if (per_thread.defined()) gx.add_(per_thread.sum(0));
-  }
-  // Whether grad_edges should also sum gx (one pass over g and the radial
-  // weights instead of two) rather than grad_nodes: while the threads'
-  // buffers stay small (they are zeroed and summed each call).
-  static bool sums_nodes_per_thread(const torch::Tensor& gx) {
-    constexpr int64_t kBudgetBytes = 32 << 20;
-    return at::get_num_threads() * gx.numel() * gx.element_size() <= kBudgetBytes;
-  }
-  // gx ([N, 9, C], accumulated).
-  void grad_nodes(const torch::Tensor& D, const torch::Tensor& radial, const MPieces& g,
-                  torch::Tensor& gx) const {
-    const int64_t E = D.size(0), N = gx.size(0), C = gx.size(2);
-    AT_DISPATCH_FLOATING_TYPES(gx.scalar_type(), "rotate_to_edge_frame_grad_nodes", [&] {
-      const auto grows = rows_of<const scalar_t>(g);
-      at::parallel_for(0, N, kNodeGrain, [&](int64_t b, int64_t e) {
-        kernels::rotate_in_grad_nodes(host<scalar_t>(D), host<scalar_t>(radial), grows,
-                                      host<int64_t>(src_order), host<int64_t>(src_offsets),
-                                      host<int64_t>(tgt_order), host<int64_t>(tgt_offsets), E, C,
-                                      host<scalar_t>(gx), b, e);
-      });
-    });
-  }
-};
-
-RotateIn rotate_in_of(const std::vector<torch::Tensor>& t, size_t first) {
+LeanIndex index_of(const std::vector<torch::Tensor>& t, size_t first) {
   return {t[first], t[first + 1], t[first + 2], t[first + 3], t[first + 4], t[first + 5]};
 }
 
@@ -129,18 +55,13 @@ class RotateToEdgeFrameGrad : public torch::autograd::Function<RotateToEdgeFrame
                                const torch::Tensor& tgt_order, const torch::Tensor& tgt_offsets,
                                bool want_D, bool want_radial, bool want_x) {
     UMA_LEAN_SCOPE("rotate_to_edge_frame_grad");
-    const RotateIn op{src, tgt, src_order, src_offsets, tgt_order, tgt_offsets};
-    const MPieces g{g0, g1, g2};
+    const LeanIndex ix{src, tgt, src_order, src_offsets, tgt_order, tgt_offsets};
     torch::Tensor gD = nothing(D), gradial = nothing(radial), gx = nothing(x);
     if (want_x) gx = torch::zeros_like(x);
-    // gx in the edge pass where there is one and the threads' sums are small
-    const bool one_pass = want_x && (want_D || want_radial) && RotateIn::sums_nodes_per_thread(gx);
-    if (want_D || want_radial) {
-      if (want_D) gD = torch::zeros_like(D);
-      gradial = torch::empty_like(radial);
-      op.grad_edges(D, x, radial, g, gD, gradial, one_pass ? gx : torch::Tensor());
-    }
-    if (want_x && !one_pass) op.grad_nodes(D, radial, g, gx);
+    if (want_D) gD = torch::zeros_like(D);
+    // the kernel for D writes the radial weights' gradient too
+    if (want_D || want_radial) gradial = torch::empty_like(radial);
+    lean_launchers_for(x.device()).rotate_in_grad(D, x, radial, {g0, g1, g2}, ix, gD, gradial, gx);
     ctx->save_for_backward(
         {D, x, radial, g0, g1, g2, src, tgt, src_order, src_offsets, tgt_order, tgt_offsets});
     return {gD, gx, gradial};
@@ -156,51 +77,25 @@ class RotateToEdgeFrameGrad : public torch::autograd::Function<RotateToEdgeFrame
     const auto s = ctx->get_saved_variables();
     const auto &D = s[0], &x = s[1], &radial = s[2];
     const MPieces g{s[3], s[4], s[5]};
-    const RotateIn op = rotate_in_of(s, 6);
+    const LeanIndex ix = index_of(s, 6);
+    const auto& launch = lean_launchers_for(x.device());
     const auto aD = or_zeros(a[0], D), ax = or_zeros(a[1], x), ar = or_zeros(a[2], radial);
-    const int64_t E = D.size(0), C = x.size(2);
     variable_list out(15);
     if (ctx->needs_input_grad(0) || ctx->needs_input_grad(2)) {
       auto dD = ctx->needs_input_grad(0) ? torch::zeros_like(D) : torch::Tensor();
       auto dr = torch::empty_like(radial);
-      AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "rotate_to_edge_frame_grad_edges_tangent", [&] {
-        const auto grows = rows_of<const scalar_t>(g);
-        at::parallel_for(0, E, kEdgeGrain, [&](int64_t b, int64_t e) {
-          kernels::rotate_in_grad_edges_tangent(
-              host<scalar_t>(D), host<scalar_t>(aD), host<scalar_t>(x), host<scalar_t>(ax),
-              host<int64_t>(op.src), host<int64_t>(op.tgt), host<scalar_t>(radial),
-              host<scalar_t>(ar), grows, C, dD.defined() ? host<scalar_t>(dD) : nullptr,
-              host<scalar_t>(dr), b, e);
-        });
-      });
+      launch.rotate_in_grad_edges_tangent(D, aD, x, ax, radial, ar, g, ix, dD, dr);
       if (ctx->needs_input_grad(0)) out[0] = dD;
       if (ctx->needs_input_grad(2)) out[2] = dr;
     }
     if (ctx->needs_input_grad(1)) {
       auto dx = torch::zeros_like(x);
-      AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "rotate_to_edge_frame_grad_nodes_tangent", [&] {
-        const auto grows = rows_of<const scalar_t>(g);
-        at::parallel_for(0, x.size(0), kNodeGrain, [&](int64_t b, int64_t e) {
-          kernels::rotate_in_grad_nodes_tangent(
-              host<scalar_t>(D), host<scalar_t>(aD), host<scalar_t>(radial), host<scalar_t>(ar),
-              grows, host<int64_t>(op.src_order), host<int64_t>(op.src_offsets),
-              host<int64_t>(op.tgt_order), host<int64_t>(op.tgt_offsets), E, C, host<scalar_t>(dx),
-              b, e);
-        });
-      });
+      launch.rotate_in_grad_nodes_tangent(D, aD, radial, ar, g, ix, dx);
       out[1] = dx;
     }
     if (ctx->needs_input_grad(3) || ctx->needs_input_grad(4) || ctx->needs_input_grad(5)) {
-      auto dg = new_pieces(E, 2 * C, x.options());
-      AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "rotate_to_edge_frame_tangent", [&] {
-        const auto rows = rows_of<scalar_t>(dg);
-        at::parallel_for(0, E, kEdgeGrain, [&](int64_t b, int64_t e) {
-          kernels::rotate_in_tangent(host<scalar_t>(D), host<scalar_t>(aD), host<scalar_t>(x),
-                                     host<scalar_t>(ax), host<int64_t>(op.src),
-                                     host<int64_t>(op.tgt), host<scalar_t>(radial),
-                                     host<scalar_t>(ar), rows, C, b, e);
-        });
-      });
+      auto dg = new_pieces(D.size(0), 2 * x.size(2), x.options());
+      launch.rotate_in_tangent(D, aD, x, ax, radial, ar, ix, dg);
       for (int i = 0; i < 3; ++i) out[3 + i] = dg[i];
     }
     return out;
@@ -215,15 +110,9 @@ class RotateToEdgeFrame : public torch::autograd::Function<RotateToEdgeFrame> {
                                const torch::Tensor& src_offsets, const torch::Tensor& tgt_order,
                                const torch::Tensor& tgt_offsets) {
     UMA_LEAN_SCOPE("rotate_to_edge_frame");
-    const int64_t E = D.size(0), C = x.size(2);
-    auto out = new_pieces(E, 2 * C, x.options());
-    AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "rotate_to_edge_frame", [&] {
-      const auto rows = rows_of<scalar_t>(out);
-      at::parallel_for(0, E, kEdgeGrain, [&](int64_t b, int64_t e) {
-        kernels::rotate_in(host<scalar_t>(D), host<scalar_t>(x), host<int64_t>(src),
-                           host<int64_t>(tgt), host<scalar_t>(radial), rows, C, b, e);
-      });
-    });
+    auto out = new_pieces(D.size(0), 2 * x.size(2), x.options());
+    lean_launchers_for(x.device())
+        .rotate_in(D, x, radial, {src, tgt, src_order, src_offsets, tgt_order, tgt_offsets}, out);
     ctx->save_for_backward(
         {D, x, radial, src, tgt, src_order, src_offsets, tgt_order, tgt_offsets});
     return {out[0], out[1], out[2]};
@@ -261,18 +150,10 @@ class GateMPiecesGrad : public torch::autograd::Function<GateMPiecesGrad> {
                                const torch::Tensor& sig, const torch::Tensor& g0,
                                const torch::Tensor& g1, const torch::Tensor& g2) {
     UMA_LEAN_SCOPE("gate_m_pieces_grad");
-    const int64_t E = y0.size(0), H = y1.size(2);
-    auto gy0 = torch::empty({E, 5 * H}, y0.options());
+    auto gy0 = torch::empty({y0.size(0), 5 * y1.size(2)}, y0.options());
     MPieces gy{torch::Tensor(), torch::empty_like(y1), torch::empty_like(y2)};
-    AT_DISPATCH_FLOATING_TYPES(y0.scalar_type(), "gate_m_pieces_backward", [&] {
-      const auto in = rows_of<const scalar_t>({torch::Tensor(), y1, y2});
-      const auto grows = rows_of<const scalar_t>({g0, g1, g2});
-      const auto out = rows_of<scalar_t>(gy);
-      at::parallel_for(0, E, kEdgeGrain, [&](int64_t b, int64_t e) {
-        kernels::gate_grad(host<scalar_t>(y0), y0.stride(0), in, host<scalar_t>(sig), grows,
-                           host<scalar_t>(gy0), out, H, b, e);
-      });
-    });
+    lean_launchers_for(y0.device())
+        .gate_grad(y0, {torch::Tensor(), y1, y2}, sig, {g0, g1, g2}, gy0, gy);
     ctx->save_for_backward({y0, y1, y2, sig, g0, g1, g2});
     return {gy0, gy[1], gy[2]};
   }
@@ -283,23 +164,12 @@ class GateMPiecesGrad : public torch::autograd::Function<GateMPiecesGrad> {
     const auto s = ctx->get_saved_variables();
     const auto &y0 = s[0], &y1 = s[1], &y2 = s[2], &sig = s[3];
     const int64_t E = y0.size(0), H = y1.size(2);
-    const auto a0 = a[0].contiguous();
-    const MPieces adj{torch::Tensor(), a[1].contiguous(), a[2].contiguous()};
     auto dy0 = torch::empty({E, 5 * H}, y0.options());
     MPieces dy{torch::Tensor(), torch::empty_like(y1), torch::empty_like(y2)};
     auto dg = new_pieces(E, H, y0.options());
-    AT_DISPATCH_FLOATING_TYPES(y0.scalar_type(), "gate_m_pieces_double_backward", [&] {
-      kernels::Rows<const scalar_t> in = rows_of<const scalar_t>({torch::Tensor(), y1, y2});
-      const auto grows = rows_of<const scalar_t>({s[4], s[5], s[6]});
-      const auto arows = rows_of<const scalar_t>(adj);
-      const auto dgrows = rows_of<scalar_t>(dg);
-      const auto dyrows = rows_of<scalar_t>(dy);
-      at::parallel_for(0, E, kEdgeGrain, [&](int64_t b, int64_t e) {
-        kernels::gate_grad_grad(host<scalar_t>(y0), y0.stride(0), in, host<scalar_t>(sig), grows,
-                                host<scalar_t>(a0), arows, dgrows, host<scalar_t>(dy0), dyrows, H,
-                                b, e);
-      });
-    });
+    lean_launchers_for(y0.device())
+        .gate_grad_grad(y0, {torch::Tensor(), y1, y2}, sig, {s[4], s[5], s[6]}, a[0].contiguous(),
+                        {torch::Tensor(), a[1].contiguous(), a[2].contiguous()}, dg, dy0, dy);
     return {dy0, dy[1], dy[2], torch::Tensor(), dg[0], dg[1], dg[2]};
   }
 };
@@ -312,13 +182,7 @@ class GateMPieces : public torch::autograd::Function<GateMPieces> {
     const int64_t E = y0.size(0), H = y1.size(2);
     auto sig = torch::sigmoid(y0.narrow(1, 0, 3 * H));  // logits l1, l2 and the l0m0 row, [E, 3H]
     auto q = new_pieces(E, H, y1.options());
-    AT_DISPATCH_FLOATING_TYPES(y0.scalar_type(), "gate_m_pieces", [&] {
-      const auto in = rows_of<const scalar_t>({torch::Tensor(), y1, y2});
-      const auto out = rows_of<scalar_t>(q);
-      at::parallel_for(0, E, kEdgeGrain, [&](int64_t b, int64_t e) {
-        kernels::gate(host<scalar_t>(y0), y0.stride(0), in, host<scalar_t>(sig), out, H, b, e);
-      });
-    });
+    lean_launchers_for(y0.device()).gate(y0, {torch::Tensor(), y1, y2}, sig, q);
     ctx->save_for_backward({y0, y1, y2, sig});
     return {q[0], q[1], q[2]};
   }
@@ -333,42 +197,13 @@ class GateMPieces : public torch::autograd::Function<GateMPieces> {
 
 // ---- rotate_to_nodes_summed: out = R(D, envelope, y), linear in each --------
 
-struct RotateOut {
-  torch::Tensor tgt, order, offsets;
-
-  // out ([nodes, 9, C], accumulated) += R(D, envelope, y) over `rows` rows.
-  void sum(const torch::Tensor& D, const torch::Tensor& envelope, const MPieces& y, int rows,
-           torch::Tensor& out) const {
-    const int64_t E = D.size(0), C = out.size(2);
-    AT_DISPATCH_FLOATING_TYPES(out.scalar_type(), "rotate_to_nodes_summed", [&] {
-      const auto in = rows_of<const scalar_t>(y);
-      at::parallel_for(0, out.size(0), kNodeGrain, [&](int64_t b, int64_t e) {
-        kernels::rotate_out(host<scalar_t>(D), host<scalar_t>(envelope), in, rows,
-                            host<int64_t>(order), host<int64_t>(offsets), E, C, host<scalar_t>(out),
-                            b, e);
-      });
-    });
-  }
-  // gy (written where its pieces are defined), gD (zeroed outside the
-  // l-blocks) and genvelope (both skipped where empty) of R along g.
-  void grad(const torch::Tensor& D, const torch::Tensor& envelope, const MPieces& y, int rows,
-            const torch::Tensor& g, const MPieces& gy, torch::Tensor& gD,
-            torch::Tensor& genv) const {
-    const int64_t E = D.size(0), C = g.size(2);
-    AT_DISPATCH_FLOATING_TYPES(g.scalar_type(), "rotate_to_nodes_summed_backward", [&] {
-      const auto in = rows_of<const scalar_t>(y);
-      const auto out = rows_of<scalar_t>(gy);
-      at::parallel_for(0, E, kEdgeGrain, [&](int64_t b, int64_t e) {
-        kernels::rotate_out_grad(host<scalar_t>(D), host<scalar_t>(envelope), in, rows,
-                                 host<int64_t>(tgt), host<scalar_t>(g), C, out,
-                                 gD.numel() ? host<scalar_t>(gD) : nullptr,
-                                 gD.numel() ? host<scalar_t>(genv) : nullptr, b, e);
-      });
-    });
-  }
-};
-
 int rows_of_pieces(const torch::Tensor& y1) { return y1.numel() > 0 ? 9 : 3; }
+
+// The index R reads: each edge's target and the segments by target.
+LeanIndex by_target(const torch::Tensor& tgt, const torch::Tensor& order,
+                    const torch::Tensor& offsets) {
+  return {{}, tgt, {}, {}, order, offsets};
+}
 
 // (gD, genvelope, gy0, gy1, gy2) = the gradient of R along g; gy1 and gy2
 // empty where R read 3 rows.  Differentiable: R depends on D and the envelope
@@ -382,14 +217,15 @@ class RotateToNodesSummedGrad : public torch::autograd::Function<RotateToNodesSu
                                const torch::Tensor& order, const torch::Tensor& offsets,
                                bool want_geometry) {
     UMA_LEAN_SCOPE("rotate_to_nodes_summed_grad");
-    const int64_t E = D.size(0), C = y0.size(2);
     const int rows = rows_of_pieces(y1);
     auto gD = want_geometry ? torch::zeros_like(D) : nothing(D);
     auto genv = want_geometry ? torch::empty_like(envelope) : nothing(envelope);
-    MPieces gy{torch::empty({E, 3, C}, y0.options()),
+    MPieces gy{torch::empty({D.size(0), 3, y0.size(2)}, y0.options()),
                rows == 9 ? torch::empty_like(y1) : nothing(y1),
                rows == 9 ? torch::empty_like(y2) : nothing(y2)};
-    RotateOut{tgt, order, offsets}.grad(D, envelope, {y0, y1, y2}, rows, g, gy, gD, genv);
+    lean_launchers_for(g.device())
+        .rotate_out_grad(D, envelope, {y0, y1, y2}, rows, by_target(tgt, order, offsets), g, gy, gD,
+                         genv);
     ctx->save_for_backward({D, envelope, y0, y1, y2, g, tgt, order, offsets});
     return {gD, genv, gy[0], gy[1], gy[2]};
   }
@@ -404,39 +240,24 @@ class RotateToNodesSummedGrad : public torch::autograd::Function<RotateToNodesSu
     const auto s = ctx->get_saved_variables();
     const auto &D = s[0], &envelope = s[1], &g = s[5];
     const MPieces y{s[2], s[3], s[4]};
-    const RotateOut op{s[6], s[7], s[8]};
+    const LeanIndex ix = by_target(s[6], s[7], s[8]);
+    const auto& launch = lean_launchers_for(g.device());
     const int rows = rows_of_pieces(y[1]);
     const auto aD = or_zeros(a[0], D), aenv = or_zeros(a[1], envelope);
     const MPieces ay{or_zeros(a[2], y[0]), rows == 9 ? or_zeros(a[3], y[1]) : torch::Tensor(),
                      rows == 9 ? or_zeros(a[4], y[2]) : torch::Tensor()};
-    const int64_t E = D.size(0), C = g.size(2);
     variable_list out(10);
     MPieces dy{torch::empty_like(y[0]), rows == 9 ? torch::empty_like(y[1]) : torch::Tensor(),
                rows == 9 ? torch::empty_like(y[2]) : torch::Tensor()};
     const bool geometry = ctx->needs_input_grad(0) || ctx->needs_input_grad(1);
     auto dD = geometry ? torch::zeros_like(D) : torch::Tensor();
     auto denv = geometry ? torch::empty_like(envelope) : torch::Tensor();
-    AT_DISPATCH_FLOATING_TYPES(g.scalar_type(), "rotate_to_nodes_summed_double_backward", [&] {
-      const auto yrows = rows_of<const scalar_t>(y), ayrows = rows_of<const scalar_t>(ay);
-      const auto dyrows = rows_of<scalar_t>(dy);
-      at::parallel_for(0, E, kEdgeGrain, [&](int64_t b, int64_t e) {
-        kernels::rotate_out_grad_tangent(host<scalar_t>(D), host<scalar_t>(aD),
-                                         host<scalar_t>(envelope), host<scalar_t>(aenv), yrows,
-                                         ayrows, rows, host<int64_t>(op.tgt), host<scalar_t>(g), C,
-                                         dyrows, geometry ? host<scalar_t>(dD) : nullptr,
-                                         geometry ? host<scalar_t>(denv) : nullptr, b, e);
-      });
-      if (ctx->needs_input_grad(5)) {
-        auto dg = torch::zeros_like(g);
-        at::parallel_for(0, g.size(0), kNodeGrain, [&](int64_t b, int64_t e) {
-          kernels::rotate_out_tangent(host<scalar_t>(D), host<scalar_t>(aD),
-                                      host<scalar_t>(envelope), host<scalar_t>(aenv), yrows, ayrows,
-                                      rows, host<int64_t>(op.order), host<int64_t>(op.offsets), E,
-                                      C, host<scalar_t>(dg), b, e);
-        });
-        out[5] = dg;
-      }
-    });
+    launch.rotate_out_grad_tangent(D, aD, envelope, aenv, y, ay, rows, ix, g, dy, dD, denv);
+    if (ctx->needs_input_grad(5)) {
+      auto dg = torch::zeros_like(g);
+      launch.rotate_out_tangent(D, aD, envelope, aenv, y, ay, rows, ix, dg);
+      out[5] = dg;
+    }
     out[0] = dD;
     out[1] = denv;
     for (int i = 0; i < 3; ++i) out[2 + i] = dy[i];
@@ -453,7 +274,9 @@ class RotateToNodesSummed : public torch::autograd::Function<RotateToNodesSummed
                                const torch::Tensor& offsets, int64_t nodes) {
     UMA_LEAN_SCOPE("rotate_to_nodes_summed");
     auto out = torch::zeros({nodes, 9, y0.size(2)}, y0.options());
-    RotateOut{tgt, order, offsets}.sum(D, envelope, {y0, y1, y2}, rows_of_pieces(y1), out);
+    lean_launchers_for(y0.device())
+        .rotate_out(D, envelope, {y0, y1, y2}, rows_of_pieces(y1), by_target(tgt, order, offsets),
+                    out);
     ctx->save_for_backward({D, envelope, y0, y1, y2, tgt, order, offsets});
     return out;
   }
@@ -477,17 +300,34 @@ class RotateToNodesSummed : public torch::autograd::Function<RotateToNodesSummed
   }
 };
 
-void check_cpu(const torch::Tensor& t, const char* op) {
-  if (!t.device().is_cpu()) throw Error(std::string("internal: ") + op + " runs on the CPU only");
+// The operators' tensors on one device, with launchers there.
+void check_device(const torch::Tensor& t, std::initializer_list<torch::Tensor> others,
+                  const char* op) {
+  lean_launchers_for(t.device());
+  for (const auto& o : others)
+    if (o.defined() && o.numel() > 0 && o.device() != t.device())
+      throw Error(std::string("internal: ") + op + "'s tensors are on " + t.device().str() +
+                  " and " + o.device().str());
 }
 
 }  // namespace
+
+const LeanLaunchers& lean_launchers_for(const torch::Device& device) {
+  if (device.is_cpu()) return cpu_lean_launchers();
+  if (device.is_cuda()) {
+    if (const LeanLaunchers* cuda = cuda_lean_launchers()) return *cuda;
+    throw Error(
+        "the lean edge operators on CUDA need an engine built with nvcc "
+        "(edge_ops reference runs on every device)");
+  }
+  throw Error("the lean edge operators run on the CPU and on CUDA, not on " + device.str());
+}
 
 MPieces rotate_to_edge_frame(const torch::Tensor& D, const torch::Tensor& x,
                              const torch::Tensor& src, const torch::Tensor& tgt,
                              const torch::Tensor& radial, const EdgeSegments& by_source,
                              const EdgeSegments& by_target) {
-  check_cpu(x, "rotate_to_edge_frame");
+  check_device(x, {D, src, tgt, radial, by_source.order, by_target.order}, "rotate_to_edge_frame");
   auto out = RotateToEdgeFrame::apply(D.contiguous(), x.contiguous(), radial.contiguous(),
                                       src.contiguous(), tgt.contiguous(), by_source.order,
                                       by_source.offsets, by_target.order, by_target.offsets);
@@ -495,7 +335,7 @@ MPieces rotate_to_edge_frame(const torch::Tensor& D, const torch::Tensor& x,
 }
 
 MPieces gate_m_pieces(const torch::Tensor& y0, const torch::Tensor& y1, const torch::Tensor& y2) {
-  check_cpu(y0, "gate_m_pieces");
+  check_device(y0, {y1, y2}, "gate_m_pieces");
   if (y0.size(1) != 5 * y1.size(2))
     throw Error("internal: gate_m_pieces needs 2H logits and 3 rows of H");
   auto out = GateMPieces::apply(y0.stride(1) == 1 ? y0 : y0.contiguous(), y1.contiguous(),
@@ -506,7 +346,8 @@ MPieces gate_m_pieces(const torch::Tensor& y0, const torch::Tensor& y1, const to
 torch::Tensor rotate_to_nodes_summed(const torch::Tensor& D, const torch::Tensor& envelope,
                                      const MPieces& pieces, const torch::Tensor& tgt,
                                      const EdgeSegments& by_target, int64_t nodes) {
-  check_cpu(pieces[0], "rotate_to_nodes_summed");
+  check_device(pieces[0], {D, envelope, pieces[1], pieces[2], tgt, by_target.order},
+               "rotate_to_nodes_summed");
   // Autograd functions take no undefined inputs: absent pieces are empty.
   auto present = [&](const torch::Tensor& t) {
     return t.defined() ? t : torch::empty({0}, pieces[0].options());
