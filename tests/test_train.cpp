@@ -160,13 +160,14 @@ TEST(Training, ConservingGradientMatchesFiniteDifferences) {
 TEST(Training, LeanEdgeOpsGiveTheCompositionsStep) {
   // One step on a multi-task batch (two omat cells with stress, an omol
   // molecule) through the lean operators' second derivatives and through the
-  // LibTorch composition: the same losses and the same gradient, in float64.
+  // LibTorch composition: the same losses and the same gradient, in float64,
+  // on the test device (on CUDA the lean operators' CUDA launchers, where the
+  // engine has them).
   auto run = [](nn::EdgeOps ops, const char* name) {
     auto o = evaluation_options(torch::kFloat64);
-    o.device = torch::kCPU;  // the lean operators are CPU kernels (on CUDA: the composition)
     o.edge_ops = ops;
     Trainer trainer(random_model(small_config(4, true)), o);
-    EXPECT_STREQ(trainer.edge_backend().name(), name);
+    EXPECT_EQ(&trainer.edge_backend(), &nn::edge_backend_for(ops, o.device)) << name;
     auto ids = add_samples(trainer);
     trainer.step(ids);
     return std::make_pair(trainer.gradient().clone(), trainer.read_stats());
@@ -188,7 +189,7 @@ TEST(Training, RecomputedEdgeWorkGivesTheStoredStep) {
   // The edge work recomputed in chunks of 37 edges (cutting through systems)
   // in both backward passes gives the stored path's losses and gradient on a
   // multi-task batch (with a 32-atom cell), in float64, with either edge
-  // backend (on a CUDA test device both are the composition), and on the CPU
+  // backend (on a CUDA test device the lean one where the engine has its CUDA launchers), and on the CPU
   // the step's peak tensor storage (measured) is lower.
   struct Step {
     torch::Tensor gradient;
