@@ -34,11 +34,15 @@
 # libmpi_thread_probe.so.  Then, in this fixed order (by value: what a short
 # lease must not miss comes first):
 #   versus_fairchem           fairchem-core's predictor EAGER next to ours on the same weights and
-#                             structures (Cu 1,000 first, the others only if time is left)
+#                             structures (Cu 1,000 first, the others only if time is left): ours
+#                             with the lean CUDA kernels (eager and replayed; fails where the
+#                             engine has none) and with the composition (--edge-ops reference)
 #   kernels                   the engine's CUDA kernels against their CPU launchers, fp64 and fp32
 #                             (tests/cuda/kernels_check.cu; prebuilt, or built with nvcc there)
 #   tests                     the engine suite (UMA_TEST_DEVICE=cuda, or cpu): uma_tests in
 #                             parallel GoogleTest shards, the other ctest tests beside them
+#                             (on CUDA, LeanEdges.* and Training.LeanEdgeOps* put the lean CUDA
+#                             backend against the composition in fp64, to the second derivatives)
 #   kokkos                    pair_style uma/kk on CUDA (-k on g 1 -sf kk, prebuilt only) against
 #                             uma device cuda on 1 and 2 ranks, its per-step transfers, steps/s
 #   ranks devices train       pair_style uma on 2 ranks against 1 (every MPI call on LAMMPS's
@@ -901,8 +905,9 @@ fairchem_run() {   # RESERVE STRUCT PRECISION DIR LABEL [--compile]: bench/fairc
   tail -n 3 "$d/fairchem-$p.err"
 }
 # the reserves of one structure's commands (seconds): the reference 5; per
-# precision fairchem 25, our uma eval 5 and uma bench 5 (and 5 replayed)
-versus_group_reserve() { local per=35; [ "$MODE" = gpu ] && per=40; echo $(( 5 + ${#VS_PRECISIONS[@]} * per )); }
+# precision fairchem 25, our uma eval 5 and uma bench 5 (on the GPU 5 more
+# replayed and 5 more with the composition, --edge-ops reference)
+versus_group_reserve() { local per=35; [ "$MODE" = gpu ] && per=45; echo $(( 5 + ${#VS_PRECISIONS[@]} * per )); }
 versus_eager_struct() {   # STRUCT
   local s="$1" d="$VS/$1" p mode g
   mkdir -p "$d"
@@ -910,13 +915,15 @@ versus_eager_struct() {   # STRUCT
   for p in "${VS_PRECISIONS[@]}"; do
     echo "== $s $p: fairchem (eager)"
     fairchem_run 25 "$s" "$p" "$d" "$s $p fairchem eager"
-    echo "== $s $p: lammps-uma (uma eval for the errors, uma bench eager and replayed)"
+    echo "== $s $p: lammps-uma (uma eval for the errors, uma bench eager, replayed, and eager with the composition)"
     limited 5 "$s $p uma eval" "$B/engine/uma" eval "$VS_ST" "$STRUCTS/$s.extxyz" --task "$(task_of "$s")" \
       --device "$(device_name)" --precision "$p" --json > "$d/ours-$p.json" 2> "$d/ours-$p.err"
     echo $? > "$d/ours-$p.rc"
-    for mode in eager graph; do
-      [ "$MODE" = cpu ] && [ "$mode" = graph ] && continue   # replay is CUDA only (its CPU refusal is a test)
-      g=(); [ "$mode" = graph ] && g=(--cuda-graph)
+    # reference: the LibTorch composition instead of the lean CUDA kernels (the
+    # gain of the kernels, side by side); replay is CUDA only (its CPU refusal is a test)
+    for mode in eager graph reference; do
+      [ "$MODE" = cpu ] && [ "$mode" != eager ] && continue
+      g=(); [ "$mode" = graph ] && g=(--cuda-graph); [ "$mode" = reference ] && g=(--edge-ops reference)
       limited 5 "$s $p uma bench $mode" "$B/engine/uma" bench "$VS_ST" "$STRUCTS/$s.extxyz" --task "$(task_of "$s")" \
         --device "$(device_name)" --precision "$p" --repeats "$VS_REPEATS" "${g[@]}" > "$d/ours-$p-$mode.out" 2>&1
       echo $? > "$d/ours-$p-$mode.rc"

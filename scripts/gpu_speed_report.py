@@ -4,12 +4,13 @@
       one structure's runs, from the files the stage wrote in DIR:
         ref.json             `uma eval --precision fp64 --json` (the reference)
         ours-P.json          `uma eval --precision P --json`   (P: fp32, tf32)
-        ours-P-MODE.out      `uma bench` stdout                (MODE: eager, graph)
+        ours-P-MODE.out      `uma bench` stdout                (MODE: eager, graph, reference:
+                             eager with --edge-ops reference, the composition)
         fairchem-P.out       bench/fairchem_worker.py stdout
         fairchem-P.forces.json   its first call's energy and forces
       and NAME.rc, each run's exit status.  Appends the structure to OUT.json:
       ms/step, steps/s and peak device memory of every run, the energy and force
-      errors against fp64, fairchem's / ours and replay / eager ratios.
+      errors against fp64, fairchem's / ours, replay / eager and composition / lean ratios.
 
   gpu_check_report.py versus-skip OUT.json STRUCT REASON
       a structure the stage did not start (the time left): recorded as not run, not failed.
@@ -158,7 +159,7 @@ def cmd_versus(out, struct, dir_):
                 errs, why = _errors(frames[0], ref)
                 if why:
                     failed.append("ours %s: %s" % (prec, why))
-        for mode in ("eager", "graph"):
+        for mode in ("eager", "graph", "reference"):
             name = "ours-%s-%s" % (prec, mode)
             if not account(name, _rc(dir_, name)):
                 continue
@@ -168,10 +169,15 @@ def cmd_versus(out, struct, dir_):
                 failed.append("%s: no JSON line" % name)
                 continue
             run = _timing(result)
-            run.update({k: result[k] for k in ("graph_captures", "graph_replays", "graph_refusal", "graph_pool_mb") if k in result})
+            run.update({k: result[k] for k in ("edge_ops", "graph_captures", "graph_replays", "graph_refusal",
+                                               "graph_pool_mb") if k in result})
             if mode == "graph" and not (result.get("graph_replays", 0) >= 1 and not result.get("graph_refusal")):
                 failed.append("%s: not replayed (%r)" % (name, result.get("graph_refusal")))
-            if errs:
+            if mode == "eager" and str(result.get("device", "")).startswith("cuda") and \
+                    result.get("edge_ops") != "lean":
+                failed.append("%s: edge_ops %r, not the lean CUDA kernels (an engine built without nvcc?)"
+                              % (name, result.get("edge_ops")))
+            if errs and mode != "reference":   # uma eval ran the default (lean) edge operators
                 run.update(errs)
             entry["runs"][name] = run
         # fairchem
@@ -210,6 +216,11 @@ def cmd_versus(out, struct, dir_):
             ratios["fairchem_over_ours_replayed_%s" % prec] = fc / graph
         if eager and graph:
             ratios["replay_speedup_%s" % prec] = eager / graph
+        composition = entry["runs"].get("ours-%s-reference" % prec, {}).get("ms_per_step")
+        if eager and composition:
+            ratios["lean_over_composition_speedup_%s" % prec] = composition / eager
+        if fc and composition:
+            ratios["fairchem_over_ours_composition_%s" % prec] = fc / composition
     entry["ratios"] = ratios
     entry["checks_failed"] = failed
     entry["passed"] = not failed
