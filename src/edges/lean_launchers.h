@@ -100,7 +100,10 @@ class LeanLaunchers {
 };
 
 const LeanLaunchers& cpu_lean_launchers();
-// Null where the engine was built without nvcc (edges/no_cuda_launchers.cpp).
+// The CUDA kernels' launchers (edges/cuda/launchers.cpp), where they are linked.
+const LeanLaunchers& cuda_kernel_launchers();
+// Those where the engine was built with nvcc (edges/cuda/available.cpp); null
+// where it was not (edges/cuda_absent.cpp).
 const LeanLaunchers* cuda_lean_launchers();
 // The launchers of a device; throws uma::Error where there are none.
 const LeanLaunchers& lean_launchers_for(const torch::Device& device);

@@ -1,10 +1,13 @@
 // The lean kernels on CUDA (edges/lean_launchers.h): each one launch (two
 // for the x gradient: edges, then nodes) of edges/cuda/*.cu on the current
-// stream of the tensors' device, asynchronous, reading nothing back.  Built
-// only where the engine is compiled with nvcc (CMakeLists.txt, UMA_CUDA_EDGES).
+// stream of the tensors' device, asynchronous, reading nothing back.  Linked
+// into the engine where it is compiled with nvcc (CMakeLists.txt,
+// UMA_CUDA_EDGES); and, with the kernels emulated on the host, into a CPU test
+// of this file's plumbing (tests/test_cuda_launchers.cpp).  Device-generic
+// LibTorch only: it needs no CUDA header.
 #include <ATen/Dispatch.h>
-#include <c10/cuda/CUDAGuard.h>
-#include <c10/cuda/CUDAStream.h>
+#include <c10/core/DeviceGuard.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
 
 #include "edges/cuda/lean_kernels.h"
 #include "edges/lean_launchers.h"
@@ -14,15 +17,20 @@ namespace {
 
 namespace cu = kernels::cuda;
 
-// The device of t made current, and its current stream (a cudaStream_t).
+// The device of t made current, and its current stream (a cudaStream_t; null
+// for a CPU tensor, which only the host emulation sees).
 class OnDevice {
  public:
   explicit OnDevice(const torch::Tensor& t)
-      : guard_(t.device()), stream_(c10::cuda::getCurrentCUDAStream(t.device().index()).stream()) {}
+      : guard_(t.device()),
+        stream_(t.device().is_cuda() ? c10::impl::getDeviceGuardImpl(t.device().type())
+                                           ->getStream(t.device())
+                                           .native_handle()
+                                     : nullptr) {}
   void* stream() const { return stream_; }
 
  private:
-  c10::cuda::CUDAGuard guard_;
+  c10::DeviceGuard guard_;
   void* stream_;
 };
 
@@ -189,9 +197,9 @@ class CudaLaunchers final : public LeanLaunchers {
 
 }  // namespace
 
-const LeanLaunchers* cuda_lean_launchers() {
+const LeanLaunchers& cuda_kernel_launchers() {
   static const CudaLaunchers launchers;
-  return &launchers;
+  return launchers;
 }
 
 }  // namespace uma::nn
