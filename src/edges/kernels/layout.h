@@ -38,27 +38,29 @@ UMA_BODY constexpr bool radial_first(int j) { return (0x9F >> j) & 1; }
 UMA_BODY constexpr int rows_of_radial(int rr) { return rr < 3 ? 1 : 2; }
 UMA_BODY constexpr int row_of_radial(int rr, int i) { return rr == 5 ? 7 + i : rr + 2 * i; }
 
-// f(std::integral_constant<int, K>()) for an l-block's width K (1, 3 or 5),
-// so that the body's loop over the block is a fixed, unrolled sum.
-template <typename F>
-UMA_BODY void with_block_size(int K, F&& f) {
-  if (K == 1)
-    f(std::integral_constant<int, 1>());
-  else if (K == 3)
-    f(std::integral_constant<int, 3>());
+// f(std::integral_constant<int, v>()) for v, one of V0, V1 and V2 (V2 for
+// any other), so that the body sees v as a constant.
+template <int V0, int V1, int V2, typename F>
+UMA_BODY void with_one_of(int v, F&& f) {
+  if (v == V0)
+    f(std::integral_constant<int, V0>());
+  else if (v == V1)
+    f(std::integral_constant<int, V1>());
   else
-    f(std::integral_constant<int, 5>());
+    f(std::integral_constant<int, V2>());
 }
 
-// f(std::integral_constant<int, l>()) for a degree l (0, 1 or 2).
+// For an l-block's width K (1, 3 or 5): the body's loop over the block is
+// then a fixed, unrolled sum.
+template <typename F>
+UMA_BODY void with_block_size(int K, F&& f) {
+  with_one_of<1, 3, 5>(K, static_cast<F&&>(f));
+}
+
+// For a degree l (0, 1 or 2).
 template <typename F>
 UMA_BODY void with_degree(int l, F&& f) {
-  if (l == 0)
-    f(std::integral_constant<int, 0>());
-  else if (l == 1)
-    f(std::integral_constant<int, 1>());
-  else
-    f(std::integral_constant<int, 2>());
+  with_one_of<0, 1, 2>(l, static_cast<F&&>(f));
 }
 
 }  // namespace uma::nn::kernels
