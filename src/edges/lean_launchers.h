@@ -110,10 +110,12 @@ const LeanLaunchers& lean_launchers_for(const torch::Device& device);
 
 // ---- for the launchers: raw pointers and row views of tensors
 
-// Null for an undefined or empty tensor (an output not wanted).
+// Null for an undefined or empty tensor (an output not wanted).  The
+// launchers hand these to kernels on the tensor's own device.
 template <typename T>
 T* data_of(const torch::Tensor& t) {
-  return t.defined() && t.numel() > 0 ? t.data_ptr<std::remove_const_t<T>>() : nullptr;
+  if (!t.defined() || t.numel() == 0) return nullptr;
+  return t.data_ptr<std::remove_const_t<T>>();  // kernel argument
 }
 template <typename T>
 const T* data_in(const torch::Tensor& t) {

@@ -8,7 +8,7 @@ synchronisation creeps into the CUDA path.  This scans src/, plugin/, pair_style
 and fix_train/ for the operations that move data between devices or make the
 host wait for the GPU.
 
-A line may say why a flagged form is not a transfer, with one of four markers:
+A line may say why a flagged form is not a transfer, with one of five markers:
   // host data        the tensor lives on the host by construction (a LAMMPS
                       array wrapped for upload, a result read() returned)
   // bulk transfer    a one-off move of a whole model or state outside the
@@ -16,6 +16,10 @@ A line may say why a flagged form is not a transfer, with one of four markers:
   // same device      a copy_ between tensors on one device
   // device view      a Kokkos view on the execution space whose memory the
                       model runs in, wrapped in place (pair_style uma/kk)
+  // kernel argument  a raw pointer handed to a kernel that runs on the
+                      tensor's own device (the lean launchers: CPU kernels on
+                      CPU tensors, CUDA kernels on CUDA tensors), never read
+                      by the host
 usage: check_transfers.py REPO_ROOT | --self-test
 """
 import pathlib
@@ -28,7 +32,7 @@ EXEMPT_FILES = {
     # readers and writers of host files, which never see a device tensor
     "src/io/safetensors.cpp", "src/io/extxyz.cpp",
 }
-MARKERS = ("// host data", "// bulk transfer", "// same device", "// device view")
+MARKERS = ("// host data", "// bulk transfer", "// same device", "// device view", "// kernel argument")
 
 # A .to(...) whose only argument is a dtype converts on the tensor's own device.
 DTYPE_ONLY = re.compile(
@@ -152,6 +156,7 @@ SELF_TEST_GOOD = [
     "torch::Device device = torch::kCPU;",
     "w.copy_(v);   // same device",
     "auto x = torch::from_blob(view.data(), {n, 3}, opts);   // device view",
+    "return t.data_ptr<T>();   // kernel argument",
 ]
 
 
