@@ -98,6 +98,22 @@ die() { log "error: $*"; exit 1; }
 
 # ---------------------------------------------------------------- --prepare
 
+# Dies where the working tree and DIR together are over what a run carries
+# (64 MiB): DIR travels with what git would, tracked files and the untracked
+# ones it does not ignore.
+check_carry() {   # DIR
+  local total tree
+  total="$(du -sb "$1" | cut -f1)"
+  tree="$(cd "$ROOT" && git ls-files -z --cached --others --exclude-standard 2>/dev/null | python3 -c '
+import os, sys
+print(sum(os.lstat(n).st_size for n in sys.stdin.buffer.read().split(b"\0") if n and os.path.lexists(n)))')" ||
+    tree=0
+  [ "${tree:-0}" -gt 0 ] || return 0
+  log "with the working tree ($(awk -v b="$tree" 'BEGIN{printf "%.1f MB", b/1e6}')):" \
+      "$(awk -v b="$((tree + total))" 'BEGIN{printf "%.1f MB", b/1e6}') of the 67.1 MB (64 MiB) a run carries"
+  [ $((tree + total)) -lt 67108864 ] || die "the working tree and $1 are over 64 MiB together: they cannot travel"
+}
+
 prepare() {
   local dir
   dir="$(realpath -m "$1")"
@@ -215,20 +231,11 @@ EOF
   } > "$dir/MANIFEST.txt"
   log "prepared $dir:"
   (cd "$dir" && find . -type f | sort | xargs ls -l | awk '{printf "  %10d  %s\n", $5, $9}') >&2
-  local total tree
+  local total
   total="$(du -sb "$dir" | cut -f1)"
   log "total $(awk -v b="$total" 'BEGIN{printf "%.1f MB", b/1e6}') (the Open MPI wheel is about 6.3 MB of it, fairchem's wheels about 11 MB)"
   [ "$total" -lt 30000000 ] || die "DIR is over 30 MB; it must travel with the tree (64 MiB in all)"
-  # DIR travels with what git would: tracked files and the untracked ones it does not ignore
-  tree="$(cd "$ROOT" && git ls-files -z --cached --others --exclude-standard 2>/dev/null | python3 -c '
-import os, sys
-print(sum(os.lstat(n).st_size for n in sys.stdin.buffer.read().split(b"\0") if n and os.path.lexists(n)))')" ||
-    tree=0
-  if [ "${tree:-0}" -gt 0 ]; then
-    log "with the working tree ($(awk -v b="$tree" 'BEGIN{printf "%.1f MB", b/1e6}')):" \
-        "$(awk -v b="$((tree + total))" 'BEGIN{printf "%.1f MB", b/1e6}') of the 67.1 MB (64 MiB) a run carries"
-    [ $((tree + total)) -lt 67108864 ] || die "the working tree and DIR are over 64 MiB together: they cannot travel"
-  fi
+  check_carry "$dir"
   log "carry it to the GPU machine as a named carry path (e.g. carry: [\"${dir#"$ROOT"/}\"]) and run"
   log "  scripts/gpu_check.sh ${dir#"$ROOT"/}"
 }
@@ -1589,6 +1596,7 @@ if [ "$MODE" = prebuild ]; then
     log "  UMA_KOKKOS_GIT and UMA_LAMMPS_KK_GIT); the GPU run's kokkos stage will be skipped"
   fi
   pack_prebuilt || die "prebuild: packing failed"
+  check_carry "$PREP"
   log "carry $PREP with the tree; the GPU run uses $PREBUILT_DIR when its torch and this tree's sources match"
   exit 0
 fi
