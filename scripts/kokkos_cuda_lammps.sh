@@ -66,7 +66,12 @@ if [ ! -f "$k_src/.complete" ]; then
 fi
 if [ ! -f "$l_src/.complete" ]; then
   rm -rf "$l_src" && mkdir -p "$l_src"
-  git -C "$lammps_git" archive HEAD cmake src doc/lammps.1 | tar -x -C "$l_src"
+  # each folder from its own tree: a snapshot may lack blobs elsewhere (the
+  # fetched one lacks bench/POTENTIALS/data.gb), which `git archive HEAD PATHS` still reads
+  for d in cmake src; do
+    git -C "$lammps_git" archive --prefix="$d/" "HEAD:$d" | tar -x -C "$l_src" || fail "cannot extract $d/ from $lammps_git"
+  done
+  mkdir -p "$l_src/doc" && git -C "$lammps_git" show HEAD:doc/lammps.1 > "$l_src/doc/lammps.1"
   mkdir -p "$l_src/bench" "$l_src/potentials"   # installed as share/lammps/*; not used here
   grep -q 'find_package(Kokkos 4' "$l_src/cmake/Modules/Packages/KOKKOS.cmake" ||
     fail "the LAMMPS snapshot's KOKKOS does not take a Kokkos 4"
