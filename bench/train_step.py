@@ -25,12 +25,17 @@ With --recompute C, a third run of ours recomputes the edge work in chunks
 of C edges in both backward passes (fix uma/train's recompute keyword): its
 time against the stored lean step and its peak memory.
 
+With --device cuda, both sides run on the GPU (the GPU check's train_versus
+stage): each timed step ends when the device is done (fairchem's step ends
+with its loss read; ours synchronises), peak GPU memory is each side's
+allocator peak.
+
 Rounds of (lean, reference, fairchem) run interleaved (--rounds, default 3)
 and the speed-ups are the medians of the rounds' ratios: the shared machines'
 load drifts over a minute by more than the differences measured.
 
 usage: train_step.py UMA_TOOL OUT.json [--steps N] [--threads T] [--rounds R] [--batches k4l2 large]
-                     [--recompute C]
+                     [--recompute C] [--device cpu|cuda]
 """
 import argparse
 import json
@@ -137,15 +142,17 @@ class HostReads:
             setattr(torch.Tensor, n, f)
 
 
-def fairchem_side(checkpoint, samples):
-    """Returns a function that times `steps` steps of fairchem's training loop."""
+def fairchem_side(checkpoint, samples, device):
+    """Returns a function that times `steps` steps of fairchem's training loop on `device`."""
     from fairchem.core.modules.scheduler import CosineLRLambda
     from fairchem.core.units.mlip_unit.mlip_unit import compute_loss
     from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 
     model, _ = mtf.fairchem_model(checkpoint, torch.float32)
+    model = model.to(device)
     tasks = mtf.fairchem_tasks(checkpoint, COEF, "per_structure")
     batch, _ = mtf.fairchem_batch(samples, tasks, torch.float32)
+    batch = batch.to(device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=0.1, weight_decay=0.0)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, CosineLRLambda(1, 0.2, 100, 0.01))
     ema = AveragedModel(model, multi_avg_fn=get_ema_multi_avg_fn(0.999))
@@ -162,13 +169,17 @@ def fairchem_side(checkpoint, samples):
         scheduler.step()
         return loss.item()   # what the trainer's logging reads
 
+    cuda = torch.device(device).type == "cuda"
     for _ in range(2):
         step()
+    if cuda:
+        torch.cuda.reset_peak_memory_stats()
     with HostReads() as reads:
         step()
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
         step()
     ops = sum(1 for e in prof.events() if e.name.startswith("aten::"))
+    peak_mb = torch.cuda.max_memory_allocated() / 2**20 if cuda else -1.0
 
     def timed(steps):
         times = []
@@ -179,7 +190,8 @@ def fairchem_side(checkpoint, samples):
         times.sort()
         return {"engine": "fairchem-core", "seconds_per_step": times,
                 "median_seconds": times[len(times) // 2], "host_reads_per_step": reads.count,
-                "aten_ops_per_step": ops, "threads": torch.get_num_threads()}
+                "aten_ops_per_step": ops, "threads": torch.get_num_threads(), "device": device,
+                "peak_device_mb": peak_mb}
     return timed
 
 
@@ -187,10 +199,11 @@ def median(values):
     return sorted(values)[len(values) // 2]
 
 
-def ours(uma_tool, model_file, data, steps, threads, edge_ops, recompute=0):
+def ours(uma_tool, model_file, data, steps, threads, edge_ops, recompute=0, device="cpu"):
     env = dict(os.environ, OMP_NUM_THREADS=str(threads))
     return json.loads(subprocess.run([uma_tool, "bench-train", model_file, data, "--steps", str(steps),
-                                      "--edge-ops", edge_ops, "--recompute", str(recompute), "--phases"],
+                                      "--edge-ops", edge_ops, "--recompute", str(recompute), "--phases",
+                                      "--device", device],
                                      check=True, capture_output=True, text=True, env=env).stdout)
 
 
@@ -213,6 +226,7 @@ def main():
                    help="k4l2: the 71-atom batch; large: 350 atoms, perf_check's max_atoms per rank")
     p.add_argument("--recompute", type=int, default=0,
                    help="also run ours with the edge work recomputed in chunks of this many edges")
+    p.add_argument("--device", default="cpu", help="cpu or cuda: where both sides train")
     args = p.parse_args()
     torch.set_num_threads(args.threads)
     import logging
@@ -225,21 +239,20 @@ def main():
     model_file = os.path.join(tmp.name, "k4l2.safetensors")
     convert_checkpoint.convert(ckpt, model_file, weights="raw", dtype="float32")
     result = {"model": "K4L2 perf_check-like (4 blocks, lmax 2, 64 experts, 5 datasets)",
-              "threads": args.threads, "batches": {}}
+              "threads": args.threads, "device": args.device, "batches": {}}
     for name in args.batches:
         samples = systems() if name == "k4l2" else large_systems()
         data = os.path.join(tmp.name, f"{name}.extxyz")
         write_extxyz(data, samples)
-        fairchem_steps = fairchem_side(checkpoint, samples)
+        fairchem_steps = fairchem_side(checkpoint, samples, args.device)
+        run_ours = lambda edge_ops, recompute=0: ours(args.uma_tool, model_file, data, args.steps, args.threads,
+                                                      edge_ops, recompute, args.device)
         rounds = []
         for _ in range(args.rounds):
-            rounds.append({"lean": ours(args.uma_tool, model_file, data, args.steps, args.threads, "lean"),
-                           "reference": ours(args.uma_tool, model_file, data, args.steps, args.threads,
-                                             "reference"),
+            rounds.append({"lean": run_ours("lean"), "reference": run_ours("reference"),
                            "fairchem": fairchem_steps(args.steps)})
             if args.recompute > 0:
-                rounds[-1]["recomputed"] = ours(args.uma_tool, model_file, data, args.steps, args.threads,
-                                                "lean", args.recompute)
+                rounds[-1]["recomputed"] = run_ours("lean", args.recompute)
         # the round with the median lean time stands for the run; the speed-ups are per-round medians
         by_lean = sorted(rounds, key=lambda x: x["lean"]["median_seconds"])
         lean, reference, theirs = (by_lean[len(by_lean) // 2][k] for k in ("lean", "reference", "fairchem"))
@@ -259,7 +272,10 @@ def main():
                   f"peak RSS {mine['peak_rss_mb']:.0f} MB against {lean['peak_rss_mb']:.0f} MB, "
                   f"loss {mine['loss']:.10g} against {lean['loss']:.10g}", flush=True)
         result["batches"][name] = r
-        print(f"{name}: {r['atoms_per_batch']} atoms/batch, {args.threads} threads\n"
+        gpu = (f"; peak GPU memory: lean {lean['peak_device_mb']:.0f} MB, reference "
+               f"{reference['peak_device_mb']:.0f} MB, fairchem {theirs['peak_device_mb']:.0f} MB"
+               if args.device != "cpu" else "")
+        print(f"{name}: {r['atoms_per_batch']} atoms/batch, {args.threads} threads, {args.device}{gpu}\n"
               f"  lammps-uma (lean)      {lean['median_seconds']:.3f} s/step, {lean['host_reads_per_step']} host "
               f"reads, {lean['aten_ops_per_step']} ATen ops, peak RSS {lean['peak_rss_mb']:.0f} MB; "
               f"ms: {phases(lean)}\n"

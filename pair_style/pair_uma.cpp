@@ -325,6 +325,27 @@ void PairUMA::log_memory_plan() {
   plan_logged_recompute_ = plan.recompute;
 }
 
+/* At the end of a run on a GPU: the most memory LibTorch held on it during
+   the run (the largest over the ranks), beside the memory plan's prediction
+   for one evaluation and its budget, so that a `memory` budget can be
+   checked against what the run used. */
+
+void PairUMA::finish() {
+  if (!engine_ || !engine_->options().device.is_cuda()) return;
+  double peak = uma::device_peak_bytes(engine_->options().device), largest = 0.0;
+  MPI_Allreduce(&peak, &largest, 1, MPI_DOUBLE, MPI_MAX, world);
+  if (comm->me != 0) return;
+  const uma::EngineStats stats = engine_->stats();
+  utils::logmesg(lmp,
+                 "pair {}: peak GPU memory of the run {:.3f} GB{}; the memory plan predicted "
+                 "{:.3f} GB for one evaluation (budget {:.3f} GB, {})\n",
+                 style_name_, largest * 1e-9,
+                 comm->nprocs > 1 ? " (the largest of " + std::to_string(comm->nprocs) + " ranks)"
+                                   : std::string(),
+                 stats.memory_plan.predicted_bytes * 1e-9, stats.memory_budget * 1e-9,
+                 stats.memory_plan.recompute ? "recomputed" : "stored");
+}
+
 /* CUDA-graph replay, in the log: the first capture, and every new reason a
    step could not be captured (it then runs eagerly). */
 
@@ -353,6 +374,7 @@ void PairUMA::init_style() {
     error->all(FLERR, "Pair style {}: pair_coeff * * MODEL ... is missing", style_name_);
   if (!engine_) create_engine();
   for (int k = 0; k < nextra; ++k) pvector[k] = 0.0;  // the run's transfer totals start here
+  uma::reset_device_peak(engine_->options().device);  // and its peak GPU memory (finish)
   plan_logged_ = false;
   if (comm->nprocs > 1) {
     if (deep_shell_) {

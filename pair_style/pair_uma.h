@@ -45,6 +45,7 @@ class PairUMA : public Pair, public UMAModelHandle {
   void init_style() override;
   double init_one(int, int) override;
   double memory_usage() override;
+  void finish() override;  // the run's peak GPU memory, in the log
 
   // UMAModelHandle, for fix uma/train (both create the engine first).
   Setup training_setup() override;

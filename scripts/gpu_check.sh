@@ -50,7 +50,10 @@
 #   lammps_md                 NVE MD in LAMMPS with pair_style uma, eager and replayed
 #   tf32                      fp32/tf32 against fp64
 #   bench, profile            `uma bench` on bulk Cu/Si with a full-size UMA-S-shaped model of
-#                             random weights, eager and replayed as a CUDA graph; its profile
+#                             random weights, eager and replayed as a CUDA graph (with the
+#                             captured step's kernel and memory-operation count); its profile
+#   versus_train              fairchem's training step beside ours (lean and composition) on the
+#                             K4L2 batch and the 350-atom batch; ours must not read the host
 #   versus_fairchem_compiled  fairchem with torch.compile: its first call (the compile) and its
 #                             step timed apart
 # Every stage is timed; a failed stage is reported as failed and the script
@@ -296,7 +299,7 @@ B="$(realpath -m "${UMA_GPU_BUILD:-$ROOT/build-gpu}")"
 JOBS="${UMA_GPU_JOBS:-$(nproc)}"
 # The checking and timing stages, in the order they run (by value: what a
 # short lease must not miss comes first), and the --quick selection.
-CHECK_ORDER="versus_fairchem kernels tests kokkos ranks devices train lammps_md tf32 bench profile versus_fairchem_compiled"
+CHECK_ORDER="versus_fairchem kernels tests kokkos ranks devices train lammps_md tf32 bench profile versus_train versus_fairchem_compiled"
 CHECK_STAGES=" $CHECK_ORDER "
 QUICK_STAGES="versus_fairchem tests lammps_md"
 if [ "${UMA_GPU_STAGES:-}" = quick ]; then QUICK=1; fi
@@ -325,12 +328,12 @@ if [ "$MODE" = gpu ]; then
   # tests 39 s (8 shards), ranks 9, devices 12, train 4, lammps_md 58, tf32 21, profile 6,
   # versus_fairchem_compiled: fp32's compile 73 s, tf32's cut at 150 s
   LIMIT=([mpi]=60 [versus_fairchem]=150 [kernels]=40 [tests]=120 [kokkos]=150 [ranks]=60 [devices]=60 [train]=45 [lammps_md]=120
-         [tf32]=60 [bench]=120 [profile]=30 [versus_fairchem_compiled]=240)
+         [tf32]=60 [bench]=120 [profile]=30 [versus_train]=90 [versus_fairchem_compiled]=240)
   if [ "$QUICK" = 1 ]; then LIMIT[versus_fairchem]=100; LIMIT[tests]=120; LIMIT[lammps_md]=50; fi
 else
   BUDGET="${UMA_GPU_BUDGET_S:-0}"
   LIMIT=([mpi]=300 [versus_fairchem]=1800 [kernels]=600 [tests]=3600 [kokkos]=600 [ranks]=1800 [devices]=900 [train]=1800 [lammps_md]=900
-         [tf32]=1800 [bench]=900 [profile]=900 [versus_fairchem_compiled]=1800)
+         [tf32]=1800 [bench]=900 [profile]=900 [versus_train]=1800 [versus_fairchem_compiled]=1800)
 fi
 for kv in ${UMA_GPU_LIMITS:-}; do   # "tests=200 versus_fairchem=120" (or comma-separated)
   for kv2 in ${kv//,/ }; do
@@ -797,8 +800,10 @@ st_bench() {
       [ $r -eq 0 ] || rc=1
       "$HPY" -c 'import json, sys
 j = json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])
-ok = j["graph_captures"] >= 1 and j["graph_replays"] >= 1 and not j["graph_refusal"]
-print("cuda graph:", "captured and replayed" if ok else "NOT replayed: " + repr(j["graph_refusal"]))
+ok = j["graph_captures"] >= 1 and j["graph_replays"] >= 1 and not j["graph_refusal"] and j["step_kernels"] > 0
+print("cuda graph:", "captured and replayed: the step is %d kernels and %d memory operations, launched as one graph"
+      % (j["step_kernels"], j["step_memory_ops"]) if ok else
+      "NOT replayed (or no kernel counted): " + repr(j["graph_refusal"]))
 sys.exit(0 if ok else 1)' "$B/bench-$s-graph.out" || rc=1
     done
   fi
@@ -969,6 +974,27 @@ st_versus_fairchem() {
   plan $(( VERSUS_SETUP_RESERVE + $(versus_group_reserve) ))
   versus_setup || return 1
   versus_each "$DET/versus_fairchem.json" versus_eager_struct versus_group_reserve
+}
+
+# fairchem's training step beside ours on the same device (bench/train_step.py
+# --device): the K4L2 batch (71 atoms, 4 blocks, 64 experts, 5 heads) and the
+# 350-atom batch (perf_check's max_atoms per rank); our step with the lean
+# kernels and with the composition, fairchem's MLIPTrainEvalUnit sequence, in
+# fp32; fails where our lean step reads the host.  In the CPU proof: the K4L2
+# batch, one timed step each.
+st_versus_train() {
+  stage_deadline "${LIMIT[versus_train]}"
+  local args=(--steps 5 --rounds 1 --batches k4l2 large) r
+  [ "$MODE" = cpu ] && args=(--steps 1 --rounds 1 --batches k4l2 --threads "$JOBS")
+  versus_settings
+  plan $(( VERSUS_SETUP_RESERVE + 60 ))
+  versus_setup || return 1
+  echo "== bench/train_step.py ${args[*]} --device $(device_name)"
+  PYTHONPATH="$VS_PATH" limited 60 "train_step.py" "${VS_PY[@]}" "$ROOT/bench/train_step.py" "$B/engine/uma" \
+    "$VS/train.json" "${args[@]}" --device "$(device_name)" > "$VS/train.out" 2>&1
+  r=$?
+  cat "$VS/train.out"
+  "$HPY" "$REPORT" versus-train "$DET/versus_train.json" "$VS/train.json" "$r"
 }
 
 # fairchem compiled: per precision its first call (the compile, in fp32 the
@@ -1681,6 +1707,7 @@ maybe_stage lammps_md st_lammps_md "$ok_pm" "needs plugin and model_init"
 maybe_stage tf32 st_tf32 "$ok_ms" "needs model_init and structures"
 maybe_stage bench st_bench "$ok_ms" "needs model_init and structures"
 maybe_stage profile st_profile "$ok_ms" "needs model_init and structures"
+maybe_stage versus_train st_versus_train "$ok_engine" "needs engine"
 maybe_stage versus_fairchem_compiled st_versus_fairchem_compiled "$ok_es" "needs engine and structures"
 
 write_summary 1

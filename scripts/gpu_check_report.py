@@ -38,6 +38,8 @@
   gpu_check_report.py versus-skip OUT.json STRUCT REASON
   gpu_check_report.py versus-compiled OUT.json STRUCT DIR REF_DIR EAGER_DIR
       the versus_fairchem_compiled stage, fairchem's compile timed apart (scripts/gpu_speed_report.py)
+  gpu_check_report.py versus-train OUT.json RESULT.json RC
+      the versus_train stage: bench/train_step.py's result, our lean step's host reads checked
   gpu_check_report.py shards OUT.json LOGDIR DEADLINE_EPOCH_S NSHARDS BINARY [GTEST_ARGS...]
       runs the GoogleTest binary in NSHARDS shards at once (GTEST_TOTAL_SHARDS, GTEST_SHARD_INDEX;
       the environment and working folder as given), each shard's output in LOGDIR; the tests of a
@@ -426,7 +428,8 @@ def cmd_bench(label, stdout, rc, out):
     if result is not None and int(rc) == 0:
         for k in ("atoms", "edges", "device", "precision", "ms_per_step", "steps_per_s", "peak_device_mb",
                   "model_gflops_per_s", "gemm_gflops_per_s", "load_s", "first_call_s", "peak_rss_mb", "threads",
-                  "cuda_graph", "graph_captures", "graph_replays", "graph_refusal", "graph_pool_mb", "profile"):
+                  "cuda_graph", "graph_captures", "graph_replays", "graph_refusal", "graph_pool_mb",
+                  "step_kernels", "step_memory_ops", "profile"):
             if k in result:
                 entry[k] = result[k]
         if "time_s" in result:
@@ -1038,6 +1041,34 @@ def summarise_ranks_case(c):
     return out
 
 
+def cmd_versus_train(out, result_path, rc):
+    """bench/train_step.py's result: per batch the step times, speed-ups, host reads and peak
+    device memory; fails where it did not finish or our lean step read the host."""
+    res = {"rc": int(rc), "batches": {}}
+    checks_failed = []
+    result = load(result_path) if int(rc) == 0 else None
+    if result is None:
+        checks_failed.append("bench/train_step.py did not finish (exit %s)" % rc)
+    else:
+        res["device"] = result.get("device")
+        for name, b in result.get("batches", {}).items():
+            mine, ref, theirs = b["lammps_uma"], b["lammps_uma_reference_edge_ops"], b["fairchem"]
+            res["batches"][name] = {
+                "atoms": b["atoms_per_batch"],
+                "lean_s": mine["median_seconds"], "reference_s": ref["median_seconds"],
+                "fairchem_s": theirs["median_seconds"],
+                "speedup_over_fairchem": b["speedup"],
+                "reference_speedup_over_fairchem": b["speedup_reference_edge_ops"],
+                "host_reads_per_step": {"lean": mine["host_reads_per_step"],
+                                        "fairchem": theirs["host_reads_per_step"]},
+                "peak_device_mb": {"lean": mine.get("peak_device_mb"), "reference": ref.get("peak_device_mb"),
+                                   "fairchem": theirs.get("peak_device_mb")},
+                "loss": {"lean": mine["loss"], "reference": ref["loss"]}}
+            if mine["host_reads_per_step"] != 0:
+                checks_failed.append("%s: our lean step read the host %d times" % (name, mine["host_reads_per_step"]))
+    return finish(out, res, checks_failed, "the training step side by side")
+
+
 def versus_figures(d):
     return {struct: ({"not_run": e["not_run"]} if "not_run" in e else
                      {"atoms": e.get("atoms"), "passed": e.get("passed"), "ratios": e.get("ratios"),
@@ -1073,7 +1104,8 @@ def cmd_summary(stages_path, details_dir, env_path, mode, budget, total, out, fi
         if s["name"] == "bench" and isinstance(d, list):
             figures["uma_bench"] = [{k: r[k] for k in ("run", "atoms", "edges", "device", "precision", "ms_per_step",
                                                        "steps_per_s", "peak_device_mb", "model_gflops_per_s", "graph_replays",
-                                                       "graph_refusal", "profile", "rc", "error")
+                                                       "graph_refusal", "step_kernels", "step_memory_ops", "profile",
+                                                       "rc", "error")
                                      if k in r} for r in d]
         if s["name"] == "lammps_md" and d:
             figures["lammps_md"] = {k: d[k] for k in ("performance", "timesteps_per_s", "atoms", "steps", "device",
@@ -1108,6 +1140,8 @@ def cmd_summary(stages_path, details_dir, env_path, mode, budget, total, out, fi
                     "replay_speedup", "checks_failed") if k in replay}
         if s["name"] in ("versus_fairchem", "versus_fairchem_compiled") and d:
             figures[s["name"]] = versus_figures(d)
+        if s["name"] == "versus_train" and d:
+            figures["versus_train"] = d.get("batches")
         if s["name"] == "tf32" and d:
             figures["tf32"] = {
                 struct: dict({"atoms": e.get("atoms"), "passed": e.get("passed")},
@@ -1149,7 +1183,7 @@ def main(argv):
             "mpi": cmd_mpi, "ranks": cmd_ranks, "ranks-skip": cmd_ranks_skip, "devices": cmd_devices,
             "kokkos": cmd_kokkos, "kokkos-speed": cmd_kokkos_speed, "kernels": cmd_kernels,
             "train": cmd_train, "versus": cmd_versus, "versus-skip": cmd_versus_skip,
-            "versus-compiled": cmd_versus_compiled, "lammps-replay": cmd_lammps_replay,
+            "versus-compiled": cmd_versus_compiled, "versus-train": cmd_versus_train, "lammps-replay": cmd_lammps_replay,
             "precision": cmd_precision, "shards": cmd_shards, "gtest-exclude": cmd_gtest_exclude,
             "tests-merge": cmd_tests_merge, "archive": cmd_archive, "summary": cmd_summary}
     if len(argv) < 2 or argv[1] not in cmds:

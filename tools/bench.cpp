@@ -7,11 +7,6 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
-#if __has_include(<cuda_runtime_api.h>)
-#include <c10/cuda/CUDACachingAllocator.h>
-#define UMA_BENCH_CUDA_STATS 1
-#endif
-
 #include "commands.h"
 #include "runtime/device.h"
 #include "engine/engine.h"
@@ -64,18 +59,6 @@ std::vector<double> time_repeats(int repeats, F&& f) {
     t.push_back(seconds_since(t0));
   }
   return t;
-}
-
-// Peak memory LibTorch's caching allocator has held on a GPU (MB); -1 where
-// this build cannot ask (no CUDA headers) or the device is the CPU.
-double peak_device_mb(const torch::Device& device) {
-#ifdef UMA_BENCH_CUDA_STATS
-  if (device.is_cuda()) {
-    const auto s = c10::cuda::CUDACachingAllocator::getDeviceStats(device.index());
-    return static_cast<double>(s.allocated_bytes[0].peak) / (1024.0 * 1024.0);
-  }
-#endif
-  return -1.0;
 }
 
 nlohmann::json stats(std::vector<double> t) {
@@ -167,6 +150,9 @@ int bench(const BenchArgs& a) {
       {"graph_replays", es.graph_replays},
       {"graph_refusal", es.graph_refusal},
       {"graph_pool_mb", es.graph_held_bytes / 1e6},  // device memory the held captures keep
+      // a captured step's nodes: its launches when run eagerly, one graph launch replayed
+      {"step_kernels", es.graph_nodes.kernels},
+      {"step_memory_ops", es.graph_nodes.memory},
       {"alloc_mb_per_eval", alloc_mb},
       {"edge_alloc_mb_per_eval", edge_alloc_mb},
       {"steps_per_s", 1.0 / median},

@@ -143,6 +143,7 @@ int bench_train(const BenchTrainArgs& a) {
                         {"edge_ops", trainer.edge_backend().name()},
                         {"recompute", a.recompute},
                         {"peak_rss_mb", peak_rss_mb()},
+                        {"peak_device_mb", peak_device_mb(o.device)},
                         {"threads", at::get_num_threads()}};
   if (a.phases) {
     nlohmann::json per_step = nlohmann::json::object();

@@ -5,10 +5,13 @@
 #ifdef UMA_CUDA_GRAPHS
 #include <ATen/cuda/CUDAEvent.h>
 #include <ATen/cuda/CUDAGraph.h>
+#include <ATen/cuda/Exceptions.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
+
+#include <vector>
 #endif
 
 namespace uma {
@@ -18,7 +21,9 @@ namespace uma {
 bool cuda_graphs_built() { return true; }
 
 struct CudaGraph::Impl {
-  at::cuda::CUDAGraph graph;
+  // kept after the capture, so that its nodes can be counted before it is
+  // instantiated
+  at::cuda::CUDAGraph graph{/*keep_graph=*/true};
 };
 
 namespace {
@@ -36,6 +41,25 @@ double reserved_bytes(c10::DeviceIndex device) {
   return static_cast<double>(stats.reserved_bytes[0].current);  // [0]: all pools together
 }
 
+CudaGraph::Nodes count_nodes(cudaGraph_t graph) {
+  size_t n = 0;
+  AT_CUDA_CHECK(cudaGraphGetNodes(graph, nullptr, &n));
+  std::vector<cudaGraphNode_t> nodes(n);
+  AT_CUDA_CHECK(cudaGraphGetNodes(graph, nodes.data(), &n));
+  CudaGraph::Nodes out;
+  for (size_t i = 0; i < n; ++i) {
+    cudaGraphNodeType type;
+    AT_CUDA_CHECK(cudaGraphNodeGetType(nodes[i], &type));
+    if (type == cudaGraphNodeTypeKernel)
+      ++out.kernels;
+    else if (type == cudaGraphNodeTypeMemcpy || type == cudaGraphNodeTypeMemset)
+      ++out.memory;
+    else
+      ++out.other;
+  }
+  return out;
+}
+
 }  // namespace
 
 std::unique_ptr<CudaGraph> CudaGraph::capture(const torch::Device& device,
@@ -47,6 +71,7 @@ std::unique_ptr<CudaGraph> CudaGraph::capture(const torch::Device& device,
   const auto side = c10::cuda::getStreamFromPool();
   auto impl = std::make_unique<Impl>();
   double before = 0;
+  Nodes nodes;
   wait_for(caller, side);
   {
     c10::cuda::CUDAStreamGuard on_side(side);
@@ -61,6 +86,8 @@ std::unique_ptr<CudaGraph> CudaGraph::capture(const torch::Device& device,
     try {
       step();
       impl->graph.capture_end();
+      nodes = count_nodes(impl->graph.raw_cuda_graph());
+      impl->graph.instantiate();  // now, not at the first replay
     } catch (const std::exception& e) {
       try {
         impl->graph.capture_end();  // ends the stream's capture mode
@@ -71,7 +98,7 @@ std::unique_ptr<CudaGraph> CudaGraph::capture(const torch::Device& device,
   }
   wait_for(side, caller);
   const double pool = reserved_bytes(index) - before;
-  return std::unique_ptr<CudaGraph>(new CudaGraph(std::move(impl), pool));
+  return std::unique_ptr<CudaGraph>(new CudaGraph(std::move(impl), pool, nodes));
 }
 
 void CudaGraph::replay() { impl_->graph.replay(); }
@@ -92,8 +119,8 @@ void CudaGraph::replay() {}
 
 #endif
 
-CudaGraph::CudaGraph(std::unique_ptr<Impl> impl, double pool_bytes)
-    : impl_(std::move(impl)), pool_bytes_(pool_bytes) {}
+CudaGraph::CudaGraph(std::unique_ptr<Impl> impl, double pool_bytes, Nodes nodes)
+    : impl_(std::move(impl)), pool_bytes_(pool_bytes), nodes_(nodes) {}
 CudaGraph::~CudaGraph() = default;
 
 }  // namespace uma

@@ -30,12 +30,20 @@ class CudaGraph {
   void replay();
   // Device memory the capture holds (its private pool), in bytes.
   double pool_bytes() const { return pool_bytes_; }
+  // The captured graph's nodes by kind: the kernels and the memory operations
+  // (copies, sets) that the step launches one by one when it runs eagerly,
+  // and that one replay launches as one graph; `other`: events, host calls.
+  struct Nodes {
+    int64_t kernels = 0, memory = 0, other = 0;
+  };
+  const Nodes& nodes() const { return nodes_; }
 
  private:
   struct Impl;
-  CudaGraph(std::unique_ptr<Impl> impl, double pool_bytes);
+  CudaGraph(std::unique_ptr<Impl> impl, double pool_bytes, Nodes nodes);
   std::unique_ptr<Impl> impl_;
   double pool_bytes_ = 0;
+  Nodes nodes_;
 };
 
 }  // namespace uma

@@ -352,6 +352,7 @@ Evaluation Engine::run_or_replay(StepPlan& plan, const Geometry& geo, const Requ
     stats_.graph_refusal = e.what();
     return run(plan, geo, what);
   }
+  stats_.graph_nodes = r->graph->nodes();
   r->graph_tables = graph_.device_tables();
   r->edge_block_lengths = plan.edge_block_lengths;
   const double bytes = r->graph->pool_bytes();

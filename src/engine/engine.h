@@ -19,6 +19,7 @@
 #include <torch/torch.h>
 
 #include "engine/atoms.h"
+#include "engine/cuda_graph.h"
 #include "engine/evaluation.h"
 #include "runtime/memory_plan.h"
 #include "model/model.h"
@@ -110,6 +111,8 @@ struct EngineStats {
   int64_t graph_captures = 0, graph_replays = 0, graph_held = 0;
   double graph_held_bytes = 0;
   std::string graph_refusal;
+  // The latest capture's nodes: the launches of one step run eagerly.
+  CudaGraph::Nodes graph_nodes;
 };
 
 class Engine {

@@ -1,5 +1,7 @@
 #include "runtime/memory_plan.h"
 
+#include <c10/core/CachingDeviceAllocator.h>
+
 #include <dlfcn.h>
 
 #include <algorithm>
@@ -122,6 +124,19 @@ double cuda_available() {
 
 double available_memory(const torch::Device& device) {
   return device.is_cuda() ? cuda_available() : host_available();
+}
+
+// Through c10's device-generic allocator interface: no CUDA header needed.
+double device_peak_bytes(const torch::Device& device) {
+  if (device.is_cpu()) return -1;
+  const auto stats = c10::getDeviceAllocator(device.type())
+                         ->getDeviceStats(device.has_index() ? device.index() : 0);
+  return static_cast<double>(stats.allocated_bytes[0].peak);  // [0]: all pools together
+}
+
+void reset_device_peak(const torch::Device& device) {
+  if (device.is_cpu()) return;
+  c10::getDeviceAllocator(device.type())->resetPeakStats(device.has_index() ? device.index() : 0);
 }
 
 }  // namespace uma

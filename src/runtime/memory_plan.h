@@ -57,4 +57,10 @@ MemoryPlan plan_memory(const MemoryModel& model, int64_t nodes, int64_t edges, d
 // host, the driver's free memory on a GPU.
 double available_memory(const torch::Device& device);
 
+// The most bytes LibTorch's allocator has held allocated on GPU `device` at
+// once since the process started or the last reset_device_peak; -1 on the CPU
+// (its allocator keeps no such count).
+double device_peak_bytes(const torch::Device& device);
+void reset_device_peak(const torch::Device& device);
+
 }  // namespace uma
