@@ -54,6 +54,9 @@
 #                             captured step's kernel and memory-operation count); its profile
 #   versus_train              fairchem's training step beside ours (lean and composition) on the
 #                             K4L2 batch and the 350-atom batch; ours must not read the host
+#   largest                   LAMMPS's bench/in.eam geometry (32,000 Cu atoms) with the full-size
+#                             model, pair_style uma device cuda with a memory budget: steps/s, the
+#                             memory plan, the run's peak GPU memory
 #   versus_fairchem_compiled  fairchem with torch.compile: its first call (the compile) and its
 #                             step timed apart
 # Every stage is timed; a failed stage is reported as failed and the script
@@ -299,7 +302,7 @@ B="$(realpath -m "${UMA_GPU_BUILD:-$ROOT/build-gpu}")"
 JOBS="${UMA_GPU_JOBS:-$(nproc)}"
 # The checking and timing stages, in the order they run (by value: what a
 # short lease must not miss comes first), and the --quick selection.
-CHECK_ORDER="versus_fairchem kernels tests kokkos ranks devices train lammps_md tf32 bench profile versus_train versus_fairchem_compiled"
+CHECK_ORDER="versus_fairchem kernels tests kokkos ranks devices train lammps_md tf32 bench profile versus_train largest versus_fairchem_compiled"
 CHECK_STAGES=" $CHECK_ORDER "
 QUICK_STAGES="versus_fairchem tests lammps_md"
 if [ "${UMA_GPU_STAGES:-}" = quick ]; then QUICK=1; fi
@@ -328,12 +331,12 @@ if [ "$MODE" = gpu ]; then
   # tests 39 s (8 shards), ranks 9, devices 12, train 4, lammps_md 58, tf32 21, profile 6,
   # versus_fairchem_compiled: fp32's compile 73 s, tf32's cut at 150 s
   LIMIT=([mpi]=60 [versus_fairchem]=150 [kernels]=40 [tests]=120 [kokkos]=150 [ranks]=60 [devices]=60 [train]=45 [lammps_md]=120
-         [tf32]=60 [bench]=120 [profile]=30 [versus_train]=90 [versus_fairchem_compiled]=240)
+         [tf32]=60 [bench]=120 [profile]=30 [versus_train]=90 [largest]=120 [versus_fairchem_compiled]=240)
   if [ "$QUICK" = 1 ]; then LIMIT[versus_fairchem]=100; LIMIT[tests]=120; LIMIT[lammps_md]=50; fi
 else
   BUDGET="${UMA_GPU_BUDGET_S:-0}"
   LIMIT=([mpi]=300 [versus_fairchem]=1800 [kernels]=600 [tests]=3600 [kokkos]=600 [ranks]=1800 [devices]=900 [train]=1800 [lammps_md]=900
-         [tf32]=1800 [bench]=900 [profile]=900 [versus_train]=1800 [versus_fairchem_compiled]=1800)
+         [tf32]=1800 [bench]=900 [profile]=900 [versus_train]=1800 [largest]=1800 [versus_fairchem_compiled]=1800)
 fi
 for kv in ${UMA_GPU_LIMITS:-}; do   # "tests=200 versus_fairchem=120" (or comma-separated)
   for kv2 in ${kv//,/ }; do
@@ -995,6 +998,49 @@ st_versus_train() {
   r=$?
   cat "$VS/train.out"
   "$HPY" "$REPORT" versus-train "$DET/versus_train.json" "$VS/train.json" "$r"
+}
+
+# The largest system of the check: LAMMPS's own bench/in.eam geometry (fcc Cu,
+# 20 x 20 x 20 cells: 32,000 atoms) with the full-size UMA-S-shaped model
+# through pair_style uma device cuda and a memory budget (UMA_GPU_LARGEST_GB,
+# default 120 of the H200's 140 GB): timesteps/s, the memory plan and the
+# run's peak GPU memory from the pair style's log (the prediction against the
+# peak is a figure, not a check).  In the CPU proof: 4 x 4 x 4 cells (256
+# atoms) and a 1 GB budget, so that the recomputed path runs.
+st_largest() {
+  stage_deadline "${LIMIT[largest]}"
+  local n gb steps r
+  if [ "$MODE" = gpu ]; then n=20; gb="${UMA_GPU_LARGEST_GB:-120}"; steps=3; else n=4; gb=1; steps=2; fi
+  mkdir -p "$B/largest" || return 1
+  cat > "$B/largest/in.largest" <<'EOF'
+# written by scripts/gpu_check.sh: bench/in.eam's geometry through pair_style uma with a memory budget
+plugin          load ${plugin}
+units           metal
+atom_style      atomic
+lattice         fcc 3.615
+region          box block 0 ${n} 0 ${n} 0 ${n}
+create_box      1 box
+create_atoms    1 box
+mass            1 63.546
+velocity        all create 1600.0 376847 loop geom
+pair_style      uma task omat device ${device} memory ${gb}
+pair_coeff      * * ${model} Cu
+neighbor        1.0 bin
+neigh_modify    every 5 delay 0 check yes
+timestep        0.0001
+fix             1 all nve
+thermo          1
+run             ${steps}
+EOF
+  plan 10
+  rm -f "$B/largest/log.lammps"
+  (cd "$B/largest" && LD_LIBRARY_PATH="$LINST/lib:${LD_LIBRARY_PATH:-}" limited 10 "lmp in.eam geometry, $((4 * n * n * n)) atoms" \
+     "${MPIRUN[@]}" -np 1 "$LINST/bin/lmp" -in in.largest -log log.lammps -screen none \
+     -var plugin "$B/engine/umaplugin.so" -var model "$MODEL" -var device "$(device_name)" \
+     -var n "$n" -var gb "$gb" -var steps "$steps")
+  r=$?
+  grep -E "^pair uma|^Loop time|^Performance|ERROR" "$B/largest/log.lammps"
+  "$HPY" "$REPORT" largest "$B/largest/log.lammps" "$r" "$DET/largest.json" "$MODE"
 }
 
 # fairchem compiled: per precision its first call (the compile, in fp32 the
@@ -1708,6 +1754,7 @@ maybe_stage tf32 st_tf32 "$ok_ms" "needs model_init and structures"
 maybe_stage bench st_bench "$ok_ms" "needs model_init and structures"
 maybe_stage profile st_profile "$ok_ms" "needs model_init and structures"
 maybe_stage versus_train st_versus_train "$ok_engine" "needs engine"
+maybe_stage largest st_largest "$ok_pm" "needs plugin and model_init"
 maybe_stage versus_fairchem_compiled st_versus_fairchem_compiled "$ok_es" "needs engine and structures"
 
 write_summary 1

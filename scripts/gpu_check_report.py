@@ -40,6 +40,8 @@
       the versus_fairchem_compiled stage, fairchem's compile timed apart (scripts/gpu_speed_report.py)
   gpu_check_report.py versus-train OUT.json RESULT.json RC
       the versus_train stage: bench/train_step.py's result, our lean step's host reads checked
+  gpu_check_report.py largest LOG RC OUT.json MODE
+      the largest stage: the LAMMPS run's speed, memory plan and peak GPU memory (MODE gpu: required)
   gpu_check_report.py shards OUT.json LOGDIR DEADLINE_EPOCH_S NSHARDS BINARY [GTEST_ARGS...]
       runs the GoogleTest binary in NSHARDS shards at once (GTEST_TOTAL_SHARDS, GTEST_SHARD_INDEX;
       the environment and working folder as given), each shard's output in LOGDIR; the tests of a
@@ -463,8 +465,25 @@ def cmd_lammps(log, out):
             m = re.search(r" on (\S+)$", line.strip())
             if m:
                 res["device"] = m.group(1)
+        elif re.match(r"pair uma(/kk)?: memory plan", line):
+            res["memory_plan"] = line.strip()
+            m = re.search(r"(stored|recomputed)", line)
+            res["recomputed"] = bool(m) and m.group(1) == "recomputed"
+            m = re.search(r"chunks of (\d+) edges", line)
+            if m:
+                res["chunk_edges"] = int(m.group(1))
+            m = re.search(r"predicted peak ([\d.]+) GB, budget ([\d.]+) GB", line)
+            if m:
+                res["predicted_gb"], res["budget_gb"] = float(m.group(1)), float(m.group(2))
+        elif re.match(r"pair uma(/kk)?: peak GPU memory", line):
+            res["peak_gpu_line"] = line.strip()
+            m = re.search(r"peak GPU memory of the run ([\d.]+) GB", line)
+            if m:
+                res["peak_gpu_gb"] = float(m.group(1))
         elif "ERROR" in line and "error" not in res:
             res["error"] = line.strip()
+    if "peak_gpu_gb" in res and res.get("predicted_gb"):
+        res["predicted_over_peak"] = res["predicted_gb"] / res["peak_gpu_gb"]
     rows = last_thermo(lines)   # the last run's table (the script's NVE run has one)
     if rows:
         res["thermo_first"], res["thermo_last"] = rows[0], rows[-1]
@@ -1069,6 +1088,25 @@ def cmd_versus_train(out, result_path, rc):
     return finish(out, res, checks_failed, "the training step side by side")
 
 
+def cmd_largest(log, rc, out, mode):
+    """The largest stage: the LAMMPS run's figures (cmd_lammps) checked: it finished, logged its
+    memory plan, and on a GPU its peak memory."""
+    cmd_lammps(log, out)
+    res = load(out, {})
+    res["rc"] = int(rc)
+    checks_failed = []
+    if int(rc) != 0 or "timesteps_per_s" not in res:
+        checks_failed.append("the run did not finish (exit %s)%s" % (rc, ": " + res["error"] if "error" in res else ""))
+    if "memory_plan" not in res:
+        checks_failed.append("no memory plan in the log")
+    if mode == "gpu":
+        if "peak_gpu_gb" not in res:
+            checks_failed.append("no peak GPU memory in the log")
+        elif "budget_gb" in res:
+            res["peak_within_budget"] = res["peak_gpu_gb"] <= res["budget_gb"]
+    return finish(out, res, checks_failed, "the largest system")
+
+
 def versus_figures(d):
     return {struct: ({"not_run": e["not_run"]} if "not_run" in e else
                      {"atoms": e.get("atoms"), "passed": e.get("passed"), "ratios": e.get("ratios"),
@@ -1140,6 +1178,10 @@ def cmd_summary(stages_path, details_dir, env_path, mode, budget, total, out, fi
                     "replay_speedup", "checks_failed") if k in replay}
         if s["name"] in ("versus_fairchem", "versus_fairchem_compiled") and d:
             figures[s["name"]] = versus_figures(d)
+        if s["name"] == "largest" and d:
+            figures["largest"] = {k: d[k] for k in ("atoms", "steps", "timesteps_per_s", "memory_plan", "recomputed",
+                                                    "chunk_edges", "predicted_gb", "budget_gb", "peak_gpu_gb",
+                                                    "predicted_over_peak", "peak_within_budget", "error") if k in d}
         if s["name"] == "versus_train" and d:
             figures["versus_train"] = d.get("batches")
         if s["name"] == "tf32" and d:
@@ -1183,7 +1225,8 @@ def main(argv):
             "mpi": cmd_mpi, "ranks": cmd_ranks, "ranks-skip": cmd_ranks_skip, "devices": cmd_devices,
             "kokkos": cmd_kokkos, "kokkos-speed": cmd_kokkos_speed, "kernels": cmd_kernels,
             "train": cmd_train, "versus": cmd_versus, "versus-skip": cmd_versus_skip,
-            "versus-compiled": cmd_versus_compiled, "versus-train": cmd_versus_train, "lammps-replay": cmd_lammps_replay,
+            "versus-compiled": cmd_versus_compiled, "versus-train": cmd_versus_train,
+            "largest": cmd_largest, "lammps-replay": cmd_lammps_replay,
             "precision": cmd_precision, "shards": cmd_shards, "gtest-exclude": cmd_gtest_exclude,
             "tests-merge": cmd_tests_merge, "archive": cmd_archive, "summary": cmd_summary}
     if len(argv) < 2 or argv[1] not in cmds:
