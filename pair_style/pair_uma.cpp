@@ -72,11 +72,20 @@ PairUMA::PairUMA(LAMMPS* lmp) : Pair(lmp) {
 
 // LAMMPS's Kokkos communication calls a device-side pair's Kokkos pack/unpack
 // functions; this style's rows and folds live in host buffers, so it always
-// takes the host callbacks.
+// takes the host callbacks.  A LAMMPS before 2025 (CMake's
+// UMA_LAMMPS_COMM_UNSIZED) takes no width with the call: it moves
+// comm_forward / comm_reverse values per atom, set to the width for the call.
 void PairUMA::forward_comm_host(int width) {
   const ExecutionSpace declared = execution_space;
   execution_space = Host;
+#ifdef UMA_LAMMPS_COMM_UNSIZED
+  const int set_up = comm_forward;
+  comm_forward = width;
+  comm->forward_comm(this);
+  comm_forward = set_up;
+#else
   comm->forward_comm(this, width);
+#endif
   execution_space = declared;
 }
 
@@ -84,7 +93,14 @@ void PairUMA::reverse_comm_host(ReverseRows& rows, int width) {
   const ExecutionSpace declared = execution_space;
   execution_space = Host;
   reverse_rows_ = &rows;
+#ifdef UMA_LAMMPS_COMM_UNSIZED
+  const int set_up = comm_reverse;
+  comm_reverse = width;
+  comm->reverse_comm(this);
+  comm_reverse = set_up;
+#else
   comm->reverse_comm(this, width);
+#endif
   reverse_rows_ = nullptr;
   execution_space = declared;
 }

@@ -113,7 +113,6 @@ void Engine::validate(const std::vector<Atoms>& step) const {
 }
 
 void validate_systems(const UmaModel& model, const std::vector<Atoms>& systems) {
-  const auto& cfg = model->config();
   if (systems.empty()) throw Error("no systems to evaluate");
   for (size_t b = 0; b < systems.size(); ++b) {
     const Atoms& a = systems[b];
