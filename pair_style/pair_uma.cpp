@@ -75,34 +75,33 @@ PairUMA::PairUMA(LAMMPS* lmp) : Pair(lmp) {
 // takes the host callbacks.  A LAMMPS before 2025 (CMake's
 // UMA_LAMMPS_COMM_UNSIZED) takes no width with the call: it moves
 // comm_forward / comm_reverse values per atom, set to the width for the call.
-void PairUMA::forward_comm_host(int width) {
-  const ExecutionSpace declared = execution_space;
-  execution_space = Host;
 #ifdef UMA_LAMMPS_COMM_UNSIZED
-  const int set_up = comm_forward;
-  comm_forward = width;
-  comm->forward_comm(this);
-  comm_forward = set_up;
+#define UMA_COMM_ROWS(pair, width) pair
 #else
-  comm->forward_comm(this, width);
+#define UMA_COMM_ROWS(pair, width) pair, width
 #endif
+
+template <typename Exchange>
+void PairUMA::exchange_on_host(int &per_atom, int width, Exchange exchange) {
+  const ExecutionSpace declared = execution_space;
+  const int set_up = per_atom;
+  execution_space = Host;
+  per_atom = width;
+  exchange();
+  per_atom = set_up;
   execution_space = declared;
 }
 
-void PairUMA::reverse_comm_host(ReverseRows& rows, int width) {
-  const ExecutionSpace declared = execution_space;
-  execution_space = Host;
+void PairUMA::forward_comm_host(int width) {
+  exchange_on_host(comm_forward, width,
+                   [&] { comm->forward_comm(UMA_COMM_ROWS(this, width)); });
+}
+
+void PairUMA::reverse_comm_host(ReverseRows &rows, int width) {
   reverse_rows_ = &rows;
-#ifdef UMA_LAMMPS_COMM_UNSIZED
-  const int set_up = comm_reverse;
-  comm_reverse = width;
-  comm->reverse_comm(this);
-  comm_reverse = set_up;
-#else
-  comm->reverse_comm(this, width);
-#endif
+  exchange_on_host(comm_reverse, width,
+                   [&] { comm->reverse_comm(UMA_COMM_ROWS(this, width)); });
   reverse_rows_ = nullptr;
-  execution_space = declared;
 }
 
 PairUMA::~PairUMA() {

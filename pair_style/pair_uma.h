@@ -125,6 +125,9 @@ class PairUMA : public Pair, public UMAModelHandle {
   // (forward), and the reverse communication of `rows`.
   void forward_comm_host(int width);
   void reverse_comm_host(ReverseRows &rows, int width);
+  // Runs one exchange of width values per atom through LAMMPS's host
+  // callbacks (per_atom: comm_forward or comm_reverse, restored after).
+  template <typename Exchange> void exchange_on_host(int &per_atom, int width, Exchange exchange);
   std::string describe(const std::exception &e) const;
   std::vector<long long> global_composition(const std::vector<int64_t> &numbers, int nowned) const;
   std::vector<long long> sum_over_ranks(std::vector<long long> counts) const;

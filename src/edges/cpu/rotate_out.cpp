@@ -68,7 +68,7 @@ UMA_ALWAYS_INLINE void rotate_out_grad_edges(const T* D, const T* envelope, Rows
     T ge = 0;
     for (int j = 0; j < rows; ++j) {
       const auto v = rotate_out_grad_row(D, envelope, y, tgt, gout, gy, C, e, j);
-      const int r = l_row(j), k0 = block_start(r), K = block_size(r);
+      const int r = kLRow[j], k0 = kBlockStart[r], K = kBlockSize[r];
       T a[5];
       with_block_size(K, [&](auto Kc) UMA_INLINE_LAMBDA {
         rotate_out_grad_row_sums<decltype(Kc)::value, WantGy, WantGeometry>(v, C, a);
@@ -176,14 +176,14 @@ UMA_ALWAYS_INLINE void rotate_out_grad_tangent_of(const T* D, const T* dD, const
     for (int j = 0; j < rows; ++j) {
       const auto v =
           rotate_out_grad_tangent_row(D, dD, envelope, denvelope, y, dy, tgt, gout, gy2, C, e, j);
-      const int r = l_row(j), K = block_size(r);
+      const int r = kLRow[j], k0 = kBlockStart[r], K = kBlockSize[r];
       T a[5], b[5];
       with_block_size(K, [&](auto Kc) UMA_INLINE_LAMBDA {
         rotate_out_grad_tangent_row_sums<decltype(Kc)::value, WantGeometry>(v, C, a, b);
       });
       if constexpr (WantGeometry)
         for (int k = 0; k < K; ++k) {
-          gD2[e * 81 + r * 9 + block_start(r) + k] = v.ds * a[k] + v.s * b[k];
+          gD2[e * 81 + r * 9 + k0 + k] = v.ds * a[k] + v.s * b[k];
           ge += v.dd[k] * a[k] + v.d[k] * b[k];
         }
     }
