@@ -44,9 +44,10 @@ double calibration::report(const std::vector<Frame> &frames, long long step,
     throw std::runtime_error(
         fmt::format("cannot write calibration file {}: {}", file, utils::getsyserror()));
   if (!append)
-    fputs("# step frame atoms uncertainty_max_eV uncertainty_mean_eV force_mae_eV_A "
-          "energy_mae_eV_atom\n",
-          fp);
+    fputs(
+        "# step frame atoms uncertainty_max_eV uncertainty_mean_eV force_mae_eV_A "
+        "energy_mae_eV_atom\n",
+        fp);
   for (size_t k = 0; k < frames.size(); ++k)
     fputs(fmt::format("{} {} {} {:.10g} {:.10g} {:.10g} {:.10g}\n", step, k, frames[k].atoms,
                       frames[k].uncertainty_max, frames[k].uncertainty_mean, frames[k].force_mae,
