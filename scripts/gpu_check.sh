@@ -789,8 +789,7 @@ st_bench() {
         --device "$device" --precision "$p" --repeats "$repeats" > "$B/bench-$s-$p.out" 2>&1
       r=$?
       cat "$B/bench-$s-$p.out"
-      "$HPY" "$REPORT" bench "$s $p" "$B/bench-$s-$p.out" "$r" "$DET/bench.json"
-      [ $r -eq 0 ] || rc=1
+      "$HPY" "$REPORT" bench "$s $p" "$B/bench-$s-$p.out" "$r" "$DET/bench.json" || rc=1
     done
   done
   if [ "$MODE" = cpu ]; then
@@ -805,8 +804,7 @@ st_bench() {
         --device "$device" --precision fp32 --repeats "$repeats" --cuda-graph > "$B/bench-$s-graph.out" 2>&1
       r=$?
       cat "$B/bench-$s-graph.out"
-      "$HPY" "$REPORT" bench "$s fp32 cuda_graph" "$B/bench-$s-graph.out" "$r" "$DET/bench.json"
-      [ $r -eq 0 ] || rc=1
+      "$HPY" "$REPORT" bench "$s fp32 cuda_graph" "$B/bench-$s-graph.out" "$r" "$DET/bench.json" || rc=1
       "$HPY" -c 'import json, sys
 j = json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])
 ok = j["graph_captures"] >= 1 and j["graph_replays"] >= 1 and not j["graph_refusal"] and j["step_kernels"] > 0
