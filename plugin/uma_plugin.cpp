@@ -69,8 +69,8 @@ void check_kokkos(LAMMPS* lmp) {
     lmp->error->all(FLERR,
                     "umaplugin.so was built with pair_style uma/kk for a LAMMPS with the KOKKOS "
                     "package, and this LAMMPS has none; rebuild the plugin against this LAMMPS");
-#if defined(LMP_KOKKOS_DOUBLE_DOUBLE)
-  const char* precision = "double";
+#if defined(LMP_KOKKOS_DOUBLE_DOUBLE) || defined(UMA_LAMMPS_KOKKOS_2024)
+  const char* precision = "double";  // (a KOKKOS package of 2024 computes in double only)
 #elif defined(LMP_KOKKOS_SINGLE_SINGLE)
   const char* precision = "single";
 #else
