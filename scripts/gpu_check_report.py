@@ -836,8 +836,9 @@ def cmd_kokkos(out, device, natoms, rc_ref, log_ref, dump_ref, *kk_runs):
     """pair_style uma/kk under LAMMPS's KOKKOS package on CUDA (-k on g 1 -sf kk) against
     pair_style uma device cuda on the same fp64 input (compare_runs), on each rank count
     of kk_runs (NRANKS RC LOG DUMP ...); in the NVE steps, uma/kk moves neither the
-    positions nor the forces between host and device: per step, its bytes each way are
-    uma's less at least 24 B per atom, and do not vary from step to step.  DEVICE: cuda (cpu
+    positions nor the forces between host and device: per step on 1 rank, its bytes each
+    way are uma's less at least 24 B per atom, and fewer than 8 B per atom (no per-atom
+    array crosses), and on every rank count they do not vary from step to step.  DEVICE: cuda (cpu
     in a rehearsal with an OpenMP Kokkos)."""
     natoms = int(natoms)
     res = {"atoms": natoms, "device": device, "runs": {}}
@@ -877,6 +878,9 @@ def cmd_kokkos(out, device, natoms, rc_ref, log_ref, dump_ref, *kk_runs):
                 failed.append("%s moves %g B / %g B per step, uma %g B / %g B: uma/kk still moves the forces or "
                               "the positions" % (label, steady["read_bytes"], steady["upload_bytes"],
                                                  ref_steady["read_bytes"], ref_steady["upload_bytes"]))
+            elif nranks == "1" and not max(steady["read_bytes"], steady["upload_bytes"]) < 8 * natoms:
+                failed.append("%s moves %g B / %g B per step: not even one number per atom may cross between host "
+                              "and device (%d atoms)" % (label, steady["read_bytes"], steady["upload_bytes"], natoms))
     return finish(out, res, failed, "kokkos: uma/kk against uma device %s" % device)
 
 
