@@ -1178,7 +1178,8 @@ def cmd_summary(stages_path, details_dir, env_path, mode, budget, total, out, fi
             figures["devices"] = {k: d[k] for k in ("devices", "rehearsal", "max_relative_deviation",
                                                     "nve_drift_ev_per_atom", "passed", "checks_failed") if k in d}
         if s["name"] == "kokkos" and d:
-            figures["kokkos"] = {k: d[k] for k in ("atoms", "speed", "reference_transfers_per_step", "passed", "checks_failed") if k in d}
+            figures["kokkos"] = {k: d[k] for k in ("atoms", "speed", "reference_transfers_per_step", "passed",
+                                                   "checks_failed") if k in d}
             figures["kokkos"]["runs"] = {n: {k: r[k] for k in ("max_relative_deviation", "steady_transfers_per_step",
                                                                "error")
                                              if k in r} for n, r in d.get("runs", {}).items()}
