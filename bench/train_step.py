@@ -151,6 +151,10 @@ def fairchem_side(checkpoint, samples, device):
     model, _ = mtf.fairchem_model(checkpoint, torch.float32)
     model = model.to(device)
     tasks = mtf.fairchem_tasks(checkpoint, COEF, "per_structure")
+    for t in tasks:   # their element references and normalizers index the batch on its device
+        for part in (t.element_references, t.normalizer, t.loss_fn):
+            if isinstance(part, torch.nn.Module):
+                part.to(device)
     batch, _ = mtf.fairchem_batch(samples, tasks, torch.float32)
     batch = batch.to(device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=0.1, weight_decay=0.0)

@@ -686,6 +686,8 @@ st_engine() {
     [ -d /usr/local/cuda/include ] && flags="$flags -isystem /usr/local/cuda/include"
     ENGINE_ARGS=(-G "$GEN" -DCMAKE_BUILD_TYPE=Release -DUMA_BUILD_TESTS=ON -DUMA_BUILD_PLUGIN=OFF -DUMA_PYTHON= -DUMA_SID_ROOT=
                  "-DCMAKE_CXX_FLAGS=$flags" "${LAUNCHER[@]}" "-DUMA_TORCH_DIR=$torch_dir")
+    # the Python-driven tests run there with its python3 (on PATH), not this machine's
+    [ "$MODE" = prebuild ] && ENGINE_ARGS+=(-DUMA_TEST_PYTHON=python3)
     ENGINE_PREFIX="$B/gtest;$SYSROOT/usr"
     TORCH_MODE="UMA_TORCH_DIR fallback"
     cmake -S "$ROOT" -B "$B/engine" "${ENGINE_ARGS[@]}" "-DCMAKE_PREFIX_PATH=$ENGINE_PREFIX" || return 1

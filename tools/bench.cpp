@@ -82,6 +82,9 @@ int bench(const BenchArgs& a) {
   const double load_s = seconds_since(t_load);
   const double loaded_rss_mb =
       peak_rss_mb();  // the process baseline: libraries, model, file reading
+  // What the loaded model holds on the GPU: the measured peak less this is the
+  // evaluation's own, what the memory plan predicts.
+  const double resident_device_mb = device_allocated_mb(opt.device);
   const auto frame = read_extxyz(a.structure).at(0);
   Atoms atoms = frame_atoms(frame);
   atoms.task = a.task;
@@ -157,6 +160,7 @@ int bench(const BenchArgs& a) {
       {"edge_alloc_mb_per_eval", edge_alloc_mb},
       {"steps_per_s", 1.0 / median},
       {"peak_device_mb", peak_device_mb(opt.device)},
+      {"resident_device_mb", resident_device_mb},
       {"load_s", load_s},
       {"first_call_s", first_s},
       {"time_s", stats(times)},

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <mutex>
 #include <string_view>
 #include <thread>
 #include <vector>
@@ -18,7 +19,11 @@ struct Totals {
   int64_t calls = 0;
 };
 std::map<std::string, Totals> totals;
-std::thread::id profiled;    // the thread that made the OpProfile: the only one counted
+std::mutex totals_mutex;
+// The thread that made the OpProfile: on the CPU the only one counted (the
+// backward runs on it); on CUDA the autograd engine's device thread runs the
+// backward, so every thread's operators are counted there.
+std::thread::id profiled;
 bool synchronized = false;   // each outermost operator waits for the CUDA device
 thread_local int depth = 0;  // of counted calls on this thread
 
@@ -28,21 +33,23 @@ struct Started : at::ObserverContext {
 
 // ATen's operators and the lean edge operators (nn/lean_edges.cpp).
 bool counted(std::string_view name) {
+  if (!synchronized && std::this_thread::get_id() != profiled) return false;
   return name.rfind("aten::", 0) == 0 || name.rfind("uma::lean::", 0) == 0;
 }
 
 std::unique_ptr<at::ObserverContext> begins(const at::RecordFunction& fn) {
-  if (std::this_thread::get_id() != profiled || !counted(fn.name())) return nullptr;
+  if (!counted(fn.name())) return nullptr;
   if (depth++ > 0) return nullptr;
   if (synchronized) torch::cuda::synchronize();  // what was queued before is not this operator's
   return std::make_unique<Started>();
 }
 
 void ends(const at::RecordFunction& fn, at::ObserverContext* ctx) {
-  if (std::this_thread::get_id() != profiled || !counted(fn.name())) return;
+  if (!counted(fn.name())) return;
   --depth;
   if (!ctx) return;
   if (synchronized) torch::cuda::synchronize();  // its kernels have run
+  const std::lock_guard<std::mutex> lock(totals_mutex);
   auto& t = totals[fn.name()];
   t.seconds += std::chrono::duration<double>(Clock::now() - static_cast<Started*>(ctx)->t0).count();
   ++t.calls;

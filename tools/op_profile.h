@@ -1,11 +1,13 @@
 // Where an evaluation's time goes, by operator: the outermost aten:: calls and
-// lean edge operators (uma::lean::) of the calling thread timed by name while
+// lean edge operators (uma::lean::) timed by name while
 // an OpProfile lives (`uma bench --profile`, `uma bench-train --profile`).
 // Nested calls count towards their outermost operator; time outside any
 // operator (autograd bookkeeping, Python-free glue) is not counted.  On a
 // CUDA device the operators only queue kernels: with `synchronize_cuda` the
 // device is synchronised at each outermost operator's start and end, so that
-// its time is its kernels' (the step itself runs slower, without overlap).
+// its time is its kernels' (the step itself runs slower, without overlap),
+// and the autograd engine's device thread, which runs the backward there, is
+// counted too; on the CPU only the calling thread (which runs the backward).
 #pragma once
 
 #include <ATen/record_function.h>

@@ -28,4 +28,10 @@ inline double peak_device_mb(const torch::Device& device) {
   return bytes < 0 ? -1.0 : bytes / (1024.0 * 1024.0);
 }
 
+// What LibTorch's allocator holds on GPU `device` now (MB); -1 on the CPU.
+inline double device_allocated_mb(const torch::Device& device) {
+  const double bytes = device_allocated_bytes(device);
+  return bytes < 0 ? -1.0 : bytes / (1024.0 * 1024.0);
+}
+
 }  // namespace uma::tool

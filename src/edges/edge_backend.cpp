@@ -40,11 +40,11 @@ class ReferenceEdges final : public EdgeBackend {
     return s * (6 * 81 + 2 * w.basis + 2 * w.edge);
   }
   double block_bytes(const EdgeWidths& w, double s) const override {
-    // the gathered message (9 x 2C), its radial weights (6 x 2C) and the
-    // modulated message (9 x 2C), the radial MLP's hidden layers, the SO(2)
-    // outputs and gates (5H + 6H + 9H + 2H + 9H) and the second convolution's
-    // output and its rotation (2 x 9C)
-    return s * (66 * w.sphere + 31 * w.hidden + 6 * w.edge);
+    // the gathered message (9 x 2C), its radial weights (6 x 2C), the radial
+    // MLP's layer norms' and activations' inputs (4Ec), the first
+    // convolution's outputs and the gate's terms (22H) and the second
+    // convolution's output (9C)
+    return s * (39 * w.sphere + 22 * w.hidden + 4 * w.edge);
   }
 };
 
@@ -94,10 +94,10 @@ class LeanEdges final : public EdgeBackend {
     return s * (4 * 81 + 2 * w.basis + 2 * w.edge) + 4 * 8;
   }
   double block_bytes(const EdgeWidths& w, double s) const override {
-    // the radial MLP's hidden layers (6Ec) and weights (6 x 2C), the rotated
-    // message (9 x 2C), the first convolution's outputs and gate sigmoids
-    // (11H + 3H), the gated rows (9H) and the second convolution's output (9C)
-    return s * (39 * w.sphere + 23 * w.hidden + 6 * w.edge);
+    // the radial MLP's layer norms' and activations' inputs (4Ec) and its
+    // weights (6 x 2C), the first convolution's outputs and gate sigmoids
+    // (11H + 3H) and the second convolution's output (9C)
+    return s * (21 * w.sphere + 14 * w.hidden + 4 * w.edge);
   }
 
  private:

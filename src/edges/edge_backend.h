@@ -55,7 +55,8 @@ class EdgeBackend {
   virtual torch::Tensor messages_summed(EdgewiseImpl& edgewise, const torch::Tensor& x,
                                         const EdgeFrame& frame, const MoleContext& ctx) const = 0;
   // Bytes per edge (s: bytes of the float type) kept by the frame and by one
-  // block's stored edge work (memory_plan.h).
+  // block's stored edge work with frozen weights (memory_plan.h adds what
+  // trained weights keep).
   virtual double frame_bytes(const EdgeWidths& w, double s) const = 0;
   virtual double block_bytes(const EdgeWidths& w, double s) const = 0;
 };

@@ -84,7 +84,8 @@ Engine::Engine(UmaModel model, EngineOptions options)
     for (auto& p : model_->parameters()) p.requires_grad_(false);
   }
   edge_backend_ = &nn::edge_backend_for(options_.edge_ops, options_.device);
-  memory_model_ = memory_model(model_->config().backbone, options_.dtype, *edge_backend_);
+  memory_model_ =
+      memory_model(model_->config().backbone, options_.dtype, *edge_backend_, options_.training);
   if (options_.memory_budget < 0) throw Error("the memory budget must be positive");
   budget_ = options_.memory_budget > 0
                 ? options_.memory_budget

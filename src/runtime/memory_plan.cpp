@@ -15,7 +15,7 @@
 namespace uma {
 
 MemoryModel memory_model(const BackboneConfig& c, torch::ScalarType dtype,
-                         const nn::EdgeBackend& edges) {
+                         const nn::EdgeBackend& edges, bool weights_trained) {
   const double s = static_cast<double>(c10::elementSize(dtype));
   const double C = c.sphere_channels, H = c.hidden_channels, Ec = c.edge_channels,
                K = c.num_distance_basis;
@@ -28,10 +28,20 @@ MemoryModel memory_model(const BackboneConfig& c, torch::ScalarType dtype,
   // Indices (3 x int64 + a flag), the edge vector, dE/dr and r (x) dE/dr in float64.
   m.per_edge_graph = 3 * 8 + 1 + 6 * s + 2 * 9 * 8;
   const nn::EdgeWidths widths{C, H, Ec, K};
-  const double frame = edges.frame_bytes(widths, s), block = edges.block_bytes(widths, s);
-  // The degree embedding's radial MLP and output.
-  const double degree = s * (6 * Ec + 3 * C);
-  m.per_edge_stored = frame + degree + L * block;
+  double frame = edges.frame_bytes(widths, s), block = edges.block_bytes(widths, s);
+  // The degree embedding's radial MLP (its layer norms' and activations'
+  // inputs) and output.
+  double degree = s * (4 * Ec + 3 * C);
+  if (weights_trained) {
+    // The inputs of the layers whose weights get gradients: each block's two
+    // SO(2) convolutions (the rotated message, 9 x 2C, and the gated rows, 9H)
+    // and its radial MLP's inner layers (2Ec), the degree MLP's too.
+    block += s * (18 * C + 9 * H + 2 * Ec);
+    degree += s * 2 * Ec;
+  }
+  // At the peak, the last block's rotated message (9 x 2C) is alive besides
+  // what every block keeps, until its first convolution has run.
+  m.per_edge_stored = frame + degree + L * block + s * 18 * C;
   // Recomputing a chunk: one block's work, its frame, and the gradients that
   // flow back through the largest activations (about 2 x 18C).
   m.per_edge_chunk = frame + block + s * 36 * C;
@@ -132,6 +142,13 @@ double device_peak_bytes(const torch::Device& device) {
   const auto stats = c10::getDeviceAllocator(device.type())
                          ->getDeviceStats(device.has_index() ? device.index() : 0);
   return static_cast<double>(stats.allocated_bytes[0].peak);  // [0]: all pools together
+}
+
+double device_allocated_bytes(const torch::Device& device) {
+  if (device.is_cpu()) return -1;
+  const auto stats = c10::getDeviceAllocator(device.type())
+                         ->getDeviceStats(device.has_index() ? device.index() : 0);
+  return static_cast<double>(stats.allocated_bytes[0].current);
 }
 
 void reset_device_peak(const torch::Device& device) {

@@ -1,7 +1,8 @@
 // How one evaluation (energy, forces, stress) fits in memory.
 //
 // The stored path keeps every block's per-edge activations for the backward
-// pass: fastest, but about L x 50 kB per edge in fp32 for UMA-S.  The
+// pass: fastest, but about L x 20-33 kB per edge in fp32 for UMA-S (lean
+// operators, composition) at inference.  The
 // recomputed path keeps only each block's input node features and the graph,
 // and runs the edge work in chunks, recomputing each chunk in the backward
 // pass (nn/edge_chunks.h).  The plan picks the stored path when its predicted
@@ -19,7 +20,9 @@
 namespace uma {
 
 // Predicted bytes, from the model's shapes (doc/benchmarks.md compares them
-// with measured peaks).
+// with measured peaks).  Frozen weights (inference) keep only what the
+// gradients with respect to the positions need; trained weights also keep the
+// inputs of the layers they weight.
 struct MemoryModel {
   double per_node = 0;         // node features of all blocks and the head
   double per_edge_graph = 0;   // graph, edge vectors and their gradients (both paths)
@@ -28,7 +31,7 @@ struct MemoryModel {
 };
 // edges: the backend of the blocks' edge work (its per-edge bytes).
 MemoryModel memory_model(const BackboneConfig& config, torch::ScalarType dtype,
-                         const nn::EdgeBackend& edges);
+                         const nn::EdgeBackend& edges, bool weights_trained);
 
 struct MemoryPlan {
   bool recompute = false;
@@ -61,6 +64,8 @@ double available_memory(const torch::Device& device);
 // once since the process started or the last reset_device_peak; -1 on the CPU
 // (its allocator keeps no such count).
 double device_peak_bytes(const torch::Device& device);
+// The bytes LibTorch's allocator holds allocated on GPU `device` now; -1 on the CPU.
+double device_allocated_bytes(const torch::Device& device);
 void reset_device_peak(const torch::Device& device);
 
 }  // namespace uma
