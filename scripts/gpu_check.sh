@@ -331,7 +331,7 @@ if [ "$MODE" = gpu ]; then
   # tests 39 s (8 shards), ranks 9, devices 12, train 4, lammps_md 58, tf32 21, profile 6,
   # versus_fairchem_compiled: fp32's compile 73 s, tf32's cut at 150 s
   LIMIT=([mpi]=60 [versus_fairchem]=150 [kernels]=40 [tests]=120 [kokkos]=150 [ranks]=60 [devices]=60 [train]=45 [lammps_md]=120
-         [tf32]=60 [bench]=120 [profile]=30 [versus_train]=90 [largest]=120 [versus_fairchem_compiled]=240)
+         [tf32]=60 [bench]=120 [profile]=60 [versus_train]=90 [largest]=120 [versus_fairchem_compiled]=240)
   if [ "$QUICK" = 1 ]; then LIMIT[versus_fairchem]=100; LIMIT[tests]=120; LIMIT[lammps_md]=50; fi
 else
   BUDGET="${UMA_GPU_BUDGET_S:-0}"
@@ -829,6 +829,7 @@ st_profile() {
   s="${structs[0]}"; p="${precisions[-1]}"
   plan 20
   echo "[]" > "$DET/profile.json"
+  [ "$MODE" = gpu ] && command -v ncu > /dev/null 2>&1 && plan 40
   echo "== uma bench $s --device $device --precision $p --repeats $repeats --profile"
   limited 20 "uma bench $s $p --profile" "$B/engine/uma" bench "$MODEL" "$STRUCTS/$s.extxyz" --task omat \
     --device "$device" --precision "$p" --repeats "$repeats" --profile > "$B/bench-$s-profile.out" 2>&1
@@ -840,6 +841,16 @@ j = json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])
 print("profiled: %.1f ms per step (unprofiled %.1f); the top operators:" % (j["profile"]["ms_per_step"], j["ms_per_step"]))
 for o in j["profile"]["top_ops"]:
     print("  %9.2f ms %8.0f calls  %s" % (o["ms"], o["calls"], o["op"]))' "$B/bench-$s-profile.out" || rc=1
+  if [ "$MODE" = gpu ] && command -v ncu > /dev/null 2>&1; then
+    # The lean kernels of one evaluation under Nsight Compute: each launch's duration and its
+    # share of the memory and compute peaks (a figure for the kernels' next step, not a check).
+    echo "== ncu: the lean CUDA kernels of the first $s evaluation ($p), SpeedOfLight (ncu-$s.txt)"
+    limited 20 "ncu lean kernels" ncu --kernel-name 'regex:rotate_|gate_|radial_and|nodes_kernel' \
+      --launch-count 40 --section SpeedOfLight "$B/engine/uma" bench "$MODEL" "$STRUCTS/$s.extxyz" \
+      --task omat --device "$device" --precision "$p" --repeats 1 > "$B/ncu-$s.txt" 2>&1 ||
+      echo "ncu exited $? (ncu-$s.txt)"
+    grep -E '^  [a-z_].*\(|Duration|Memory Throughput|Compute \(SM\) Throughput' "$B/ncu-$s.txt" | head -160
+  fi
   return $rc
 }
 
@@ -1369,13 +1380,21 @@ st_kokkos() {
   write_nve_input "$d/in.kokkos" "compute         pu all pair uma" "c_pu[1] c_pu[2] c_pu[7] c_pu[8]"
   # newton on: uma/kk stays in place on several ranks (Kokkos's GPU default is off)
   local kflags=(-k on g 1 -sf kk -pk kokkos newton on neigh half)
-  plan 80
+  plan 90
   kk_run 60 "uma device cuda, fp64" 1 "$d/in.kokkos" "$d/log.reference" \
     -var device cuda -var model "$TINY_MODEL" -var data "$data" -var dumpfile "$d/reference.dump"; rc_ref=$?
   kk_run 40 "uma/kk, 1 rank, fp64" 1 "$d/in.kokkos" "$d/log.kk1" "${kflags[@]}" \
     -var device cuda -var model "$TINY_MODEL" -var data "$data" -var dumpfile "$d/kk1.dump"; rc1=$?
   kk_run 20 "uma/kk, 2 ranks, fp64" 2 "$d/in.kokkos" "$d/log.kk2" "${kflags[@]}" \
     -var device cuda -var model "$TINY_MODEL" -var data "$data" -var dumpfile "$d/kk2.dump"; rc2=$?
+  if [ "$rc1" != 0 ] && command -v compute-sanitizer > /dev/null 2>&1; then
+    # where the KOKKOS LAMMPS fails: an empty input with -k on g 1 (no plugin) under compute-sanitizer
+    echo "== uma/kk failed on 1 rank: LAMMPS with -k on g 1 and an empty input under compute-sanitizer (kokkos/sanitizer.txt)"
+    LD_LIBRARY_PATH="$KK_LIBS:${LD_LIBRARY_PATH:-}" limited 10 "compute-sanitizer lmp -k on g 1" \
+      "${MPIRUN[@]}" -np 1 compute-sanitizer --print-limit 4 "$KK/lammps/bin/lmp" -k on g 1 -sf kk -in /dev/null \
+      > "$d/sanitizer.txt" 2>&1
+    echo "(exit $?)"; grep -v '^\s*$' "$d/sanitizer.txt" | head -60
+  fi
   "$HPY" "$REPORT" kokkos "$DET/kokkos.json" cuda 108 "$rc_ref" "$d/log.reference" "$d/reference.dump" \
     1 "$rc1" "$d/log.kk1" "$d/kk1.dump" 2 "$rc2" "$d/log.kk2" "$d/kk2.dump" || return 1
   [ -f "$MODEL" ] || { echo "no full-size model ($MODEL): no steps/s"; return 1; }
