@@ -1,8 +1,9 @@
-// The gather-rotate op agrees with plain ATen in value, gradient and second
-// derivative (training differentiates forces once more).
+// The gather-rotate op and the segment sums agree with plain ATen in value,
+// gradient and second derivative (training differentiates forces once more).
 #include <gtest/gtest.h>
 
 #include "edges/edge_matmul.h"
+#include "edges/edge_segments.h"
 
 namespace uma::nn {
 namespace {
@@ -42,6 +43,55 @@ TEST(EdgeOps, GatherMatmulMatchesIndexSelectAndBmm) {
             return torch::bmm(a, torch::cat({b.index_select(0, src), b.index_select(0, tgt)}, 2));
           },
           A, x));
+}
+
+// Value, first and second derivatives of sum(f(x)^2 * w) w.r.t. x.
+std::vector<torch::Tensor> derivatives(const std::function<torch::Tensor(torch::Tensor)>& f,
+                                       const torch::Tensor& x) {
+  auto y = f(x);
+  auto w = torch::linspace(0.5, 1.5, y.numel(), torch::kFloat64).view(y.sizes());
+  auto g = grad({(y.pow(2) * w).sum()}, {x}, {}, true, true)[0];
+  auto gg = grad({g.sin().sum()}, {x})[0];
+  return {y.detach(), g.detach(), gg};
+}
+
+// Nodes 0..5 of which 2 and 5 have no edge, in an order the sort must keep.
+const torch::Tensor& edge_nodes() {
+  static const auto node = torch::tensor({3, 0, 4, 3, 1, 0, 3, 4, 1});
+  return node;
+}
+
+// Every node's rows summed in their order: the same bits as index_add, which
+// on the CPU adds rows one after another; first and second derivatives as
+// index_add's.
+TEST(SegmentSums, SegmentSumEqualsIndexAdd) {
+  const auto& node = edge_nodes();
+  const auto segments = segments_by_node(node, 6);
+  auto v = leaf({9, 3}, 11);
+  const auto ours = segment_sum(v, node, segments);
+  const auto aten = torch::zeros({6, 3}, v.options()).index_add(0, node, v);
+  EXPECT_TRUE(torch::equal(ours, aten));
+  EXPECT_TRUE(torch::equal(ours.narrow(0, 2, 1), torch::zeros({1, 3}, v.options())));
+  expect_same(derivatives([&](auto b) { return segment_sum(b.pow(3), node, segments); }, v),
+              derivatives(
+                  [&](auto b) {
+                    return torch::zeros({6, 3}, b.options()).index_add(0, node, b.pow(3));
+                  },
+                  v));
+  // no edges at all: zeros for every node
+  const auto none = torch::zeros({0}, torch::kLong);
+  EXPECT_TRUE(torch::equal(segment_sum(torch::zeros({0, 3}, torch::kFloat64), none,
+                                       segments_by_node(none, 4)),
+                           torch::zeros({4, 3}, torch::kFloat64)));
+}
+
+TEST(SegmentSums, GatherRowsEqualsIndexSelect) {
+  const auto& node = edge_nodes();
+  const auto segments = segments_by_node(node, 6);
+  auto t = leaf({6, 2, 3}, 13);
+  EXPECT_TRUE(torch::equal(gather_rows(t, node, segments), t.index_select(0, node)));
+  expect_same(derivatives([&](auto b) { return gather_rows(b, node, segments).sin(); }, t),
+              derivatives([&](auto b) { return b.index_select(0, node).sin(); }, t));
 }
 
 }  // namespace

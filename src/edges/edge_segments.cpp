@@ -2,6 +2,9 @@
 
 namespace uma::nn {
 
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
 EdgeSegments segments_by_node(const torch::Tensor& node, int64_t nodes) {
   EdgeSegments s;
   auto [sorted, order] = node.sort(/*stable=*/true, /*dim=*/0, /*descending=*/false);
@@ -10,6 +13,60 @@ EdgeSegments segments_by_node(const torch::Tensor& node, int64_t nodes) {
   // host: nothing is read back on a GPU)
   s.offsets = torch::searchsorted(sorted, torch::arange(nodes + 1, node.options()));
   return s;
+}
+
+namespace {
+
+// The sums themselves: a gather into segment order, then one reduction per
+// segment (ATen's segment_reduce: each output summed in order, no atomics).
+torch::Tensor sum_segments(const torch::Tensor& values, const EdgeSegments& s) {
+  return torch::segment_reduce(values.index_select(0, s.order), "sum", /*lengths=*/{},
+                               /*indices=*/{}, /*offsets=*/s.offsets, /*axis=*/0,
+                               /*unsafe=*/true, /*initial=*/0);
+}
+
+class GatherRows;
+
+class SegmentSum : public torch::autograd::Function<SegmentSum> {
+ public:
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& values,
+                               const torch::Tensor& node, const torch::Tensor& order,
+                               const torch::Tensor& offsets) {
+    ctx->save_for_backward({node, order, offsets});
+    return sum_segments(values, {order, offsets});
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads);
+};
+
+class GatherRows : public torch::autograd::Function<GatherRows> {
+ public:
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& table,
+                               const torch::Tensor& node, const torch::Tensor& order,
+                               const torch::Tensor& offsets) {
+    ctx->save_for_backward({node, order, offsets});
+    return table.index_select(0, node);
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const auto s = ctx->get_saved_variables();
+    return {SegmentSum::apply(grads[0], s[0], s[1], s[2]), {}, {}, {}};
+  }
+};
+
+variable_list SegmentSum::backward(AutogradContext* ctx, variable_list grads) {
+  const auto s = ctx->get_saved_variables();
+  return {GatherRows::apply(grads[0], s[0], s[1], s[2]), {}, {}, {}};
+}
+
+}  // namespace
+
+torch::Tensor segment_sum(const torch::Tensor& values, const torch::Tensor& node,
+                          const EdgeSegments& segments) {
+  return SegmentSum::apply(values, node, segments.order, segments.offsets);
+}
+
+torch::Tensor gather_rows(const torch::Tensor& table, const torch::Tensor& node,
+                          const EdgeSegments& segments) {
+  return GatherRows::apply(table, node, segments.order, segments.offsets);
 }
 
 }  // namespace uma::nn

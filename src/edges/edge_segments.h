@@ -16,4 +16,16 @@ struct EdgeSegments {
 // reading the device back.
 EdgeSegments segments_by_node(const torch::Tensor& node, int64_t nodes);
 
+// values: [E, ...] -> [nodes, ...]: each node's rows summed in the segments'
+// order (so in the rows' order: the sort is stable), where `node` [E] and
+// `segments` = segments_by_node(node, nodes).  No atomics: the same bits on
+// every run, on any device.  Differentiable to any order: its backward is
+// gather_rows, whose backward is segment_sum.
+torch::Tensor segment_sum(const torch::Tensor& values, const torch::Tensor& node,
+                          const EdgeSegments& segments);
+// table: [nodes, ...] -> [E, ...]: table's row of each edge's node (index_select),
+// with segment_sum as its backward (index_select's is a scatter of float atomics on CUDA).
+torch::Tensor gather_rows(const torch::Tensor& table, const torch::Tensor& node,
+                          const EdgeSegments& segments);
+
 }  // namespace uma::nn

@@ -7,6 +7,7 @@
 #include <limits>
 #include <string>
 
+#include "edges/edge_segments.h"
 #include "graph/batch.h"
 #include "runtime/device.h"
 #include "engine/packed_read.h"
@@ -182,7 +183,6 @@ nn::MoleContext Engine::mole_context(StepPlan& plan, const torch::Tensor& system
 
 Evaluation Engine::run(StepPlan& plan, const Geometry& geo, const Request& what) {
   const auto dopts = torch::TensorOptions().dtype(torch::kFloat64).device(options_.device);
-  const auto fopts = torch::TensorOptions().dtype(options_.dtype).device(options_.device);
   const BatchTensors& in = plan.in;
   const auto& pos = geo.positions;
   const int64_t B = static_cast<int64_t>(geo.graph.size());
@@ -273,9 +273,12 @@ Evaluation Engine::run(StepPlan& plan, const Geometry& geo, const Request& what)
                               : fscale.to(options_.dtype).index_select(0, graph.edge_system);
     pair_force = g * edge_fscale.unsqueeze(1);
   }
-  ev.forces = torch::zeros({N, 3}, fopts)
-                  .index_add(0, graph.tgt, pair_force)
-                  .index_add(0, graph.src, -pair_force);
+  // Sums into atoms in each atom's edge order (no float atomics on a GPU):
+  // the same forces on every run, and a training step's second backward too.
+  const auto by_target = nn::segments_by_node(graph.tgt, N);
+  const auto by_source = nn::segments_by_node(graph.src, N);
+  ev.forces = nn::segment_sum(pair_force, graph.tgt, by_target) -
+              nn::segment_sum(pair_force, graph.src, by_source);
   {
     // dE/d strain = sum_edges r (x) dE/dr; the virial W = -dE/d strain.
     auto r_g = vec.detach().to(torch::kFloat64).unsqueeze(2) * g.to(torch::kFloat64).unsqueeze(1);
@@ -292,7 +295,7 @@ Evaluation Engine::run(StepPlan& plan, const Geometry& geo, const Request& what)
       auto w = r_g * edge_half.view({-1, 1, 1});
       w = (w + w.transpose(1, 2)) / 2;
       ev.atom_virial =
-          torch::zeros({N, 3, 3}, dopts).index_add(0, graph.src, w).index_add(0, graph.tgt, w);
+          nn::segment_sum(w, graph.src, by_source) + nn::segment_sum(w, graph.tgt, by_target);
     }
   }
   return ev;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "edges/edge_segments.h"
 #include "runtime/uma_error.h"
 #include "runtime/transfers.h"
 
@@ -134,8 +135,8 @@ LossTerms compute_losses(const std::vector<LossTask>& tasks, const Predictions& 
       auto diff = pred.forces - tt.target;                                // [N, 3]
       auto per_atom = torch::linalg_vector_norm(diff, 2, {1}) * tt.mask;  // [N]
       if (task.reduction == Reduction::kPerStructure) {
-        auto per_structure = torch::zeros({pred.natoms.size(0)}, per_atom.options())
-                                 .index_add(0, pred.batch, per_atom);
+        auto per_structure = nn::segment_sum(
+            per_atom, pred.batch, nn::segments_by_node(pred.batch, pred.natoms.size(0)));
         loss_sum = (per_structure / tt.free_atoms).sum();
       } else {
         loss_sum = per_atom.sum();
