@@ -4,6 +4,7 @@
 
 #include "edges/edge_matmul.h"
 #include "edges/edge_segments.h"
+#include "test_util.h"
 
 namespace uma::nn {
 namespace {
@@ -92,6 +93,25 @@ TEST(SegmentSums, GatherRowsEqualsIndexSelect) {
   EXPECT_TRUE(torch::equal(gather_rows(t, node, segments), t.index_select(0, node)));
   expect_same(derivatives([&](auto b) { return gather_rows(b, node, segments).sin(); }, t),
               derivatives([&](auto b) { return b.index_select(0, node).sin(); }, t));
+}
+
+// On the test device (on CUDA, the segment path: a sort and segment_reduce):
+// the sums of many rows into few nodes equal index_add's to rounding, and two
+// runs give the same bits (CUDA's index_add adds with float atomics).
+TEST(SegmentSums, SumIntoNodesRepeatsOnTheTestDevice) {
+  const auto device = uma::test::test_device();
+  torch::manual_seed(15);
+  const auto node = torch::randint(0, 7, {20000}, torch::kLong).to(device);
+  const auto v = torch::randn({20000, 3}, torch::kFloat32).to(device);
+  const auto a = sum_into_nodes(v, node, 8), b = sum_into_nodes(v, node, 8);
+  EXPECT_TRUE(torch::equal(a, b));
+  EXPECT_TRUE(torch::allclose(a, torch::zeros({8, 3}, v.options()).index_add(0, node, v), 1e-4, 1e-4));
+  const auto t = torch::randn({8, 5}, torch::kFloat64).to(device).requires_grad_(true);
+  const auto g1 = grad({gather_from_nodes(t, node).sum()}, {t})[0];
+  const auto g2 = grad({gather_from_nodes(t, node).sum()}, {t})[0];
+  EXPECT_TRUE(torch::equal(g1, g2));
+  EXPECT_TRUE(torch::equal(g1.select(1, 0).to(torch::kCPU).to(torch::kLong),
+                           torch::bincount(node.to(torch::kCPU), {}, 8)));
 }
 
 }  // namespace

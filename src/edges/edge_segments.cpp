@@ -69,4 +69,19 @@ torch::Tensor gather_rows(const torch::Tensor& table, const torch::Tensor& node,
   return GatherRows::apply(table, node, segments.order, segments.offsets);
 }
 
+torch::Tensor sum_into_nodes(const torch::Tensor& values, const torch::Tensor& node,
+                             int64_t nodes) {
+  if (values.device().is_cpu()) {
+    auto shape = values.sizes().vec();
+    shape[0] = nodes;
+    return torch::zeros(shape, values.options()).index_add(0, node, values);
+  }
+  return segment_sum(values, node, segments_by_node(node, nodes));
+}
+
+torch::Tensor gather_from_nodes(const torch::Tensor& table, const torch::Tensor& node) {
+  if (table.device().is_cpu()) return table.index_select(0, node);
+  return gather_rows(table, node, segments_by_node(node, table.size(0)));
+}
+
 }  // namespace uma::nn

@@ -28,4 +28,12 @@ torch::Tensor segment_sum(const torch::Tensor& values, const torch::Tensor& node
 torch::Tensor gather_rows(const torch::Tensor& table, const torch::Tensor& node,
                           const EdgeSegments& segments);
 
+// The same two where the segments are not at hand: on the CPU, whose
+// index_add adds rows one after another (deterministic, the same bits as
+// segment_sum), ATen's index_add and index_select; elsewhere the segments
+// are made (a sort) and the two above run.
+torch::Tensor sum_into_nodes(const torch::Tensor& values, const torch::Tensor& node,
+                             int64_t nodes);
+torch::Tensor gather_from_nodes(const torch::Tensor& table, const torch::Tensor& node);
+
 }  // namespace uma::nn

@@ -275,10 +275,8 @@ Evaluation Engine::run(StepPlan& plan, const Geometry& geo, const Request& what)
   }
   // Sums into atoms in each atom's edge order (no float atomics on a GPU):
   // the same forces on every run, and a training step's second backward too.
-  const auto by_target = nn::segments_by_node(graph.tgt, N);
-  const auto by_source = nn::segments_by_node(graph.src, N);
-  ev.forces = nn::segment_sum(pair_force, graph.tgt, by_target) -
-              nn::segment_sum(pair_force, graph.src, by_source);
+  ev.forces =
+      nn::sum_into_nodes(pair_force, graph.tgt, N) - nn::sum_into_nodes(pair_force, graph.src, N);
   {
     // dE/d strain = sum_edges r (x) dE/dr; the virial W = -dE/d strain.
     auto r_g = vec.detach().to(torch::kFloat64).unsqueeze(2) * g.to(torch::kFloat64).unsqueeze(1);
@@ -294,8 +292,7 @@ Evaluation Engine::run(StepPlan& plan, const Geometry& geo, const Request& what)
       auto edge_half = B == 1 ? fscale * -0.5 : fscale.index_select(0, graph.edge_system) * -0.5;
       auto w = r_g * edge_half.view({-1, 1, 1});
       w = (w + w.transpose(1, 2)) / 2;
-      ev.atom_virial =
-          nn::segment_sum(w, graph.src, by_source) + nn::segment_sum(w, graph.tgt, by_target);
+      ev.atom_virial = nn::sum_into_nodes(w, graph.src, N) + nn::sum_into_nodes(w, graph.tgt, N);
     }
   }
   return ev;

@@ -77,7 +77,7 @@ torch::Tensor BackboneImpl::expert_coefficients(const BatchTensors& in,
   torch::Tensor routing_in = system_emb;
   if (config_.use_composition_embedding) {
     auto per_atom = composition_embedding->forward(in.numbers);
-    auto sums = nn::segment_sum(per_atom, in.batch, nn::segments_by_node(in.batch, B));
+    auto sums = nn::sum_into_nodes(per_atom, in.batch, B);
     auto denom =
         in.natoms.to(per_atom.scalar_type()) + (config_.composition_include_self ? 1.0 : 0.0);
     routing_in = torch::cat({sums / denom.unsqueeze(1), system_emb}, 1);
@@ -101,13 +101,12 @@ torch::Tensor BackboneImpl::balance_channels(const torch::Tensor& x, const Batch
     const bool all_owned = in.owned < 0;
     auto owned = all_owned ? ch : ch.narrow(0, 0, in.owned);
     auto owned_batch = all_owned ? in.batch : in.batch.narrow(0, 0, in.owned);
-    auto sums = nn::segment_sum(owned, owned_batch, nn::segments_by_node(owned_batch, B));
+    auto sums = nn::sum_into_nodes(owned, owned_batch, B);
     if (in.reduce) sums = in.reduce(sums);
     auto corr = (sums - target.to(ch.scalar_type()).unsqueeze(1)) /
                 in.natoms.to(ch.scalar_type()).unsqueeze(1);
     auto row0 = out.select(1, 0);
-    row0 = torch::cat({row0.narrow(1, 0, begin),
-                       ch - nn::gather_rows(corr, in.batch, nn::segments_by_node(in.batch, B)),
+    row0 = torch::cat({row0.narrow(1, 0, begin), ch - nn::gather_from_nodes(corr, in.batch),
                        row0.narrow(1, end, row0.size(1) - end)},
                       1);
     out = torch::cat({row0.unsqueeze(1), out.narrow(1, 1, 8)}, 1);
@@ -149,8 +148,7 @@ torch::Tensor BackboneImpl::edge_degree(const nn::EdgeFrame& frame, int64_t node
 torch::Tensor BackboneImpl::forward(const BatchTensors& in, const EdgeInput& e,
                                     const torch::Tensor& system_emb, const nn::MoleContext& ctx) {
   const int64_t N = in.numbers.size(0), C = config_.sphere_channels;
-  auto sys_node = nn::gather_rows(system_emb, in.batch,
-                                  nn::segments_by_node(in.batch, system_emb.size(0)));  // [N, C]
+  auto sys_node = nn::gather_from_nodes(system_emb, in.batch);  // [N, C]
   auto x0 = sphere_embedding->forward(in.numbers) + sys_node;
   auto x = torch::cat({x0.unsqueeze(1), torch::zeros({N, 8, C}, e.vec.options())}, 1);
 
