@@ -382,6 +382,29 @@ TEST(Training, OptimizerStateRoundTrip) {
                "not a lammps-uma optimizer state");
 }
 
+// With LibTorch's deterministic mode off, two trainers of the same start
+// still take the same steps, bit for bit: every sum into atoms and systems
+// is a segment sum (edges/edge_segments.h) or a lean kernel's, so on CUDA no
+// float atomics decide the bits.  (Whether `deterministic no` can become the
+// default on CUDA is what this shows there; on the CPU the sums are
+// sequential either way.)  A first trainer's step warms the process up.
+TEST(Training, StepsRepeatBitwiseWithoutDeterministicMode) {
+  auto opts = options();
+  opts.deterministic = false;
+  Trainer warm(random_model(small_config()), opts);
+  warm.step(add_samples(warm));
+  Trainer a(random_model(small_config()), opts), b(random_model(small_config()), opts);
+  auto ids = add_samples(a);
+  add_samples(b);
+  for (int i = 0; i < 3; ++i) {
+    a.step(ids);
+    b.step(ids);
+    EXPECT_FALSE(a.step_was_deterministic());
+    EXPECT_EQ(a.weights_hash(), b.weights_hash())
+        << "step " << i << ": " << largest_weight_difference(a.model(), b.model());
+  }
+}
+
 TEST(Training, BadSamplesAreRefused) {
   Trainer trainer(random_model(small_config()), options());
   auto s = labelled(copper_cell(), -14.0);
