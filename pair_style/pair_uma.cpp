@@ -347,17 +347,20 @@ void PairUMA::log_memory_plan() {
 
 void PairUMA::finish() {
   if (!engine_ || !engine_->options().device.is_cuda()) return;
-  double peak = uma::device_peak_bytes(engine_->options().device), largest = 0.0;
-  MPI_Allreduce(&peak, &largest, 1, MPI_DOUBLE, MPI_MAX, world);
+  double peak[2] = {uma::device_peak_bytes(engine_->options().device), run_start_device_bytes_},
+         largest[2] = {0.0, 0.0};
+  MPI_Allreduce(peak, largest, 2, MPI_DOUBLE, MPI_MAX, world);
   if (comm->me != 0) return;
   const uma::EngineStats stats = engine_->stats();
   utils::logmesg(lmp,
-                 "pair {}: peak GPU memory of the run {:.3f} GB{}; the memory plan predicted "
-                 "{:.3f} GB for one evaluation (budget {:.3f} GB, {})\n",
-                 style_name_, largest * 1e-9,
+                 "pair {}: peak GPU memory of the run {:.3f} GB{}, of which {:.3f} GB were held "
+                 "when it began (the model, kept buffers); the memory plan predicted {:.3f} GB "
+                 "for one evaluation (budget {:.3f} GB, {})\n",
+                 style_name_, largest[0] * 1e-9,
                  comm->nprocs > 1 ? " (the largest of " + std::to_string(comm->nprocs) + " ranks)"
                                    : std::string(),
-                 stats.memory_plan.predicted_bytes * 1e-9, stats.memory_budget * 1e-9,
+                 largest[1] * 1e-9, stats.memory_plan.predicted_bytes * 1e-9,
+                 stats.memory_budget * 1e-9,
                  stats.memory_plan.recompute ? "recomputed" : "stored");
 }
 
@@ -390,6 +393,7 @@ void PairUMA::init_style() {
   if (!engine_) create_engine();
   for (int k = 0; k < nextra; ++k) pvector[k] = 0.0;  // the run's transfer totals start here
   uma::reset_device_peak(engine_->options().device);  // and its peak GPU memory (finish)
+  run_start_device_bytes_ = std::max(0.0, uma::device_allocated_bytes(engine_->options().device));
   plan_logged_ = false;
   if (comm->nprocs > 1) {
     if (deep_shell_) {

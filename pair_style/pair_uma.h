@@ -72,6 +72,7 @@ class PairUMA : public Pair, public UMAModelHandle {
   std::string graph_refusal_logged_;
   int memory_sharers_ = 1;  // ranks of this node sharing the device's memory
   bool plan_logged_ = false, plan_logged_recompute_ = false;
+  double run_start_device_bytes_ = 0;  // what LibTorch held on the GPU when the run began
 
   // coefficients
   std::string model_path_;

@@ -504,10 +504,15 @@ def cmd_lammps(log, out):
             m = re.search(r"peak GPU memory of the run ([\d.]+) GB", line)
             if m:
                 res["peak_gpu_gb"] = float(m.group(1))
+            m = re.search(r"of which ([\d.]+) GB were held when it began", line)
+            if m:
+                res["run_start_gpu_gb"] = float(m.group(1))
         elif "ERROR" in line and "error" not in res:
             res["error"] = line.strip()
-    if "peak_gpu_gb" in res and res.get("predicted_gb"):
-        res["predicted_over_peak"] = res["predicted_gb"] / res["peak_gpu_gb"]
+    if "peak_gpu_gb" in res and res.get("predicted_gb"):   # against the evaluations' own peak
+        own = res["peak_gpu_gb"] - res.get("run_start_gpu_gb", 0.0)
+        if own > 0:
+            res["predicted_over_peak"] = res["predicted_gb"] / own
     rows = last_thermo(lines)   # the last run's table (the script's NVE run has one)
     if rows:
         res["thermo_first"], res["thermo_last"] = rows[0], rows[-1]

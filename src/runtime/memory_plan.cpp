@@ -21,10 +21,12 @@ MemoryModel memory_model(const BackboneConfig& c, torch::ScalarType dtype,
                K = c.num_distance_basis;
   const double L = c.num_layers;
   MemoryModel m;
-  // Per block and node: input, normed input, summed messages, residual and
-  // norm (5 x 9C), the spectral feed-forward's hidden rows (2 x 9H); the
-  // final norm and head.
-  m.per_node = s * (L * (5 * 9 * C + 2 * 9 * H) + 4 * 9 * C);
+  // Per block and node: input, normed input, summed messages and residual
+  // (4 x 9C), the spectral feed-forward's hidden rows (9H); trained weights
+  // also keep the inputs of the feed-forward's two linear maps (9C + 9H).
+  // The final norm and head.
+  m.per_node = s * (L * (4 * 9 * C + 9 * H) + 4 * 9 * C);
+  if (weights_trained) m.per_node += s * L * (9 * C + 9 * H);
   // Indices (3 x int64 + a flag), the edge vector, dE/dr and r (x) dE/dr in float64.
   m.per_edge_graph = 3 * 8 + 1 + 6 * s + 2 * 9 * 8;
   const nn::EdgeWidths widths{C, H, Ec, K};
