@@ -30,7 +30,8 @@ MemoryModel memory_model(const BackboneConfig& c, torch::ScalarType dtype,
   // Indices (3 x int64 + a flag), the edge vector, dE/dr and r (x) dE/dr in float64.
   m.per_edge_graph = 3 * 8 + 1 + 6 * s + 2 * 9 * 8;
   const nn::EdgeWidths widths{C, H, Ec, K};
-  double frame = edges.frame_bytes(widths, s), block = edges.block_bytes(widths, s);
+  const double frame = edges.frame_bytes(widths, s);
+  double block = edges.block_bytes(widths, s);
   // The degree embedding's radial MLP (its layer norms' and activations'
   // inputs) and output.
   double degree = s * (4 * Ec + 3 * C);
