@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <utility>
 #include <vector>
 
 #include "model/edge_rotation.h"
@@ -15,6 +16,7 @@
 #include "edges/kernels/layout.h"
 #include "edges/lean_edges.h"
 #include "edges/lean_launchers.h"
+#include "model/nn/block.h"
 #include "model/nn/so3.h"
 #include "test_util.h"
 
@@ -318,6 +320,44 @@ TEST(EdgeBackends, ChosenOnceAndAgreeInFloat64) {
       if (y.stress.defined())  // NaN for the molecule (no volume) in both
         EXPECT_TRUE(torch::allclose(x.stress, y.stress, 0, 1e-12, /*equal_nan=*/true))
             << x.stress << y.stress;
+    }
+    // Several systems in one call: each block of edge slots keeps its
+    // padding, on the CPU too (the lean segments leave it out).
+    const std::vector<Atoms> batch{test::copper_cell(0.1), test::molecule(),
+                                   test::triclinic_cell()};
+    const auto x = evaluate_on_host(lean, batch), y = evaluate_on_host(reference, batch);
+    SCOPED_TRACE("chunk " + std::to_string(chunk) + ", three systems in one call");
+    for (size_t b = 0; b < batch.size(); ++b)
+      EXPECT_NEAR(x.energy[b], y.energy[b], 1e-12 * std::max(1.0, std::abs(y.energy[b])));
+    EXPECT_LT((x.forces - y.forces).abs().max().item<double>(), 1e-12);
+  }
+}
+
+// The lean frame's segments by source and by target hold every edge found
+// and no padding slot: a block's padding all points at its last atom, and on
+// CUDA one thread walks a node's segment serially.
+TEST(EdgeBackends, LeanSegmentsLeaveThePaddingOut) {
+  constexpr int64_t N = 6, E = 40;
+  torch::manual_seed(3);
+  nn::EdgeFrame frame;
+  frame.src = torch::randint(0, N, {E}, torch::kLong);
+  frame.tgt = torch::randint(0, N, {E}, torch::kLong);
+  frame.valid = torch::rand({E}) < 0.7;
+  frame.src.masked_fill_(frame.valid.logical_not(), N - 1);  // padding, as the graph lays it out
+  frame.tgt.masked_fill_(frame.valid.logical_not(), N - 1);
+  const auto D = torch::randn({E, 9, 9}, torch::kFloat64), envelope = torch::rand({E});
+  for (const nn::EdgeBackend* lean : {&nn::lean_cpu_edges(), &nn::lean_cuda_edges()}) {
+    nn::EdgeFrame f = frame;
+    lean->prepare(f, D, envelope, N);
+    for (const auto& [segments, node] : {std::pair{f.by_source, f.src}, {f.by_target, f.tgt}}) {
+      const auto found = segments.order.narrow(0, 0, segments.offsets[N].item<int64_t>());
+      EXPECT_TRUE(f.valid.index_select(0, found).all().item<bool>());
+      const auto counts =
+          torch::zeros({N}, torch::kLong)
+              .index_add(0, node.masked_select(f.valid),
+                         torch::ones({f.valid.sum().item<int64_t>()}, torch::kLong));
+      EXPECT_TRUE(segments.offsets.diff().equal(counts))
+          << segments.offsets << counts << " (the segments' lengths, the edges found per node)";
     }
   }
 }

@@ -48,6 +48,16 @@ class ReferenceEdges final : public EdgeBackend {
   }
 };
 
+// The node whose segment an edge joins: none (`nodes`, past the last
+// segment) for a padding slot.  A padding slot's terms in the sums into
+// nodes are exact zeros (its envelope is zero, its vector a constant), and a
+// block's padding all points at its system's last atom: in a segment, its
+// thousands of slots would be one CUDA thread's serial loop.
+torch::Tensor segment_node(const EdgeFrame& frame, const torch::Tensor& node, int64_t nodes) {
+  if (!frame.valid.defined()) return node;
+  return torch::where(frame.valid, node, torch::full({}, nodes, node.options()));
+}
+
 // The fused operators (lean_edges.h), on the CPU or on CUDA: the same
 // autograd functions; the launchers are the tensors' device's.  On CUDA the
 // count of edges found stays on the device, so the blocks run over the
@@ -63,8 +73,8 @@ class LeanEdges final : public EdgeBackend {
                int64_t nodes) const override {
     frame.D = D;
     frame.envelope = envelope;
-    frame.by_source = segments_by_node(frame.src, nodes);
-    frame.by_target = segments_by_node(frame.tgt, nodes);
+    frame.by_source = segments_by_node(segment_node(frame, frame.src, nodes), nodes);
+    frame.by_target = segments_by_node(segment_node(frame, frame.tgt, nodes), nodes);
   }
   std::vector<torch::Tensor*> rotations(EdgeFrame& frame) const override {
     return {&frame.D, &frame.envelope};

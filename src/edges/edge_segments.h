@@ -12,8 +12,9 @@ struct EdgeSegments {
   bool defined() const { return order.defined(); }
 };
 
-// node: [E] long, each edge's node in [0, nodes).  On any device, without
-// reading the device back.
+// node: [E] long, each edge's node in [0, nodes]; an edge of node `nodes`
+// joins no segment (it sorts last, past offsets[nodes]).  On any device,
+// without reading the device back.
 EdgeSegments segments_by_node(const torch::Tensor& node, int64_t nodes);
 
 // values: [E, ...] -> [nodes, ...]: each node's rows summed in the segments'
@@ -32,8 +33,7 @@ torch::Tensor gather_rows(const torch::Tensor& table, const torch::Tensor& node,
 // index_add adds rows one after another (deterministic, the same bits as
 // segment_sum), ATen's index_add and index_select; elsewhere the segments
 // are made (a sort) and the two above run.
-torch::Tensor sum_into_nodes(const torch::Tensor& values, const torch::Tensor& node,
-                             int64_t nodes);
+torch::Tensor sum_into_nodes(const torch::Tensor& values, const torch::Tensor& node, int64_t nodes);
 torch::Tensor gather_from_nodes(const torch::Tensor& table, const torch::Tensor& node);
 
 }  // namespace uma::nn

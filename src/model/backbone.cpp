@@ -124,9 +124,10 @@ nn::EdgeFrame BackboneImpl::edge_frame(const BatchTensors& in, const EdgeInput& 
   nn::EdgeFrame frame;
   frame.src = e.src.narrow(0, begin, n);
   frame.tgt = e.tgt.narrow(0, begin, n);
+  frame.valid = e.valid.narrow(0, begin, n);
   // Padding slots get a vector beyond the cutoff, whose envelope is exactly zero.
   auto far = torch::full({1, 3}, config_.cutoff + 1.0, vec.options());
-  auto v = torch::where(e.valid.narrow(0, begin, n).unsqueeze(1), vec, far);
+  auto v = torch::where(frame.valid.unsqueeze(1), vec, far);
   auto dist = v.norm(2, 1);
   frame.backend = e.backend;
   frame.backend->prepare(frame, edge_wigner(v), nn::polynomial_envelope(dist / config_.cutoff),

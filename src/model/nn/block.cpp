@@ -15,8 +15,8 @@ EdgewiseImpl::EdgewiseImpl(int64_t sphere_channels, int64_t hidden_channels,
 
 EdgeFrame EdgeFrame::first(int64_t n) const {
   EdgeFrame part = *this;
-  for (auto* t : {&part.src, &part.tgt, &part.x_edge, &part.wigner, &part.wigner_inv_envelope,
-                  &part.D, &part.envelope})
+  for (auto* t : {&part.src, &part.tgt, &part.valid, &part.x_edge, &part.wigner,
+                  &part.wigner_inv_envelope, &part.D, &part.envelope})
     if (t->defined()) *t = t->narrow(0, 0, n);
   return part;
 }

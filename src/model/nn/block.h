@@ -20,6 +20,7 @@ namespace uma::nn {
 struct EdgeFrame {
   const EdgeBackend* backend = &reference_edges();
   torch::Tensor src, tgt;  // [E] source (neighbour) and target atoms
+  torch::Tensor valid;     // [E] bool: false at the graph's padding slots; undefined: all edges
   torch::Tensor x_edge;    // [E, K + 2 * edge_channels]
   // reference (LibTorch composition)
   torch::Tensor wigner;               // [E, 9(M), 9(L)] rotation into the edge frame
