@@ -1,6 +1,7 @@
-// How the CUDA launchers spread an [E, H] element grid over threads: one
-// thread per (edge, channel), channels fastest (coalesced rows), and a launch
-// error raised as uma::Error with the kernel's name.
+// How the CUDA launchers spread their work over threads: rows of channels
+// one warp per row (for_each_row), or an [R, H] grid one thread per element
+// (for_each_element), channels fastest either way (coalesced rows); and a
+// launch error raised as uma::Error with the kernel's name.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -26,7 +27,8 @@ inline void check_launch(const char* kernel) {
     throw Error(std::string("CUDA launch of ") + kernel + " failed: " + cudaGetErrorString(err));
 }
 
-// Calls body(e, c) for every edge e < E and channel c < H.
+// Calls body(e, c) for every edge e < E and channel c < H: for a body that
+// runs long per element (a node's walk over its edges).
 template <typename Body>
 __device__ __forceinline__ void for_each_element(int64_t E, int64_t H, Body body) {
   const int64_t n = E * H, stride = int64_t(gridDim.x) * blockDim.x;
@@ -34,9 +36,23 @@ __device__ __forceinline__ void for_each_element(int64_t E, int64_t H, Body body
     body(i / H, i % H);
 }
 
+constexpr int kWarp = 32;
+
+// Calls body(r, lane) once per row r < rows and lane of the row's warp: one
+// warp per row (a grid-stride loop over rows of blocks_for(rows * kWarp)
+// blocks).  The body builds the row's view once and strides its lanes over
+// the row's channels: a short per-element body then costs its own work, not
+// an index division and a view per element.
+template <typename Body>
+__device__ __forceinline__ void for_each_row(int64_t rows, Body body) {
+  const int64_t warps = int64_t(gridDim.x) * (blockDim.x / kWarp);
+  const int lane = int(threadIdx.x) % kWarp;
+  for (int64_t r = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / kWarp; r < rows; r += warps)
+    body(r, lane);
+}
+
 // Sums over a warp's lanes by a fixed shuffle tree (every lane gets the sum):
 // the same bits every run.
-constexpr int kWarp = 32;
 
 template <typename T>
 __device__ __forceinline__ T warp_sum(T v) {

@@ -1,8 +1,9 @@
 // The lean edge kernels' rotate-in family on CUDA, through the bodies of
 // edges/kernels/rotate_in.h that the CPU's vector loops run
-// (edges/cpu/rotate_in.cpp).  The forward and its tangent: one thread per
-// (edge, M row, channel of the two halves); channels are fastest, so a warp
-// reads consecutive channels of one row of x and writes one row of out.  The
+// (edges/cpu/rotate_in.cpp).  The forward and its tangent: one warp per
+// (edge, M row, half), which builds the row's view once; its lanes stride
+// over the C channels, so that a warp reads consecutive channels of one row
+// of x and writes one row of out.  The
 // backward for the radial weights and D: one block per edge, one warp per
 // radial row (its one or two M rows in order, so that the second adds to
 // the first's gradient as on the CPU), a row's sums over the channels in the
@@ -17,15 +18,26 @@
 namespace uma::nn::kernels::cuda {
 namespace {
 
+// Rows r = (e * 9 + j) * 2 + h: edge e, M row j, half h.
+struct RotateInRowIndex {
+  int64_t e;
+  int j, h;
+  __device__ explicit RotateInRowIndex(int64_t r) : e(r / 18) {
+    const int jh = int(r - e * 18);
+    j = jh >> 1;
+    h = jh & 1;
+  }
+};
+
 template <typename T>
 __global__ void rotate_in_kernel(const T* D, const T* x, const int64_t* src, const int64_t* tgt,
                                  const T* radial, Rows<T> out, int64_t C, int64_t E) {
-  for_each_element(E * 9, 2 * C, [&](int64_t ej, int64_t c2) {
-    const int64_t e = ej / 9, c = c2 < C ? c2 : c2 - C;
-    const int j = int(ej - e * 9), h = c2 < C ? 0 : 1;
-    const auto v = rotate_in_row(D, x, src, tgt, radial, out, C, e, j, h);
-    with_block_size(block_size(l_row(j)),
-                    [&](auto K) { rotate_in_at<decltype(K)::value>(v, C, c); });
+  for_each_row(E * 18, [&](int64_t r, int lane) {
+    const RotateInRowIndex at(r);
+    const auto v = rotate_in_row(D, x, src, tgt, radial, out, C, at.e, at.j, at.h);
+    with_block_size(block_size(l_row(at.j)), [&](auto K) {
+      for (int64_t c = lane; c < C; c += kWarp) rotate_in_at<decltype(K)::value>(v, C, c);
+    });
   });
 }
 
@@ -33,12 +45,13 @@ template <typename T>
 __global__ void rotate_in_tangent_kernel(const T* D, const T* dD, const T* x, const T* dx,
                                          const int64_t* src, const int64_t* tgt, const T* radial,
                                          const T* dradial, Rows<T> out, int64_t C, int64_t E) {
-  for_each_element(E * 9, 2 * C, [&](int64_t ej, int64_t c2) {
-    const int64_t e = ej / 9, c = c2 < C ? c2 : c2 - C;
-    const int j = int(ej - e * 9), h = c2 < C ? 0 : 1;
-    const auto v = rotate_in_tangent_row(D, dD, x, dx, src, tgt, radial, dradial, out, C, e, j, h);
-    with_block_size(block_size(l_row(j)),
-                    [&](auto K) { rotate_in_tangent_at<decltype(K)::value>(v, C, c); });
+  for_each_row(E * 18, [&](int64_t r, int lane) {
+    const RotateInRowIndex at(r);
+    const auto v =
+        rotate_in_tangent_row(D, dD, x, dx, src, tgt, radial, dradial, out, C, at.e, at.j, at.h);
+    with_block_size(block_size(l_row(at.j)), [&](auto K) {
+      for (int64_t c = lane; c < C; c += kWarp) rotate_in_tangent_at<decltype(K)::value>(v, C, c);
+    });
   });
 }
 
@@ -190,8 +203,9 @@ template <typename T>
 void rotate_in(const T* D, const T* x, const int64_t* src, const int64_t* tgt, const T* radial,
                Rows<T> out, int64_t C, int64_t E, void* stream) {
   if (E * C == 0) return;
-  rotate_in_kernel<T><<<blocks_for(E * 18 * C), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
-      D, x, src, tgt, radial, out, C, E);
+  rotate_in_kernel<T>
+      <<<blocks_for(E * 18 * kWarp), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
+          D, x, src, tgt, radial, out, C, E);
   check_launch("rotate_in");
 }
 
@@ -201,7 +215,7 @@ void rotate_in_tangent(const T* D, const T* dD, const T* x, const T* dx, const i
                        int64_t C, int64_t E, void* stream) {
   if (E * C == 0) return;
   rotate_in_tangent_kernel<T>
-      <<<blocks_for(E * 18 * C), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
+      <<<blocks_for(E * 18 * kWarp), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
           D, dD, x, dx, src, tgt, radial, dradial, out, C, E);
   check_launch("rotate_in_tangent");
 }
