@@ -1,7 +1,6 @@
-// The lean edge kernels' gate family on CUDA: one warp per edge, which
-// builds the edge's view once, its lanes striding over the H channels, each
-// running the body of edges/kernels/gate.h that the CPU's vector loops run
-// (edges/cpu/gate.cpp).
+// The lean edge kernels' gate family on CUDA: one thread per (edge,
+// channel), each running the body of edges/kernels/gate.h that the CPU's
+// vector loops run (edges/cpu/gate.cpp).
 #include "edges/cuda/lean_kernels.h"
 
 #include "edges/cuda/launch.cuh"
@@ -13,20 +12,16 @@ namespace {
 template <typename T>
 __global__ void gate_kernel(const T* y0, int64_t y0_stride, Rows<const T> rows, const T* sig,
                             Rows<T> q, int64_t H, int64_t E) {
-  for_each_row(E, [&](int64_t e, int lane) {
-    const auto in = gate_edge(y0, y0_stride, rows, sig, H, e);
-    const auto out = gate_out(q, e);
-    for (int64_t c = lane; c < H; c += kWarp) gate_at(in, out, c);
+  for_each_element(E, H, [&](int64_t e, int64_t c) {
+    gate_at(gate_edge(y0, y0_stride, rows, sig, H, e), gate_out(q, e), c);
   });
 }
 
 template <typename T>
 __global__ void gate_grad_kernel(const T* y0, int64_t y0_stride, Rows<const T> rows, const T* sig,
                                  Rows<const T> gq, T* gy0, Rows<T> gy, int64_t H, int64_t E) {
-  for_each_row(E, [&](int64_t e, int lane) {
-    const auto in = gate_edge(y0, y0_stride, rows, sig, H, e);
-    const auto out = gate_grad_edge(gq, gy0, gy, H, e);
-    for (int64_t c = lane; c < H; c += kWarp) gate_grad_at(in, out, c);
+  for_each_element(E, H, [&](int64_t e, int64_t c) {
+    gate_grad_at(gate_edge(y0, y0_stride, rows, sig, H, e), gate_grad_edge(gq, gy0, gy, H, e), c);
   });
 }
 
@@ -34,10 +29,9 @@ template <typename T>
 __global__ void gate_grad_grad_kernel(const T* y0, int64_t y0_stride, Rows<const T> rows,
                                       const T* sig, Rows<const T> gq, const T* a0, Rows<const T> a,
                                       Rows<T> dgq, T* dy0, Rows<T> dy, int64_t H, int64_t E) {
-  for_each_row(E, [&](int64_t e, int lane) {
-    const auto in = gate_edge(y0, y0_stride, rows, sig, H, e);
-    const auto out = gate_grad_grad_edge(gq, a0, a, dgq, dy0, dy, H, e);
-    for (int64_t c = lane; c < H; c += kWarp) gate_grad_grad_at(in, out, c);
+  for_each_element(E, H, [&](int64_t e, int64_t c) {
+    gate_grad_grad_at(gate_edge(y0, y0_stride, rows, sig, H, e),
+                      gate_grad_grad_edge(gq, a0, a, dgq, dy0, dy, H, e), c);
   });
 }
 
@@ -47,7 +41,7 @@ template <typename T>
 void gate(const T* y0, int64_t y0_stride, Rows<const T> rows, const T* sig, Rows<T> q, int64_t H,
           int64_t E, void* stream) {
   if (E * H == 0) return;
-  gate_kernel<T><<<blocks_for(E * kWarp), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
+  gate_kernel<T><<<blocks_for(E * H), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
       y0, y0_stride, rows, sig, q, H, E);
   check_launch("gate");
 }
@@ -56,7 +50,7 @@ template <typename T>
 void gate_grad(const T* y0, int64_t y0_stride, Rows<const T> rows, const T* sig, Rows<const T> gq,
                T* gy0, Rows<T> gy, int64_t H, int64_t E, void* stream) {
   if (E * H == 0) return;
-  gate_grad_kernel<T><<<blocks_for(E * kWarp), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
+  gate_grad_kernel<T><<<blocks_for(E * H), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
       y0, y0_stride, rows, sig, gq, gy0, gy, H, E);
   check_launch("gate_grad");
 }
@@ -66,9 +60,8 @@ void gate_grad_grad(const T* y0, int64_t y0_stride, Rows<const T> rows, const T*
                     Rows<const T> gq, const T* a0, Rows<const T> a, Rows<T> dgq, T* dy0, Rows<T> dy,
                     int64_t H, int64_t E, void* stream) {
   if (E * H == 0) return;
-  gate_grad_grad_kernel<T>
-      <<<blocks_for(E * kWarp), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
-          y0, y0_stride, rows, sig, gq, a0, a, dgq, dy0, dy, H, E);
+  gate_grad_grad_kernel<T><<<blocks_for(E * H), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
+      y0, y0_stride, rows, sig, gq, a0, a, dgq, dy0, dy, H, E);
   check_launch("gate_grad_grad");
 }
 
