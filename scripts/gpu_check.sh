@@ -331,7 +331,7 @@ if [ "$MODE" = gpu ]; then
   # tests 39 s (8 shards), ranks 9, devices 12, train 4, lammps_md 58, tf32 21, profile 6,
   # versus_fairchem_compiled: fp32's compile 73 s, tf32's cut at 150 s
   LIMIT=([mpi]=60 [versus_fairchem]=150 [kernels]=40 [tests]=120 [kokkos]=150 [ranks]=60 [devices]=60 [train]=45 [lammps_md]=120
-         [tf32]=60 [bench]=120 [profile]=60 [versus_train]=90 [largest]=120 [versus_fairchem_compiled]=240)
+         [tf32]=60 [bench]=120 [profile]=70 [versus_train]=90 [largest]=120 [versus_fairchem_compiled]=240)
   if [ "$QUICK" = 1 ]; then LIMIT[versus_fairchem]=100; LIMIT[tests]=120; LIMIT[lammps_md]=50; fi
 else
   BUDGET="${UMA_GPU_BUDGET_S:-0}"
@@ -829,7 +829,8 @@ st_profile() {
   s="${structs[0]}"; p="${precisions[-1]}"
   plan 20
   echo "[]" > "$DET/profile.json"
-  [ "$MODE" = gpu ] && command -v ncu > /dev/null 2>&1 && plan 40
+  [ "$MODE" = gpu ] && [ -x "$KTIMES" ] && plan $(( PLAN_LEFT + 10 ))
+  [ "$MODE" = gpu ] && command -v ncu > /dev/null 2>&1 && plan $(( PLAN_LEFT + 20 ))
   echo "== uma bench $s --device $device --precision $p --repeats $repeats --profile"
   limited 20 "uma bench $s $p --profile" "$B/engine/uma" bench "$MODEL" "$STRUCTS/$s.extxyz" --task omat \
     --device "$device" --precision "$p" --repeats "$repeats" --profile > "$B/bench-$s-profile.out" 2>&1
@@ -841,6 +842,13 @@ j = json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])
 print("profiled: %.1f ms per step (unprofiled %.1f); the top operators:" % (j["profile"]["ms_per_step"], j["ms_per_step"]))
 for o in j["profile"]["top_ops"]:
     print("  %9.2f ms %8.0f calls  %s" % (o["ms"], o["calls"], o["op"]))' "$B/bench-$s-profile.out" || rc=1
+  if [ "$MODE" = gpu ] && [ -x "$KTIMES" ]; then
+    # Each lean kernel alone at this size, against a device copy of its bytes in the same run
+    # (and the per-node ones over segments with and without the padding slots).
+    echo "== the lean CUDA kernels one by one (bench/cuda/kernel_times.cu; kernel-times.txt)"
+    limited 10 "kernel_times" "$KTIMES" > "$B/kernel-times.txt" 2>&1 || echo "kernel_times exited $?"
+    cat "$B/kernel-times.txt"
+  fi
   if [ "$MODE" = gpu ] && command -v ncu > /dev/null 2>&1; then
     # The lean kernels of one evaluation under Nsight Compute: each launch's duration and its
     # share of the memory and compute peaks (a figure for the kernels' next step, not a check).
@@ -1540,7 +1548,9 @@ st_kokkos_build() {
 # ---- the engine's CUDA kernels against their CPU launchers (tests/cuda/kernels_check.cu):
 # built with nvcc, here by --prebuild, or there where the machine has nvcc.  Each
 # src/**/cuda/NAME.cu is linked with its CPU launcher src/**/cpu/NAME.cpp, the reference.
+# Their timing (bench/cuda/kernel_times.cu, the profile stage's) links the same CUDA objects.
 KCHECK="$B/kernels/kernels_check"
+KTIMES="$B/kernels/kernel_times"
 build_kernels_check() {
   local nv cxx o="$B/kernels" cu cpp name objs=()
   nv="$(command -v nvcc)" || { echo "no nvcc on this machine and no prebuilt kernels check (--prebuild)"; return 1; }
@@ -1556,7 +1566,9 @@ build_kernels_check() {
     "$cxx" -std=c++20 -O3 -fopenmp -I"$ROOT/src" -c "$cpp" -o "$o/cpu_$name.o" || return 1
     objs+=("$o/cuda_$name.o" "$o/cpu_$name.o")
   done < <(find "$ROOT/src" -path '*/cuda/*.cu' | sort)
-  "$nv" -arch=sm_90 -ccbin "$cxx" "${objs[@]}" -Xcompiler -fopenmp -o "$KCHECK" && rm -f "$o"/*.o
+  "$nv" "${flags[@]}" -c "$ROOT/bench/cuda/kernel_times.cu" -o "$o/kernel_times.o" || return 1
+  "$nv" -arch=sm_90 -ccbin "$cxx" "${objs[@]}" -Xcompiler -fopenmp -o "$KCHECK" &&
+    "$nv" -arch=sm_90 -ccbin "$cxx" "$o/kernel_times.o" "$o"/cuda_*.o -o "$KTIMES" && rm -f "$o"/*.o
 }
 st_kernels() {
   stage_deadline "${LIMIT[kernels]}"
@@ -1578,7 +1590,7 @@ prebuilt_files() {
   (cd "$(dirname "$B")" && {
     local e; e="$(basename "$B")/engine"
     ls "$e/uma" "$e/umaplugin.so" "$e/libmpi_thread_probe.so" "$e/tests/uma_tests"
-    ls "$(basename "$B")/kernels/kernels_check"
+    ls "$(basename "$B")/kernels/kernels_check" "$(basename "$B")/kernels/kernel_times"
     find "$e" -name CTestTestfile.cmake -o -name '*_include.cmake' -o -name '*_tests.cmake'
     find "$(basename "$B")/lammps/bin" "$(basename "$B")/lammps/lib" -maxdepth 1 \( -type f -o -type l \) \
       \( -name lmp -o -name 'liblammps.so*' \)

@@ -2,8 +2,8 @@
 # Compiles every project source that includes Kokkos headers for Kokkos's CUDA
 # backend (Serial host + CUDA device, Hopper sm_90) with the host's nvcc and g++,
 # against the LAMMPS root's Kokkos 5 headers, LAMMPS's src/ and src/KOKKOS and
-# the torch wheel's headers; and the engine's CUDA kernels and their GPU check
-# (src/**/cuda/*.cu, tests/cuda/*.cu) with nvcc, and the engine's host code that
+# the torch wheel's headers; and the engine's CUDA kernels, their GPU check and
+# their timing (src/**/cuda/*.cu, tests/cuda/*.cu, bench/cuda/*.cu) with nvcc, and the engine's host code that
 # launches them (src/**/cuda/*.cpp, against LibTorch's and the toolkit's CUDA
 # headers) with g++, so that a CUDA-only error fails here.
 # Debian's libkokkos-dev installs the headers of every backend; only five
@@ -63,7 +63,7 @@ mapfile -t sources < <(cd "$project" && grep -l '#include.*[Kk]okkos' pair_style
 for must in pair_style/pair_uma_kokkos.cpp plugin/uma_plugin.cpp; do
   [[ " ${sources[*]} " == *" $must "* ]] || fail "$must is not among the sources found to include Kokkos (${sources[*]})"
 done
-mapfile -t kernels < <(cd "$project" && find src tests -path '*/cuda/*.cu' | sort)
+mapfile -t kernels < <(cd "$project" && find src tests bench -path '*/cuda/*.cu' | sort)
 [ "${#kernels[@]}" -gt 0 ] || fail "no CUDA kernels (src/**/cuda/*.cu) in $project"
 sources+=("${kernels[@]}")
 mapfile -t launchers < <(cd "$project" && find src -path '*/cuda/*.cpp' | sort)
