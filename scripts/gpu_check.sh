@@ -51,7 +51,8 @@
 #   tf32                      fp32/tf32 against fp64
 #   bench, profile            `uma bench` on bulk Cu/Si with a full-size UMA-S-shaped model of
 #                             random weights, eager and replayed as a CUDA graph (with the
-#                             captured step's kernel and memory-operation count); its profile
+#                             captured step's kernel and memory-operation count); its profile,
+#                             and each lean CUDA kernel timed alone (bench/cuda/kernel_times.cu)
 #   versus_train              fairchem's training step beside ours (lean and composition) on the
 #                             K4L2 batch and the 350-atom batch; ours must not read the host
 #   largest                   LAMMPS's bench/in.eam geometry (32,000 Cu atoms) with the full-size
