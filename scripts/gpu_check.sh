@@ -782,7 +782,7 @@ st_bench() {
   local device structs precisions repeats s p r rc=0
   bench_setup
   local runs=$(( ${#structs[@]} * ${#precisions[@]} ))
-  [ "$MODE" = gpu ] && runs=$(( runs + ${#structs[@]} ))   # the replayed runs
+  [ "$MODE" = gpu ] && runs=$(( runs + ${#structs[@]} + 2 ))   # the replayed runs, the chunks
   plan $(( 10 * runs ))
   echo "[]" > "$DET/bench.json"
   for s in "${structs[@]}"; do
@@ -815,6 +815,20 @@ print("cuda graph:", "captured and replayed: the step is %d kernels and %d memor
       % (j["step_kernels"], j["step_memory_ops"]) if ok else
       "NOT replayed (or no kernel counted): " + repr(j["graph_refusal"]))
 sys.exit(0 if ok else 1)' "$B/bench-$s-graph.out" || rc=1
+    done
+    # The recomputed path on a GPU (a figure, not a check): the planner caps its chunks at
+    # 16,384 edges, a CPU measurement; Cu 4,000 fp32 in chunks of 16,384 and of 131,072 edges,
+    # beside the stored run above.
+    local chunk
+    for chunk in 16384 131072; do
+      echo "== uma bench cu_4000 --device $device --precision fp32 --repeats 3 --chunk $chunk"
+      limited 10 "uma bench cu_4000 fp32 --chunk $chunk" "$B/engine/uma" bench "$MODEL" "$STRUCTS/cu_4000.extxyz" \
+        --task omat --device "$device" --precision fp32 --repeats 3 --chunk "$chunk" > "$B/bench-cu_4000-chunk$chunk.out" 2>&1 ||
+        { echo "exited $? (bench-cu_4000-chunk$chunk.out)"; continue; }
+      "$HPY" -c 'import json, sys
+j = json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])
+print("recomputed in chunks of %d edges: %.1f ms per step, peak %.0f MB" % (j["chunk_edges"], j["ms_per_step"], j["peak_device_mb"]))' \
+        "$B/bench-cu_4000-chunk$chunk.out"
     done
   fi
   return $rc
@@ -849,6 +863,8 @@ for o in j["profile"]["top_ops"]:
     echo "== the lean CUDA kernels one by one (bench/cuda/kernel_times.cu; kernel-times.txt)"
     limited 10 "kernel_times" "$KTIMES" > "$B/kernel-times.txt" 2>&1 || echo "kernel_times exited $?"
     cat "$B/kernel-times.txt"
+  elif [ "$MODE" = gpu ]; then
+    echo "no $KTIMES (prebuilt, or built by the kernels stage): the kernels are not timed alone"
   fi
   if [ "$MODE" = gpu ] && command -v ncu > /dev/null 2>&1; then
     # The lean kernels of one evaluation under Nsight Compute: each launch's duration and its
