@@ -183,17 +183,19 @@ int main(int argc, char** argv) {
 
   const double S = kSlots, F = sizeof(float);
   auto report = [&](const char* name, double megabytes, const std::function<void()>& launch) {
-    const double ms = time_ms(launch, repeats), bound = megabytes / copy_gb_s / 1e3;
+    const double ms = time_ms(launch, repeats), bound = megabytes / copy_gb_s;  // MB / (GB/s) = ms
     std::printf("%-44s %9.3f %9.1f %9.3f %8.1f\n", name, ms, megabytes, bound, ms / bound);
   };
-  // Bytes that must cross memory once: each kernel's inputs read and outputs written.
+  // Bytes that must cross memory once: each kernel's inputs read and outputs written (an
+  // accumulated output read and written; the gate reads y0's three M rows, its logits come
+  // in as sig).
   const double d_mb = S * 81 * F / 1e6, radial_mb = S * 12 * C * F / 1e6,
                msg_mb = S * 18 * C * F / 1e6, y_mb = S * 9 * C * F / 1e6,
                node_mb = kAtoms * 9 * C * F / 1e6, gate_row_mb = S * H * F / 1e6;
 
   report("rotate_in", d_mb + radial_mb + node_mb + msg_mb,
          [&] { cu::rotate_in<float>(D, x, src_d, tgt_d, radial, msg, C, kSlots, nullptr); });
-  report("rotate_in_grad_edges (radial, D)", 2 * d_mb + 2 * radial_mb + msg_mb + node_mb, [&] {
+  report("rotate_in_grad_edges (radial, D)", 3 * d_mb + 2 * radial_mb + msg_mb + node_mb, [&] {
     cu::rotate_in_grad_edges<float>(D, x, src_d, tgt_d, radial, as_const(g), C, gD, gradial, kSlots,
                                     nullptr);
   });
@@ -201,20 +203,20 @@ int main(int argc, char** argv) {
     const Segments& s = padded ? by_src_padded : by_src;
     const Segments& t = padded ? by_tgt_padded : by_tgt;
     report(padded ? "rotate_in_grad_nodes (x), padding segmented" : "rotate_in_grad_nodes (x)",
-           d_mb + radial_mb + msg_mb + node_mb, [&] {
+           d_mb + radial_mb + msg_mb + 2 * node_mb, [&] {
              cu::rotate_in_grad_nodes<float>(D, radial, as_const(g), s.order, s.offsets, t.order,
                                              t.offsets, kSlots, C, node_out, kAtoms, nullptr);
            });
   }
-  report("gate", gate_row_mb * (5 + 6 + 3 + 9),
+  report("gate", gate_row_mb * (3 + 6 + 3 + 9),
          [&] { cu::gate<float>(y0, y0_stride, as_const(gate_in), sig, q, H, kSlots, nullptr); });
-  report("gate_grad", gate_row_mb * (5 + 6 + 3 + 9 + 5 + 6), [&] {
+  report("gate_grad", gate_row_mb * (3 + 6 + 3 + 9 + 5 + 6), [&] {
     cu::gate_grad<float>(y0, y0_stride, as_const(gate_in), sig, as_const(gq), gy0, gate_gy, H,
                          kSlots, nullptr);
   });
   for (bool padded : {false, true}) {
     const Segments& t = padded ? by_tgt_padded : by_tgt;
-    report(padded ? "rotate_out, padding segmented" : "rotate_out", d_mb + y_mb + node_mb, [&] {
+    report(padded ? "rotate_out, padding segmented" : "rotate_out", d_mb + y_mb + 2 * node_mb, [&] {
       cu::rotate_out<float>(D, envelope, as_const(y), 9, t.order, t.offsets, kSlots, C, node_out,
                             kAtoms, nullptr);
     });
