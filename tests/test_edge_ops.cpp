@@ -95,6 +95,34 @@ TEST(SegmentSums, GatherRowsEqualsIndexSelect) {
               derivatives([&](auto b) { return b.index_select(0, node).sin(); }, t));
 }
 
+// Rows left out (a graph's padding slots: node `nodes`) join no sum, in value
+// and in every derivative, and the gather gives them zero rows; the kept
+// rows are summed in their order, as index_add over the kept rows alone.
+TEST(SegmentSums, LeftOutRowsJoinNoSum) {
+  const auto& node = edge_nodes();
+  const auto keep = torch::tensor({true, true, false, true, true, false, true, true, false});
+  const auto left = leave_out(node, keep, 6);
+  EXPECT_TRUE(torch::equal(left, torch::tensor({3, 0, 6, 3, 1, 6, 3, 4, 6})));
+  const auto segments = segments_by_node(left, 6);
+  const auto kept = keep.nonzero().view(-1);
+  auto v = leaf({9, 3}, 17);
+  auto aten = [&](const torch::Tensor& b) {
+    return torch::zeros({6, 3}, b.options())
+        .index_add(0, node.index_select(0, kept), b.index_select(0, kept));
+  };
+  EXPECT_TRUE(torch::equal(segment_sum(v, left, segments), aten(v)));
+  const NodeSums sums(left, 6);
+  EXPECT_TRUE(torch::equal(sums(v), aten(v)));
+  expect_same(derivatives([&](auto b) { return segment_sum(b.pow(3), left, segments); }, v),
+              derivatives([&](auto b) { return aten(b.pow(3)); }, v));
+  expect_same(derivatives([&](auto b) { return sums(b.pow(3)); }, v),
+              derivatives([&](auto b) { return aten(b.pow(3)); }, v));
+  auto t = leaf({6, 2}, 19);
+  const auto rows = gather_rows(t, left, segments);
+  EXPECT_TRUE(torch::equal(rows.index_select(0, kept), t.index_select(0, node.index_select(0, kept))));
+  EXPECT_TRUE(torch::equal(rows.masked_select(~keep.unsqueeze(1)), torch::zeros({6}, t.options())));
+}
+
 // On the test device (on CUDA, the segment path: a sort and segment_reduce):
 // the sums of many rows into few nodes equal index_add's to rounding, and two
 // runs give the same bits (CUDA's index_add adds with float atomics).
@@ -112,6 +140,22 @@ TEST(SegmentSums, SumIntoNodesRepeatsOnTheTestDevice) {
   EXPECT_TRUE(torch::equal(g1, g2));
   EXPECT_TRUE(torch::equal(g1.select(1, 0).to(torch::kCPU).to(torch::kLong),
                            torch::bincount(node.to(torch::kCPU), {}, 8)));
+  // rows left out, with the segments made once for two sums
+  const auto keep = torch::rand({20000}, torch::kFloat32).to(device) < 0.9;
+  const NodeSums sums(leave_out(node, keep, 8), 8);
+  const auto kept = sums(v);
+  EXPECT_TRUE(torch::equal(kept, sums(v)));
+  EXPECT_TRUE(torch::allclose(
+      kept, torch::zeros({8, 3}, v.options()).index_add(0, node, v * keep.unsqueeze(1)), 1e-4, 1e-4));
+  // one node (a system's atoms): a plain reduction off the CPU
+  const auto one = torch::zeros_like(node);
+  const auto s1 = sum_into_nodes(v, one, 1);
+  EXPECT_TRUE(torch::equal(s1, sum_into_nodes(v, one, 1)));
+  EXPECT_TRUE(torch::allclose(s1, v.sum(0, true), 1e-4, 1e-3));
+  const auto t1 = torch::randn({1, 5}, torch::kFloat64).to(device).requires_grad_(true);
+  EXPECT_TRUE(torch::equal(gather_from_nodes(t1, one), t1.detach().expand({20000, 5})));
+  const auto g3 = grad({gather_from_nodes(t1, one).sum()}, {t1})[0];
+  EXPECT_TRUE(torch::equal(g3, torch::full({1, 5}, 20000.0, t1.options())));
 }
 
 }  // namespace

@@ -126,6 +126,30 @@ TEST(MemoryPlan, EngineFollowsItsBudget) {
                "memory budget");
 }
 
+// A budget above what the device has available (`memory 120` on an 80 GB
+// card) is cut to it, and the plan's line says so: a plan trusting it would
+// choose paths and chunks for memory that is not there.
+TEST(MemoryPlan, BudgetNeverExceedsWhatTheDeviceHas) {
+  EXPECT_DOUBLE_EQ(evaluation_budget(120e9, 80e9, 1), 80e9);
+  EXPECT_DOUBLE_EQ(evaluation_budget(120e9, 80e9, 4), 20e9);
+  EXPECT_DOUBLE_EQ(evaluation_budget(10e9, 80e9, 4), 10e9);
+  EXPECT_DOUBLE_EQ(evaluation_budget(0, 80e9, 2), 32e9);
+  EngineOptions opts;
+  opts.device = test_device();
+  opts.memory_budget = 1e18;
+  Engine engine(random_model(small_config()), opts);
+  EXPECT_LE(engine.stats().memory_budget, available_memory(opts.device));
+  EXPECT_GT(engine.stats().memory_budget, 0);
+  evaluate_on_host(engine, {copper_cell()}, Request::all());
+  const std::string line = engine.stats().memory_plan.describe();
+  EXPECT_NE(line.find("(1000000000.00 GB asked for: more than the device has available)"),
+            std::string::npos)
+      << line;
+  opts.memory_budget = 1e6;
+  Engine modest(random_model(small_config()), opts);
+  EXPECT_DOUBLE_EQ(modest.stats().memory_budget, 1e6);
+}
+
 // Measured, not predicted: on the CPU, the tensor storage an evaluation
 // allocates (peak minus what was live before it, graph build included) stays
 // within the budget when the plan recomputes, and is several times smaller

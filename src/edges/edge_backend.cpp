@@ -3,6 +3,7 @@
 #include "model/edge_rotation.h"
 #include "model/nn/block.h"
 #include "edges/edge_matmul.h"
+#include "edges/edge_segments.h"
 #include "edges/lean_edges.h"
 #include "edges/lean_launchers.h"
 #include "runtime/uma_error.h"
@@ -50,12 +51,9 @@ class ReferenceEdges final : public EdgeBackend {
 
 // The node whose segment an edge joins: none (`nodes`, past the last
 // segment) for a padding slot.  A padding slot's terms in the sums into
-// nodes are exact zeros (its envelope is zero, its vector a constant), and a
-// block's padding all points at its system's last atom: in a segment, its
-// thousands of slots would be one CUDA thread's serial loop.
+// nodes are exact zeros (its envelope is zero, its vector a constant).
 torch::Tensor segment_node(const EdgeFrame& frame, const torch::Tensor& node, int64_t nodes) {
-  if (!frame.valid.defined()) return node;
-  return torch::where(frame.valid, node, torch::full({}, nodes, node.options()));
+  return frame.valid.defined() ? leave_out(node, frame.valid, nodes) : node;
 }
 
 // The fused operators (lean_edges.h), on the CPU or on CUDA: the same

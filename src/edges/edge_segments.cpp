@@ -44,7 +44,9 @@ class GatherRows : public torch::autograd::Function<GatherRows> {
                                const torch::Tensor& node, const torch::Tensor& order,
                                const torch::Tensor& offsets) {
     ctx->save_for_backward({node, order, offsets});
-    return table.index_select(0, node);
+    auto zero_row = table.sizes().vec();
+    zero_row[0] = 1;  // the row of node `nodes`
+    return torch::cat({table, torch::zeros(zero_row, table.options())}).index_select(0, node);
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const auto s = ctx->get_saved_variables();
@@ -69,18 +71,36 @@ torch::Tensor gather_rows(const torch::Tensor& table, const torch::Tensor& node,
   return GatherRows::apply(table, node, segments.order, segments.offsets);
 }
 
+torch::Tensor leave_out(const torch::Tensor& node, const torch::Tensor& keep, int64_t nodes) {
+  return torch::where(keep, node, nodes);
+}
+
+NodeSums::NodeSums(torch::Tensor node, int64_t nodes) : node_(std::move(node)), nodes_(nodes) {
+  if (!node_.device().is_cpu()) segments_ = segments_by_node(node_, nodes_);
+}
+
+torch::Tensor NodeSums::operator()(const torch::Tensor& values) const {
+  if (!segments_.defined()) {
+    auto shape = values.sizes().vec();
+    shape[0] = nodes_ + 1;  // the last row takes what is left out
+    return torch::zeros(shape, values.options()).index_add(0, node_, values).narrow(0, 0, nodes_);
+  }
+  return segment_sum(values, node_, segments_);
+}
+
 torch::Tensor sum_into_nodes(const torch::Tensor& values, const torch::Tensor& node,
                              int64_t nodes) {
-  if (values.device().is_cpu()) {
-    auto shape = values.sizes().vec();
-    shape[0] = nodes;
-    return torch::zeros(shape, values.options()).index_add(0, node, values);
-  }
-  return segment_sum(values, node, segments_by_node(node, nodes));
+  if (nodes == 1 && !values.device().is_cpu()) return values.sum(0, /*keepdim=*/true);
+  return NodeSums(node, nodes)(values);
 }
 
 torch::Tensor gather_from_nodes(const torch::Tensor& table, const torch::Tensor& node) {
   if (table.device().is_cpu()) return table.index_select(0, node);
+  if (table.size(0) == 1) {
+    auto shape = table.sizes().vec();
+    shape[0] = node.size(0);
+    return table.expand(shape);
+  }
   return gather_rows(table, node, segments_by_node(node, table.size(0)));
 }
 

@@ -17,22 +17,46 @@ struct EdgeSegments {
 // without reading the device back.
 EdgeSegments segments_by_node(const torch::Tensor& node, int64_t nodes);
 
+// node where keep, else `nodes` (the row joins no segment): e.g. a graph's
+// padding slots, which all point at a system's last atom, left out of the
+// sums into atoms (in a segment, thousands of them would be one CUDA
+// thread's serial loop).
+torch::Tensor leave_out(const torch::Tensor& node, const torch::Tensor& keep, int64_t nodes);
+
 // values: [E, ...] -> [nodes, ...]: each node's rows summed in the segments'
 // order (so in the rows' order: the sort is stable), where `node` [E] and
-// `segments` = segments_by_node(node, nodes).  No atomics: the same bits on
-// every run, on any device.  Differentiable to any order: its backward is
-// gather_rows, whose backward is segment_sum.
+// `segments` = segments_by_node(node, nodes); rows of node `nodes` are left
+// out.  No atomics: the same bits on every run, on any device.
+// Differentiable to any order: its backward is gather_rows, whose backward
+// is segment_sum.
 torch::Tensor segment_sum(const torch::Tensor& values, const torch::Tensor& node,
                           const EdgeSegments& segments);
-// table: [nodes, ...] -> [E, ...]: table's row of each edge's node (index_select),
-// with segment_sum as its backward (index_select's is a scatter of float atomics on CUDA).
+// table: [nodes, ...] -> [E, ...]: table's row of each edge's node, a zero row
+// for node `nodes`, with segment_sum as its backward (index_select's is a
+// scatter of float atomics on CUDA).
 torch::Tensor gather_rows(const torch::Tensor& table, const torch::Tensor& node,
                           const EdgeSegments& segments);
 
-// The same two where the segments are not at hand: on the CPU, whose
-// index_add adds rows one after another (deterministic, the same bits as
-// segment_sum), ATen's index_add and index_select; elsewhere the segments
-// are made (a sort) and the two above run.
+// Several sums into the nodes of the same edges, node: [E] in [0, nodes]
+// (rows of node `nodes` left out): on the CPU ATen's index_add, which adds
+// rows one after another (deterministic, the same bits as segment_sum);
+// elsewhere segment_sum over segments made once (a sort).
+class NodeSums {
+ public:
+  NodeSums(torch::Tensor node, int64_t nodes);
+  torch::Tensor operator()(const torch::Tensor& values) const;  // [E, ...] -> [nodes, ...]
+
+ private:
+  torch::Tensor node_;
+  int64_t nodes_;
+  EdgeSegments segments_;  // off the CPU only
+};
+
+// One sum, or one gather, where the segments are not at hand; node in
+// [0, nodes).  Into a single node (one system's atoms) off the CPU, a plain
+// reduction (sum over the rows, whose backward is an expansion, and the
+// reverse): one segment of thousands of rows would be a serial loop per
+// column.
 torch::Tensor sum_into_nodes(const torch::Tensor& values, const torch::Tensor& node, int64_t nodes);
 torch::Tensor gather_from_nodes(const torch::Tensor& table, const torch::Tensor& node);
 

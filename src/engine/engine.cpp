@@ -88,9 +88,8 @@ Engine::Engine(UmaModel model, EngineOptions options)
   memory_model_ =
       memory_model(model_->config().backbone, options_.dtype, *edge_backend_, options_.training);
   if (options_.memory_budget < 0) throw Error("the memory budget must be positive");
-  budget_ = options_.memory_budget > 0
-                ? options_.memory_budget
-                : 0.8 * available_memory(options_.device) / std::max(1, options_.memory_sharers);
+  budget_ = evaluation_budget(options_.memory_budget, available_memory(options_.device),
+                              options_.memory_sharers);
   // The graph is built before the model runs, and its temporaries are freed
   // before the model allocates: a quarter of the budget for them keeps the
   // build, with its outputs (counted by the plan), inside the budget too.
@@ -208,6 +207,7 @@ Evaluation Engine::run(StepPlan& plan, const Geometry& geo, const Request& what)
   const int64_t edge_slots = graph.src.size(0);
   if (!plan.planned || plan.memory.nodes != N || plan.memory.edges != edge_slots) {
     plan.memory = plan_memory(memory_model_, N, edge_slots, budget_, options_.recompute_chunk);
+    if (options_.memory_budget > budget_) plan.memory.asked_bytes = options_.memory_budget;
     plan.planned = true;
     ++stats_.memory_plans;
   }
@@ -275,8 +275,10 @@ Evaluation Engine::run(StepPlan& plan, const Geometry& geo, const Request& what)
   }
   // Sums into atoms in each atom's edge order (no float atomics on a GPU):
   // the same forces on every run, and a training step's second backward too.
-  ev.forces =
-      nn::sum_into_nodes(pair_force, graph.tgt, N) - nn::sum_into_nodes(pair_force, graph.src, N);
+  // The padding slots (zero rows, all at a system's last atom) are left out.
+  const nn::NodeSums into_targets(nn::leave_out(graph.tgt, graph.valid, N), N);
+  const nn::NodeSums into_sources(nn::leave_out(graph.src, graph.valid, N), N);
+  ev.forces = into_targets(pair_force) - into_sources(pair_force);
   {
     // dE/d strain = sum_edges r (x) dE/dr; the virial W = -dE/d strain.
     auto r_g = vec.detach().to(torch::kFloat64).unsqueeze(2) * g.to(torch::kFloat64).unsqueeze(1);
@@ -292,7 +294,7 @@ Evaluation Engine::run(StepPlan& plan, const Geometry& geo, const Request& what)
       auto edge_half = B == 1 ? fscale * -0.5 : fscale.index_select(0, graph.edge_system) * -0.5;
       auto w = r_g * edge_half.view({-1, 1, 1});
       w = (w + w.transpose(1, 2)) / 2;
-      ev.atom_virial = nn::sum_into_nodes(w, graph.src, N) + nn::sum_into_nodes(w, graph.tgt, N);
+      ev.atom_virial = into_sources(w) + into_targets(w);
     }
   }
   return ev;

@@ -73,7 +73,8 @@ struct EngineOptions {
   bool keep_host_memory = true;
   // Memory budget of one evaluation in bytes (memory_plan.h).  0: 80% of the
   // memory available on the device when the engine is made, divided by
-  // memory_sharers (processes on this node sharing that memory).
+  // memory_sharers (processes on this node sharing that memory); never more
+  // than that share of what is available.
   double memory_budget = 0;
   int memory_sharers = 1;
   // -1: the memory plan picks the stored or the recomputed path; 0: always

@@ -52,7 +52,7 @@ MemoryModel memory_model(const BackboneConfig& c, torch::ScalarType dtype,
 }
 
 std::string MemoryPlan::describe() const {
-  char buf[256];
+  char buf[384];
   const double gb = 1e-9;
   if (recompute)
     std::snprintf(buf, sizeof buf,
@@ -66,7 +66,13 @@ std::string MemoryPlan::describe() const {
         "stored activations (%lld atoms, %lld edge slots): predicted peak %.2f GB, budget %.2f GB",
         static_cast<long long>(nodes), static_cast<long long>(edges), predicted_bytes * gb,
         budget_bytes * gb);
-  return buf;
+  std::string line = buf;
+  if (asked_bytes > budget_bytes) {
+    std::snprintf(buf, sizeof buf, " (%.2f GB asked for: more than the device has available)",
+                  asked_bytes * gb);
+    line += buf;
+  }
+  return line;
 }
 
 MemoryPlan plan_memory(const MemoryModel& m, int64_t nodes, int64_t edges, double budget_bytes,
@@ -137,6 +143,11 @@ double cuda_available() {
 
 double available_memory(const torch::Device& device) {
   return device.is_cuda() ? cuda_available() : host_available();
+}
+
+double evaluation_budget(double asked, double available, int sharers) {
+  const double share = available / std::max(1, sharers);
+  return asked > 0 ? std::min(asked, share) : 0.8 * share;
 }
 
 // Through c10's device-generic allocator interface: no CUDA header needed.

@@ -40,6 +40,7 @@ struct MemoryPlan {
   double predicted_bytes =
       0;  // predicted peak of the evaluation (not counting the process baseline)
   double budget_bytes = 0;
+  double asked_bytes = 0;        // the budget asked for, where more than the device had (else 0)
   std::string describe() const;  // one line for logs
 };
 
@@ -59,6 +60,12 @@ MemoryPlan plan_memory(const MemoryModel& model, int64_t nodes, int64_t edges, d
 // Bytes that can still be allocated on `device` now: MemAvailable on the
 // host, the driver's free memory on a GPU.
 double available_memory(const torch::Device& device);
+
+// The budget of one evaluation from the bytes asked for (0: 80% of what is
+// available) and the bytes available on the device, shared by `sharers`
+// processes: never more than their share of what is available (a plan for
+// memory the device does not have would run out of it mid-run).
+double evaluation_budget(double asked, double available, int sharers);
 
 // The most bytes LibTorch's allocator has held allocated on GPU `device` at
 // once since the process started or the last reset_device_peak; -1 on the CPU
