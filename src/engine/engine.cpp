@@ -32,14 +32,15 @@ void skip_padding_slots(const RadiusGraph& graph, int64_t blocks, EdgeInput& edg
 }
 
 // Sums rows of `x` into B systems whose rows are contiguous blocks of the
-// given host lengths: deterministic on every device (no atomics).  With
-// `twice` the sum is differentiable twice (a training step's second-order
-// backward), which segment_reduce's backward is not: one sum per block.
+// given host lengths: deterministic on every device (no atomics).  One sum
+// per block with `twice` (a training step's second-order backward, which
+// segment_reduce's backward is not) and off the CPU (where segment_reduce
+// adds a block's rows one after another in one thread per column).
 torch::Tensor system_sum(const torch::Tensor& x, const std::vector<int64_t>& offsets,
                          const torch::Tensor& lengths, bool twice) {
   const int64_t B = static_cast<int64_t>(offsets.size()) - 1;
   if (B == 1) return x.narrow(0, 0, offsets[1]).sum(0, /*keepdim=*/true);
-  if (twice) {
+  if (twice || !x.device().is_cpu()) {
     std::vector<torch::Tensor> sums;
     for (int64_t b = 0; b < B; ++b)
       sums.push_back(x.narrow(0, offsets[b], offsets[b + 1] - offsets[b]).sum(0, true));
