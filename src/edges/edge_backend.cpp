@@ -103,9 +103,10 @@ class LeanEdges final : public EdgeBackend {
   }
   double block_bytes(const EdgeWidths& w, double s) const override {
     // the radial MLP's layer norms' and activations' inputs (4Ec) and its
-    // weights (6 x 2C), the first convolution's outputs and gate sigmoids
-    // (11H + 3H) and the second convolution's output (9C)
-    return s * (21 * w.sphere + 14 * w.hidden + 4 * w.edge);
+    // weights (6 x 2C), the first convolution's outputs (11H; the gate's
+    // sigmoids are recomputed in the backward) and the second convolution's
+    // output (9C)
+    return s * (21 * w.sphere + 11 * w.hidden + 4 * w.edge);
   }
 
  private:

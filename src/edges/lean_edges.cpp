@@ -174,16 +174,22 @@ class GateMPiecesGrad : public torch::autograd::Function<GateMPiecesGrad> {
   }
 };
 
+// The sigmoids of the logits, [E, 3H]: l1, l2 and the l0m0 row.
+torch::Tensor gate_sigmoids(const torch::Tensor& y0, int64_t H) {
+  return torch::sigmoid(y0.narrow(1, 0, 3 * H));
+}
+
+// Saves its inputs only: the sigmoids are recomputed in the backward (one
+// elementwise pass), not kept for it from every block (3H per edge and block).
 class GateMPieces : public torch::autograd::Function<GateMPieces> {
  public:
   static variable_list forward(AutogradContext* ctx, const torch::Tensor& y0,
                                const torch::Tensor& y1, const torch::Tensor& y2) {
     UMA_LEAN_SCOPE("gate_m_pieces");
     const int64_t E = y0.size(0), H = y1.size(2);
-    auto sig = torch::sigmoid(y0.narrow(1, 0, 3 * H));  // logits l1, l2 and the l0m0 row, [E, 3H]
     auto q = new_pieces(E, H, y1.options());
-    lean_launchers_for(y0.device()).gate(y0, {torch::Tensor(), y1, y2}, sig, q);
-    ctx->save_for_backward({y0, y1, y2, sig});
+    lean_launchers_for(y0.device()).gate(y0, {torch::Tensor(), y1, y2}, gate_sigmoids(y0, H), q);
+    ctx->save_for_backward({y0, y1, y2});
     return {q[0], q[1], q[2]};
   }
 
@@ -191,7 +197,9 @@ class GateMPieces : public torch::autograd::Function<GateMPieces> {
     UMA_LEAN_SCOPE("gate_m_pieces_backward");
     const auto s = ctx->get_saved_variables();
     const auto g = contiguous(grads, 0);
-    return GateMPiecesGrad::apply(s[0], s[1], s[2], s[3], g[0], g[1], g[2]);
+    // differentiated as a function of y0 where the backward is (create_graph)
+    const auto sig = gate_sigmoids(s[0], s[1].size(2));
+    return GateMPiecesGrad::apply(s[0], s[1], s[2], sig, g[0], g[1], g[2]);
   }
 };
 
