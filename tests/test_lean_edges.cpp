@@ -190,10 +190,13 @@ TEST(LeanEdges, GateMatchesGateActivation) {
   // y0 as the first convolution leaves it: a view whose rows are longer than 5H
   auto wide = leaf({kEdges, 7 * H}, 4), y1 = leaf({kEdges, 4, H}, 5), y2 = leaf({kEdges, 2, H}, 6);
   auto y0 = [&] { return wide.narrow(1, H, 5 * H); };
-  auto lean = gate_m_pieces(y0(), y1, y2);
   auto reference = gate_reference(y0(), y1, y2);
-  expect_same(derivatives({lean[0], lean[1], lean[2]}, {wide, y1, y2}),
-              derivatives({reference[0], reference[1], reference[2]}, {wide, y1, y2}));
+  const auto expected = derivatives({reference[0], reference[1], reference[2]}, {wide, y1, y2});
+  for (const auto sigmoids : {GateSigmoids::kKept, GateSigmoids::kRecomputed}) {
+    SCOPED_TRACE(sigmoids == GateSigmoids::kKept ? "sigmoids kept" : "sigmoids recomputed");
+    auto lean = gate_m_pieces(y0(), y1, y2, sigmoids);
+    expect_same(derivatives({lean[0], lean[1], lean[2]}, {wide, y1, y2}), expected);
+  }
 }
 
 TEST(LeanEdges, RotateToNodesSummedMatchesBmmAndIndexAdd) {
@@ -223,7 +226,7 @@ TEST(LeanEdges, ChainedOperatorsMatchTheComposition) {
   const int64_t C = kChannels, H = kChannels;
   auto vec = leaf({kEdges, 3}, 17), x = leaf({kNodes, 9, C}, 18);
   auto mix1 = leaf({2 * C, 5 * H}, 19), mix2 = leaf({H, C}, 20), radial = leaf({3, 12 * C}, 21);
-  auto run = [&](bool lean) {
+  auto run = [&](bool lean, GateSigmoids sigmoids) {
     auto D = edge_wigner(vec);
     auto dist = vec.norm(2, 1, /*keepdim=*/true);
     auto w = torch::tanh(torch::cat({dist, dist.pow(2), torch::ones_like(dist)}, 1).mm(radial));
@@ -234,13 +237,15 @@ TEST(LeanEdges, ChainedOperatorsMatchTheComposition) {
     auto y0 = p[0].sum(1).mm(mix1);
     auto y1 = p[1].matmul(mix1.narrow(1, 0, H));
     auto y2 = p[2].matmul(mix1.narrow(1, H, H));
-    MPieces q = lean ? gate_m_pieces(y0, y1, y2) : gate_reference(y0, y1, y2);
+    MPieces q = lean ? gate_m_pieces(y0, y1, y2, sigmoids) : gate_reference(y0, y1, y2);
     MPieces z{q[0].matmul(mix2), q[1].matmul(mix2), q[2].matmul(mix2)};
     auto out = lean ? rotate_to_nodes_summed(D, env, z, g.tgt, g.by_target, kNodes)
                     : rotate_out_reference(D, env, z, g);
     return derivatives({out}, {vec, x, mix1, mix2, radial});
   };
-  expect_same(run(true), run(false));
+  const auto reference = run(false, GateSigmoids::kKept);
+  expect_same(run(true, GateSigmoids::kKept), reference);
+  expect_same(run(true, GateSigmoids::kRecomputed), reference);
 }
 
 // Each operator, alone: a second derivative is computed, one that could be
@@ -265,7 +270,7 @@ TEST(LeanEdges, RefuseThirdDerivatives) {
        }},
       {"gate_m_pieces",
        [&] {
-         auto q = gate_m_pieces(y0, y1, y2);
+         auto q = gate_m_pieces(y0, y1, y2, GateSigmoids::kRecomputed);
          return cubed({q[0], q[1], q[2]});
        }},
       {"rotate_to_nodes_summed", [&] {

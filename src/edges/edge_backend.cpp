@@ -91,7 +91,7 @@ class LeanEdges final : public EdgeBackend {
         rotate_to_edge_frame(frame.D, x, frame.src, frame.tgt, conv1->radial_weights(frame.x_edge),
                              frame.by_source, frame.by_target);
     auto y = conv1->convolve(msg[0].view({E, -1}), msg[1].view({E, 2, -1}), msg[2], ctx);
-    auto h = gate_m_pieces(y[0], y[1], y[2]);
+    auto h = gate_m_pieces(y[0], y[1], y[2], gate_sigmoids());
     auto z = conv2->convolve(h[0].view({E, -1}), h[1].view({E, 2, -1}), h[2], ctx);
     return rotate_to_nodes_summed(frame.D, frame.envelope, {z[0].view({E, 3, -1}), z[1], z[2]},
                                   frame.tgt, frame.by_target, x.size(0));
@@ -103,13 +103,18 @@ class LeanEdges final : public EdgeBackend {
   }
   double block_bytes(const EdgeWidths& w, double s) const override {
     // the radial MLP's layer norms' and activations' inputs (4Ec) and its
-    // weights (6 x 2C), the first convolution's outputs (11H; the gate's
-    // sigmoids are recomputed in the backward) and the second convolution's
-    // output (9C)
-    return s * (21 * w.sphere + 11 * w.hidden + 4 * w.edge);
+    // weights (6 x 2C), the first convolution's outputs (11H), the gate's
+    // sigmoids where kept (3H) and the second convolution's output (9C)
+    const double sigmoids = gate_sigmoids() == GateSigmoids::kKept ? 3 : 0;
+    return s * (21 * w.sphere + (11 + sigmoids) * w.hidden + 4 * w.edge);
   }
 
  private:
+  // Kept on the CPU (recomputing them cost about 1% of an evaluation there),
+  // recomputed on a GPU (a fast elementwise pass, and GPU memory is scarcer).
+  GateSigmoids gate_sigmoids() const {
+    return on_cpu_ ? GateSigmoids::kKept : GateSigmoids::kRecomputed;
+  }
   bool on_cpu_;
 };
 

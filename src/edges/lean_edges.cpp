@@ -179,17 +179,19 @@ torch::Tensor gate_sigmoids(const torch::Tensor& y0, int64_t H) {
   return torch::sigmoid(y0.narrow(1, 0, 3 * H));
 }
 
-// Saves its inputs only: the sigmoids are recomputed in the backward (one
-// elementwise pass), not kept for it from every block (3H per edge and block).
+// Saves its inputs, and the sigmoids unless `recompute` (then made again in
+// the backward, differentiated as a function of y0 where the backward is).
 class GateMPieces : public torch::autograd::Function<GateMPieces> {
  public:
   static variable_list forward(AutogradContext* ctx, const torch::Tensor& y0,
-                               const torch::Tensor& y1, const torch::Tensor& y2) {
+                               const torch::Tensor& y1, const torch::Tensor& y2, bool recompute) {
     UMA_LEAN_SCOPE("gate_m_pieces");
     const int64_t E = y0.size(0), H = y1.size(2);
+    auto sig = gate_sigmoids(y0, H);
     auto q = new_pieces(E, H, y1.options());
-    lean_launchers_for(y0.device()).gate(y0, {torch::Tensor(), y1, y2}, gate_sigmoids(y0, H), q);
-    ctx->save_for_backward({y0, y1, y2});
+    lean_launchers_for(y0.device()).gate(y0, {torch::Tensor(), y1, y2}, sig, q);
+    ctx->save_for_backward({y0, y1, y2, recompute ? nothing(sig) : sig});
+    ctx->saved_data["recompute"] = recompute;
     return {q[0], q[1], q[2]};
   }
 
@@ -197,9 +199,10 @@ class GateMPieces : public torch::autograd::Function<GateMPieces> {
     UMA_LEAN_SCOPE("gate_m_pieces_backward");
     const auto s = ctx->get_saved_variables();
     const auto g = contiguous(grads, 0);
-    // differentiated as a function of y0 where the backward is (create_graph)
-    const auto sig = gate_sigmoids(s[0], s[1].size(2));
-    return GateMPiecesGrad::apply(s[0], s[1], s[2], sig, g[0], g[1], g[2]);
+    const auto sig =
+        ctx->saved_data["recompute"].toBool() ? gate_sigmoids(s[0], s[1].size(2)) : s[3];
+    auto d = GateMPiecesGrad::apply(s[0], s[1], s[2], sig, g[0], g[1], g[2]);
+    return {d[0], d[1], d[2], torch::Tensor()};
   }
 };
 
@@ -342,12 +345,13 @@ MPieces rotate_to_edge_frame(const torch::Tensor& D, const torch::Tensor& x,
   return {out[0], out[1], out[2]};
 }
 
-MPieces gate_m_pieces(const torch::Tensor& y0, const torch::Tensor& y1, const torch::Tensor& y2) {
+MPieces gate_m_pieces(const torch::Tensor& y0, const torch::Tensor& y1, const torch::Tensor& y2,
+                      GateSigmoids sigmoids) {
   check_device(y0, {y1, y2}, "gate_m_pieces");
   if (y0.size(1) != 5 * y1.size(2))
     throw Error("internal: gate_m_pieces needs 2H logits and 3 rows of H");
   auto out = GateMPieces::apply(y0.stride(1) == 1 ? y0 : y0.contiguous(), y1.contiguous(),
-                                y2.contiguous());
+                                y2.contiguous(), sigmoids == GateSigmoids::kRecomputed);
   return {out[0], out[1], out[2]};
 }
 
