@@ -40,7 +40,7 @@ class ReferenceEdges final : public EdgeBackend {
     // two Wigner matrices, D and its intermediates, basis and embeddings
     return s * (6 * 81 + 2 * w.basis + 2 * w.edge);
   }
-  double block_bytes(const EdgeWidths& w, double s) const override {
+  double block_bytes(const EdgeWidths& w, double s, bool /*trained*/) const override {
     // the gathered message (9 x 2C), its radial weights (6 x 2C), the radial
     // MLP's layer norms' and activations' inputs (4Ec), the first
     // convolution's outputs and the gate's terms (22H) and the second
@@ -101,11 +101,12 @@ class LeanEdges final : public EdgeBackend {
     // and by target (2 x int64 each)
     return s * (4 * 81 + 2 * w.basis + 2 * w.edge) + 4 * 8;
   }
-  double block_bytes(const EdgeWidths& w, double s) const override {
+  double block_bytes(const EdgeWidths& w, double s, bool trained) const override {
     // the radial MLP's layer norms' and activations' inputs (4Ec) and its
     // weights (6 x 2C), the first convolution's outputs (11H), the gate's
-    // sigmoids where kept (3H) and the second convolution's output (9C)
-    const double sigmoids = gate_sigmoids() == GateSigmoids::kKept ? 3 : 0;
+    // sigmoids (3H) where kept, or recomputed and kept by a training step's
+    // first backward, and the second convolution's output (9C)
+    const double sigmoids = gate_sigmoids() == GateSigmoids::kKept || trained ? 3 : 0;
     return s * (21 * w.sphere + (11 + sigmoids) * w.hidden + 4 * w.edge);
   }
 

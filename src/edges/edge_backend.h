@@ -55,10 +55,11 @@ class EdgeBackend {
   virtual torch::Tensor messages_summed(EdgewiseImpl& edgewise, const torch::Tensor& x,
                                         const EdgeFrame& frame, const MoleContext& ctx) const = 0;
   // Bytes per edge (s: bytes of the float type) kept by the frame and by one
-  // block's stored edge work with frozen weights (memory_plan.h adds what
-  // trained weights keep).
+  // block's stored edge work; `trained`: a training step's, whose first
+  // backward is kept for its second (memory_plan.h adds what trained weights
+  // keep of their layers' inputs).
   virtual double frame_bytes(const EdgeWidths& w, double s) const = 0;
-  virtual double block_bytes(const EdgeWidths& w, double s) const = 0;
+  virtual double block_bytes(const EdgeWidths& w, double s, bool trained) const = 0;
 };
 
 const EdgeBackend& reference_edges();

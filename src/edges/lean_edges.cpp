@@ -180,7 +180,8 @@ torch::Tensor gate_sigmoids(const torch::Tensor& y0, int64_t H) {
 }
 
 // Saves its inputs, and the sigmoids unless `recompute` (then made again in
-// the backward, differentiated as a function of y0 where the backward is).
+// the backward).  Either way they enter GateMPiecesGrad as constants: its
+// double backward differentiates them through y0 itself.
 class GateMPieces : public torch::autograd::Function<GateMPieces> {
  public:
   static variable_list forward(AutogradContext* ctx, const torch::Tensor& y0,
@@ -199,8 +200,11 @@ class GateMPieces : public torch::autograd::Function<GateMPieces> {
     UMA_LEAN_SCOPE("gate_m_pieces_backward");
     const auto s = ctx->get_saved_variables();
     const auto g = contiguous(grads, 0);
-    const auto sig =
-        ctx->saved_data["recompute"].toBool() ? gate_sigmoids(s[0], s[1].size(2)) : s[3];
+    torch::Tensor sig = s[3];
+    if (ctx->saved_data["recompute"].toBool()) {
+      torch::NoGradGuard constant;
+      sig = gate_sigmoids(s[0], s[1].size(2));
+    }
     auto d = GateMPiecesGrad::apply(s[0], s[1], s[2], sig, g[0], g[1], g[2]);
     return {d[0], d[1], d[2], torch::Tensor()};
   }

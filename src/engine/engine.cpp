@@ -89,8 +89,9 @@ Engine::Engine(UmaModel model, EngineOptions options)
   memory_model_ =
       memory_model(model_->config().backbone, options_.dtype, *edge_backend_, options_.training);
   if (options_.memory_budget < 0) throw Error("the memory budget must be positive");
-  budget_ = evaluation_budget(options_.memory_budget, available_memory(options_.device),
-                              options_.memory_sharers);
+  budget_ = evaluation_budget(
+      options_.memory_budget, [&] { return available_memory(options_.device); },
+      options_.memory_sharers);
   // The graph is built before the model runs, and its temporaries are freed
   // before the model allocates: a quarter of the budget for them keeps the
   // build, with its outputs (counted by the plan), inside the budget too.

@@ -31,7 +31,7 @@ MemoryModel memory_model(const BackboneConfig& c, torch::ScalarType dtype,
   m.per_edge_graph = 3 * 8 + 1 + 6 * s + 2 * 9 * 8;
   const nn::EdgeWidths widths{C, H, Ec, K};
   const double frame = edges.frame_bytes(widths, s);
-  double block = edges.block_bytes(widths, s);
+  double block = edges.block_bytes(widths, s, weights_trained);
   // The degree embedding's radial MLP (its layer norms' and activations'
   // inputs) and output.
   double degree = s * (4 * Ec + 3 * C);
@@ -68,7 +68,7 @@ std::string MemoryPlan::describe() const {
         budget_bytes * gb);
   std::string line = buf;
   if (asked_bytes > budget_bytes) {
-    std::snprintf(buf, sizeof buf, " (%.2f GB asked for: more than the device has available)",
+    std::snprintf(buf, sizeof buf, " (%.2f GB asked for: more than available to this process)",
                   asked_bytes * gb);
     line += buf;
   }
@@ -145,9 +145,14 @@ double available_memory(const torch::Device& device) {
   return device.is_cuda() ? cuda_available() : host_available();
 }
 
-double evaluation_budget(double asked, double available, int sharers) {
-  const double share = available / std::max(1, sharers);
-  return asked > 0 ? std::min(asked, share) : 0.8 * share;
+double evaluation_budget(double asked, const std::function<double()>& available, int sharers) {
+  const int share = std::max(1, sharers);
+  if (asked <= 0) return 0.8 * available() / share;
+  try {
+    return std::min(asked, available() / share);
+  } catch (const Error&) {
+    return asked;
+  }
 }
 
 // Through c10's device-generic allocator interface: no CUDA header needed.

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include <torch/torch.h>
@@ -62,10 +63,12 @@ MemoryPlan plan_memory(const MemoryModel& model, int64_t nodes, int64_t edges, d
 double available_memory(const torch::Device& device);
 
 // The budget of one evaluation from the bytes asked for (0: 80% of what is
-// available) and the bytes available on the device, shared by `sharers`
-// processes: never more than their share of what is available (a plan for
-// memory the device does not have would run out of it mid-run).
-double evaluation_budget(double asked, double available, int sharers);
+// available) and `available()`, the bytes available on the device, shared by
+// `sharers` processes: never more than their share of what is available (a
+// plan for memory the device does not have would run out of it mid-run).
+// Where the device cannot be asked (available() throws), a budget asked for
+// is taken as it is.
+double evaluation_budget(double asked, const std::function<double()>& available, int sharers);
 
 // The most bytes LibTorch's allocator has held allocated on GPU `device` at
 // once since the process started or the last reset_device_peak; -1 on the CPU

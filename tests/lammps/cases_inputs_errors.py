@@ -47,7 +47,7 @@ def case_memory(h, r):
     # A budget beyond the machine's memory is cut to what is available, and the line says so.
     log = lammps(h, r, "in.np1_huge", base + f"pair_style uma task omat memory 1e9\npair_coeff * * {MODEL} Cu\nrun 0\n")
     plans = re.findall(r"pair uma: memory plan(?: of rank 0)? at step 0: (.*)", log)
-    asked = "(1000000000.00 GB asked for: more than the device has available)"
+    asked = "(1000000000.00 GB asked for: more than available to this process)"
     check(len(plans) == 1 and "stored activations" in plans[0] and asked in plans[0],
           f"[np1_huge] expected one stored plan ending in '{asked}', got {plans}")
     budget = float(re.search(r"budget ([0-9.]+) GB", plans[0]).group(1))
