@@ -37,8 +37,9 @@ class ReferenceEdges final : public EdgeBackend {
     return torch::zeros_like(x).index_add(0, frame.tgt, edgewise.messages(x, frame, ctx));
   }
   double frame_bytes(const EdgeWidths& w, double s) const override {
-    // two Wigner matrices, D and its intermediates, basis and embeddings
-    return s * (6 * 81 + 2 * w.basis + 2 * w.edge);
+    // two Wigner matrices, D and its intermediates, the basis and the
+    // distances' offsets from its centres; the edges' two elements (int64)
+    return s * (6 * 81 + 2 * w.basis) + 2 * 8;
   }
   double block_bytes(const EdgeWidths& w, double s, bool /*trained*/) const override {
     // the gathered message (9 x 2C), its radial weights (6 x 2C), the radial
@@ -88,7 +89,7 @@ class LeanEdges final : public EdgeBackend {
     auto& conv1 = edgewise.first_conv();
     auto& conv2 = edgewise.second_conv();
     auto msg =
-        rotate_to_edge_frame(frame.D, x, frame.src, frame.tgt, conv1->radial_weights(frame.x_edge),
+        rotate_to_edge_frame(frame.D, x, frame.src, frame.tgt, conv1->radial_weights(frame.radial_input),
                              frame.by_source, frame.by_target);
     auto y = conv1->convolve(msg[0].view({E, -1}), msg[1].view({E, 2, -1}), msg[2], ctx);
     auto h = gate_m_pieces(y[0], y[1], y[2], gate_sigmoids());
@@ -97,9 +98,10 @@ class LeanEdges final : public EdgeBackend {
                                   frame.tgt, frame.by_target, x.size(0));
   }
   double frame_bytes(const EdgeWidths& w, double s) const override {
-    // D and its intermediates, basis and embeddings; the segments by source
-    // and by target (2 x int64 each)
-    return s * (4 * 81 + 2 * w.basis + 2 * w.edge) + 4 * 8;
+    // D and its intermediates, the basis and the distances' offsets from its
+    // centres; the edges' two elements and the segments by source and by
+    // target (2 x int64 each)
+    return s * (4 * 81 + 2 * w.basis) + 6 * 8;
   }
   double block_bytes(const EdgeWidths& w, double s, bool trained) const override {
     // the radial MLP's layer norms' and activations' inputs (4Ec) and its

@@ -132,17 +132,16 @@ nn::EdgeFrame BackboneImpl::edge_frame(const BatchTensors& in, const EdgeInput& 
   frame.backend = e.backend;
   frame.backend->prepare(frame, edge_wigner(v), nn::polynomial_envelope(dist / config_.cutoff),
                          in.numbers.size(0));
-  frame.x_edge =
-      torch::cat({gaussian_(dist), source_embedding->forward(in.numbers.index_select(0, frame.src)),
-                  target_embedding->forward(in.numbers.index_select(0, frame.tgt))},
-                 1);
+  frame.radial_input = {gaussian_(dist), in.numbers.index_select(0, frame.src),
+                        in.numbers.index_select(0, frame.tgt), source_embedding->weight,
+                        target_embedding->weight};
   return frame;
 }
 
 torch::Tensor BackboneImpl::edge_degree(const nn::EdgeFrame& frame, int64_t nodes) {
   // m = 0 radial coefficients rotated back to nodes
   const int64_t C = config_.sphere_channels;
-  auto radial = edge_degree_rad->forward(frame.x_edge).view({-1, 3, C});
+  auto radial = edge_degree_rad->forward(frame.radial_input).view({-1, 3, C});
   return frame.backend->degree(frame, radial, nodes);
 }
 
@@ -160,7 +159,7 @@ torch::Tensor BackboneImpl::forward(const BatchTensors& in, const EdgeInput& e,
     stored = edge_frame(in, e, e.vec, 0);
     if (in.share) {  // read by every block: new leaves, differentiated once
       auto reseat = stored->backend->rotations(*stored);
-      reseat.push_back(&stored->x_edge);
+      reseat.push_back(&stored->radial_input.basis);
       std::vector<torch::Tensor> read;
       for (auto* t : reseat) read.push_back(*t);
       auto shared = in.share(read);

@@ -15,9 +15,10 @@ EdgewiseImpl::EdgewiseImpl(int64_t sphere_channels, int64_t hidden_channels,
 
 EdgeFrame EdgeFrame::first(int64_t n) const {
   EdgeFrame part = *this;
-  for (auto* t : {&part.src, &part.tgt, &part.valid, &part.x_edge, &part.wigner,
-                  &part.wigner_inv_envelope, &part.D, &part.envelope})
+  for (auto* t : {&part.src, &part.tgt, &part.valid, &part.wigner, &part.wigner_inv_envelope,
+                  &part.D, &part.envelope})
     if (t->defined()) *t = t->narrow(0, 0, n);
+  part.radial_input = radial_input.first(n);
   return part;
 }
 
@@ -30,9 +31,9 @@ torch::Tensor EdgewiseImpl::messages(const torch::Tensor& x, const EdgeFrame& ed
                                      const MoleContext& ctx) {
   // node -> edge frame: [E, 9, 2C], source channels first
   auto message = edge_gather_matmul(edges.wigner, x, edges.src, edges.tgt);
-  auto [hidden, gates] = so2_conv_1->forward(message, edges.x_edge, ctx);
+  auto [hidden, gates] = so2_conv_1->forward(message, &edges.radial_input, ctx);
   hidden = gate_activation(gates, hidden, Layout::kM);
-  auto [out, unused] = so2_conv_2->forward(hidden, torch::Tensor(), ctx);
+  auto [out, unused] = so2_conv_2->forward(hidden, nullptr, ctx);
   // edge frame -> node, enveloped
   return edge_matmul(edges.wigner_inv_envelope, out);
 }

@@ -21,7 +21,7 @@ struct EdgeFrame {
   const EdgeBackend* backend = &reference_edges();
   torch::Tensor src, tgt;  // [E] source (neighbour) and target atoms
   torch::Tensor valid;     // [E] bool: false at the graph's padding slots; undefined: all edges
-  torch::Tensor x_edge;    // [E, K + 2 * edge_channels]
+  RadialInput radial_input;  // the radial MLPs' input, in its parts
   // reference (LibTorch composition)
   torch::Tensor wigner;               // [E, 9(M), 9(L)] rotation into the edge frame
   torch::Tensor wigner_inv_envelope;  // [E, 9(L), 9(M)] back-rotation times envelope

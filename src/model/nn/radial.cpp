@@ -44,4 +44,24 @@ RadialMLPImpl::RadialMLPImpl(const std::vector<int64_t>& channels) {
   register_module("net", net);
 }
 
+RadialInput RadialInput::first(int64_t n) const {
+  return {basis.narrow(0, 0, n), source_elements.narrow(0, 0, n),
+          target_elements.narrow(0, 0, n), source_table, target_table};
+}
+
+torch::Tensor RadialMLPImpl::forward(const RadialInput& in) {
+  const auto& first = net[0]->as<torch::nn::Linear>();
+  const int64_t K = in.basis.size(1), Ec = in.source_table.size(1);
+  // weight [out, K + 2 Ec]: basis, source and target columns
+  const auto& w = first->weight;
+  auto source_rows = torch::linear(in.source_table, w.narrow(1, K, Ec), first->bias);
+  auto target_rows = torch::linear(in.target_table, w.narrow(1, K + Ec, Ec));
+  auto h = torch::linear(in.basis, w.narrow(1, 0, K)) +
+           torch::embedding(source_rows, in.source_elements) +
+           torch::embedding(target_rows, in.target_elements);
+  for (auto layer = net->begin() + 1; layer != net->end(); ++layer)
+    h = layer->forward<torch::Tensor>(h);
+  return h;
+}
+
 }  // namespace uma::nn

@@ -25,11 +25,27 @@ class GaussianBasis {
 // 1 - 21 x^5 + 35 x^6 - 15 x^7 for x = d / cutoff < 1, else 0.
 torch::Tensor polynomial_envelope(const torch::Tensor& scaled_distance);
 
+// The radial MLPs' input, cat(basis, source_table[source_elements],
+// target_table[target_elements]) ([E, K + 2 Ec]), kept in its parts: the
+// two embeddings depend on the edge's elements alone.
+struct RadialInput {
+  torch::Tensor basis;                              // [E, K] Gaussians of the distance
+  torch::Tensor source_elements, target_elements;  // [E] int64 atomic numbers
+  torch::Tensor source_table, target_table;        // [Z, Ec] the element embeddings
+
+  // Edges [0, n).
+  RadialInput first(int64_t n) const;
+};
+
 // Linear -> LayerNorm -> SiLU -> ... -> Linear, parameters named net.{0,1,3,4,...}.
+// The first layer's columns for the two embeddings are applied to their
+// tables ([Z, Ec] -> [Z, out], once per call) and the rows gathered per edge,
+// so that the per-edge product is over the K basis columns only (K = 64 of
+// 320 at UMA-S's widths), forward and backward.
 class RadialMLPImpl : public torch::nn::Module {
  public:
   explicit RadialMLPImpl(const std::vector<int64_t>& channels);
-  torch::Tensor forward(const torch::Tensor& x) { return net->forward(x); }
+  torch::Tensor forward(const RadialInput& in);  // -> [E, channels.back()]
 
  private:
   torch::nn::Sequential net{nullptr};

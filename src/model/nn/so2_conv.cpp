@@ -39,8 +39,8 @@ SO2ConvImpl::SO2ConvImpl(int64_t in_channels, int64_t out_channels, int64_t extr
   }
 }
 
-torch::Tensor SO2ConvImpl::radial_weights(const torch::Tensor& x_edge) {
-  return rad_func ? rad_func->forward(x_edge) : torch::Tensor();
+torch::Tensor SO2ConvImpl::radial_weights(const RadialInput& radial) {
+  return rad_func ? rad_func->forward(radial) : torch::Tensor();
 }
 
 std::array<torch::Tensor, 3> SO2ConvImpl::convolve(const torch::Tensor& x0, const torch::Tensor& x1,
@@ -50,7 +50,7 @@ std::array<torch::Tensor, 3> SO2ConvImpl::convolve(const torch::Tensor& x0, cons
 }
 
 std::pair<torch::Tensor, torch::Tensor> SO2ConvImpl::forward(const torch::Tensor& x,
-                                                             const torch::Tensor& x_edge,
+                                                             const RadialInput* radial,
                                                              const MoleContext& ctx) {
   const int64_t edges = x.size(0);
   // split (not narrow): its backward is one concatenation, not a zero-filled
@@ -60,7 +60,8 @@ std::pair<torch::Tensor, torch::Tensor> SO2ConvImpl::forward(const torch::Tensor
   auto x1 = by_m[1].reshape({edges, 2, 2 * in_});
   auto x2 = by_m[2].reshape({edges, 2, in_});
   if (rad_func) {
-    auto w = radial_weights(x_edge).split_with_sizes({3 * in_, 2 * in_, in_}, 1);
+    TORCH_CHECK(radial, "SO2Conv: a radially modulated convolution needs the radial input");
+    auto w = radial_weights(*radial).split_with_sizes({3 * in_, 2 * in_, in_}, 1);
     x0 = x0 * w[0];
     x1 = x1 * w[1].unsqueeze(1);
     x2 = x2 * w[2].unsqueeze(1);

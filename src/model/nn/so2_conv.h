@@ -38,17 +38,17 @@ class SO2ConvImpl : public torch::nn::Module {
   SO2ConvImpl(int64_t in_channels, int64_t out_channels, int64_t extra_m0_out,
               const std::vector<int64_t>& radial_channels, int64_t num_experts);
 
-  // x: [E, 9, in] M-layout, x_edge: [E, K + 2 * edge_channels] or undefined.
-  // Returns ([E, 9, out], gating [E, extra_m0_out] or undefined).
+  // x: [E, 9, in] M-layout, radial: the radial MLP's input (null without
+  // radial modulation).  Returns ([E, 9, out], gating [E, extra_m0_out] or undefined).
   std::pair<torch::Tensor, torch::Tensor> forward(const torch::Tensor& x,
-                                                  const torch::Tensor& x_edge,
+                                                  const RadialInput* radial,
                                                   const MoleContext& ctx);
 
   // The same in steps, for the lean pipeline (nn/lean_edges.h), which applies
   // the radial weights itself and keeps the m-pieces apart:
   // radial_weights: [E, 6 * in], rows (l0m0, l1m0, l2m0, l1 m=+-1, l2 m=+-1,
   // l2 m=+-2) of `in` channels, or undefined without radial modulation.
-  torch::Tensor radial_weights(const torch::Tensor& x_edge);
+  torch::Tensor radial_weights(const RadialInput& radial);
   // x0: [E, 3 * in], x1: [E, 2, 2 * in] (+m row, -m row), x2: [E, 2, in] ->
   // (y0 [E, extra + 3 * out] with the gating first, y1 [E, 4, out], y2 [E, 2, out]).
   std::array<torch::Tensor, 3> convolve(const torch::Tensor& x0, const torch::Tensor& x1,
