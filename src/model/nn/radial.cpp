@@ -56,9 +56,11 @@ torch::Tensor RadialMLPImpl::forward(const RadialInput& in) {
   const auto& w = first->weight;
   auto source_rows = torch::linear(in.source_table, w.narrow(1, K, Ec), first->bias);
   auto target_rows = torch::linear(in.target_table, w.narrow(1, K + Ec, Ec));
-  auto h = torch::linear(in.basis, w.narrow(1, 0, K)) +
-           torch::embedding(source_rows, in.source_elements) +
-           torch::embedding(target_rows, in.target_elements);
+  // in place on the gathered rows: two [E, out] tensors made, not five (on
+  // the CPU each new one is paged in afresh)
+  auto h = torch::embedding(source_rows, in.source_elements)
+               .addmm_(in.basis, w.narrow(1, 0, K).t())
+               .add_(torch::embedding(target_rows, in.target_elements));
   for (auto layer = net->begin() + 1; layer != net->end(); ++layer)
     h = layer->forward<torch::Tensor>(h);
   return h;
