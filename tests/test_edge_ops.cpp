@@ -1,9 +1,12 @@
-// The gather-rotate op and the segment sums agree with plain ATen in value,
-// gradient and second derivative (training differentiates forces once more).
+// The gather-rotate op, the segment sums and the radial MLPs' fused
+// LayerNorm+SiLU agree with plain ATen in value, gradient and second
+// derivative (training differentiates forces once more).
 #include <gtest/gtest.h>
 
 #include "edges/edge_matmul.h"
 #include "edges/edge_segments.h"
+#include "measure/storage_meter.h"
+#include "model/nn/radial.h"
 #include "test_util.h"
 
 namespace uma::nn {
@@ -156,6 +159,51 @@ TEST(SegmentSums, SumIntoNodesRepeatsOnTheTestDevice) {
   EXPECT_TRUE(torch::equal(gather_from_nodes(t1, one), t1.detach().expand({20000, 5})));
   const auto g3 = grad({gather_from_nodes(t1, one).sum()}, {t1})[0];
   EXPECT_TRUE(torch::equal(g3, torch::full({1, 5}, 20000.0, t1.options())));
+}
+
+// layer_norm_silu against silu(layer_norm(x)): values and first derivatives
+// bit for bit (the same ATen kernels; without and with create_graph, which
+// take different paths), second derivatives (w.r.t. x, weight, bias and the
+// incoming gradient) to rounding.
+TEST(LayerNormSiLU, MatchesTheComposition) {
+  constexpr int64_t C = 24;
+  const auto x = leaf({50, C}, 1), weight = leaf({C}, 2), bias = leaf({C}, 3);
+  const auto v = leaf({50, C}, 4);  // the incoming gradient
+  auto run = [&](bool fused) {
+    auto y = fused ? layer_norm_silu(x, weight, bias, 1e-5)
+                   : torch::silu(torch::layer_norm(x, {C}, weight, bias, 1e-5));
+    auto plain = grad({y}, {x, weight, bias}, {v}, true);
+    auto g = grad({y}, {x, weight, bias}, {v}, true, true);
+    auto gg = grad({(g[0] * g[0].cos()).sum() + g[1].pow(3).sum() + (g[2] * bias).sum()},
+                   {x, weight, bias, v});
+    std::vector<torch::Tensor> all{y.detach(), plain[0], plain[1], plain[2],
+                                   g[0].detach(), g[1].detach(), g[2].detach()};
+    all.insert(all.end(), gg.begin(), gg.end());
+    return all;
+  };
+  const auto fused = run(true), composed = run(false);
+  for (size_t i = 0; i < 7; ++i) EXPECT_TRUE(torch::equal(fused[i], composed[i])) << "item " << i;
+  for (size_t i = 7; i < fused.size(); ++i)
+    EXPECT_TRUE(torch::allclose(fused[i], composed[i], 1e-12, 1e-13))
+        << "second derivative " << i - 7 << ": "
+        << (fused[i] - composed[i]).abs().max().item<double>();
+}
+
+// What the backward keeps: the composition keeps the normalised rows for
+// SiLU's backward (one more [E, C] tensor), the fused op its input only.
+TEST(LayerNormSiLU, KeepsOnlyItsInputForTheBackward) {
+  constexpr int64_t E = 4096, C = 128;
+  const auto x = leaf({E, C}, 5), weight = leaf({C}, 6), bias = leaf({C}, 7);
+  auto kept = [&](bool fused) {
+    CpuStorageMeter meter;
+    const int64_t before = meter.live();
+    auto y = fused ? layer_norm_silu(x, weight, bias, 1e-5)
+                   : torch::silu(torch::layer_norm(x, {C}, weight, bias, 1e-5));
+    return meter.live() - before - static_cast<int64_t>(y.nbytes());
+  };
+  const int64_t rows = E * C * 8;
+  EXPECT_LT(kept(true), rows / 8) << "fused: bytes kept beside the output";
+  EXPECT_GE(kept(false), rows) << "the composition: the normalised rows (this test's premise)";
 }
 
 }  // namespace

@@ -43,10 +43,10 @@ class ReferenceEdges final : public EdgeBackend {
   }
   double block_bytes(const EdgeWidths& w, double s, bool /*trained*/) const override {
     // the gathered message (9 x 2C), its radial weights (6 x 2C), the radial
-    // MLP's layer norms' and activations' inputs (4Ec), the first
+    // MLP's two fused layer norms' and activations' inputs (2Ec), the first
     // convolution's outputs and the gate's terms (22H) and the second
     // convolution's output (9C)
-    return s * (39 * w.sphere + 22 * w.hidden + 4 * w.edge);
+    return s * (39 * w.sphere + 22 * w.hidden + 2 * w.edge);
   }
 };
 
@@ -104,12 +104,12 @@ class LeanEdges final : public EdgeBackend {
     return s * (4 * 81 + 2 * w.basis) + 6 * 8;
   }
   double block_bytes(const EdgeWidths& w, double s, bool trained) const override {
-    // the radial MLP's layer norms' and activations' inputs (4Ec) and its
-    // weights (6 x 2C), the first convolution's outputs (11H), the gate's
+    // the radial MLP's two fused layer norms' and activations' inputs (2Ec)
+    // and its weights (6 x 2C), the first convolution's outputs (11H), the gate's
     // sigmoids (3H) where kept, or recomputed and kept by a training step's
     // first backward, and the second convolution's output (9C)
     const double sigmoids = gate_sigmoids() == GateSigmoids::kKept || trained ? 3 : 0;
-    return s * (21 * w.sphere + (11 + sigmoids) * w.hidden + 4 * w.edge);
+    return s * (21 * w.sphere + (11 + sigmoids) * w.hidden + 2 * w.edge);
   }
 
  private:

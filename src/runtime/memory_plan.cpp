@@ -32,9 +32,9 @@ MemoryModel memory_model(const BackboneConfig& c, torch::ScalarType dtype,
   const nn::EdgeWidths widths{C, H, Ec, K};
   const double frame = edges.frame_bytes(widths, s);
   double block = edges.block_bytes(widths, s, weights_trained);
-  // The degree embedding's radial MLP (its layer norms' and activations'
-  // inputs) and output.
-  double degree = s * (4 * Ec + 3 * C);
+  // The degree embedding's radial MLP (its two fused layer norms' and
+  // activations' inputs) and output.
+  double degree = s * (2 * Ec + 3 * C);
   if (weights_trained) {
     // The inputs of the layers whose weights get gradients: each block's two
     // SO(2) convolutions (the rotated message, 9 x 2C, and the gated rows, 9H)

@@ -4,6 +4,54 @@
 
 namespace uma::nn {
 
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+class LayerNormSiLU : public torch::autograd::Function<LayerNormSiLU> {
+ public:
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x,
+                               const torch::Tensor& weight, const torch::Tensor& bias,
+                               double eps) {
+    auto normed = std::get<0>(at::native_layer_norm(x, {x.size(-1)}, weight, bias, eps));
+    ctx->save_for_backward({x, weight, bias});
+    ctx->saved_data["eps"] = eps;
+    return torch::silu_(normed);
+  }
+
+  // Differentiable (under create_graph, as ATen's SiLU: its derivative in
+  // differentiable ops there): the recomputed normalisation carries the
+  // derivatives through x, weight and bias; mean and 1/std enter layer
+  // norm's backward as constants, as in ATen's own double backward.
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const auto s = ctx->get_saved_variables();
+    const auto &x = s[0], &weight = s[1], &bias = s[2];
+    const double eps = ctx->saved_data["eps"].toDouble();
+    const int64_t C = x.size(-1);
+    auto [normed, mean, rstd] = at::native_layer_norm(x, {C}, weight, bias, eps);
+    const auto& grad = grads[0];
+    torch::Tensor g;
+    if (torch::GradMode::is_enabled()) {  // ATen's silu_backward has no derivative
+      auto sigmoid = torch::sigmoid(normed);
+      g = grad * sigmoid * (1 + normed * (1 - sigmoid));
+    } else {
+      g = at::silu_backward(grad, normed);
+    }
+    auto [gx, gweight, gbias] = at::native_layer_norm_backward(
+        g, x, {C}, mean.detach(), rstd.detach(), weight, bias,
+        {ctx->needs_input_grad(0), ctx->needs_input_grad(1), ctx->needs_input_grad(2)});
+    return {gx, gweight, gbias, torch::Tensor()};
+  }
+};
+
+}  // namespace
+
+torch::Tensor layer_norm_silu(const torch::Tensor& x, const torch::Tensor& weight,
+                              const torch::Tensor& bias, double eps) {
+  return LayerNormSiLU::apply(x, weight, bias, eps);
+}
+
 GaussianBasis::GaussianBasis(double cutoff, int num_basis) {
   auto coeff = [](const torch::Tensor& mu) {  // mu: a CPU tensor
     const double spacing =
@@ -61,8 +109,14 @@ torch::Tensor RadialMLPImpl::forward(const RadialInput& in) {
   auto h = torch::embedding(source_rows, in.source_elements)
                .addmm_(in.basis, w.narrow(1, 0, K).t())
                .add_(torch::embedding(target_rows, in.target_elements));
-  for (auto layer = net->begin() + 1; layer != net->end(); ++layer)
-    h = layer->forward<torch::Tensor>(h);
+  for (size_t i = 1; i < net->size(); ++i) {
+    if (auto* norm = net[i]->as<torch::nn::LayerNorm>()) {  // followed by its SiLU
+      h = layer_norm_silu(h, norm->weight, norm->bias, norm->options.eps());
+      ++i;
+    } else {
+      h = net[i]->as<torch::nn::Linear>()->forward(h);
+    }
+  }
   return h;
 }
 

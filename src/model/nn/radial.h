@@ -25,6 +25,14 @@ class GaussianBasis {
 // 1 - 21 x^5 + 35 x^6 - 15 x^7 for x = d / cutoff < 1, else 0.
 torch::Tensor polynomial_envelope(const torch::Tensor& scaled_distance);
 
+// silu(layer_norm(x, weight, bias)) over the last dimension, keeping for
+// the backward only x (the composition keeps the normalised rows too, for
+// SiLU's backward): they are recomputed there.  The same values and first
+// derivatives, bit for bit, as the composition; differentiable twice
+// (training's forces).
+torch::Tensor layer_norm_silu(const torch::Tensor& x, const torch::Tensor& weight,
+                              const torch::Tensor& bias, double eps);
+
 // The radial MLPs' input, cat(basis, source_table[source_elements],
 // target_table[target_elements]) ([E, K + 2 Ec]), kept in its parts: the
 // two embeddings depend on the edge's elements alone.
@@ -37,7 +45,8 @@ struct RadialInput {
   RadialInput first(int64_t n) const;
 };
 
-// Linear -> LayerNorm -> SiLU -> ... -> Linear, parameters named net.{0,1,3,4,...}.
+// Linear -> LayerNorm -> SiLU -> ... -> Linear, parameters named net.{0,1,3,4,...};
+// each LayerNorm -> SiLU as layer_norm_silu.
 // The first layer's columns for the two embeddings are applied to their
 // tables ([Z, Ec] -> [Z, out], once per call) and the rows gathered per edge,
 // so that the per-edge product is over the K basis columns only (K = 64 of
