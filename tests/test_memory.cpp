@@ -89,7 +89,8 @@ TEST(MemoryPlan, PicksStoredRecomputedOrRefuses) {
   EXPECT_FALSE(plan_memory(model, nodes, edges, 1.0, /*forced_chunk=*/0).recompute);
   EXPECT_EQ(plan_memory(model, nodes, edges, 1e30, /*forced_chunk=*/100).chunk_edges, 100);
   // UMA-S in fp32 keeps tens of kilobytes per edge on the stored path, over
-  // twice a recomputed chunk's; trained weights also keep their layers' inputs.
+  // twice a recomputed chunk's; trained weights also keep their layers' inputs
+  // and the radial MLPs' layer norm outputs (unfused there).
   const BackboneConfig uma_s;
   const auto full = memory_model(uma_s, torch::kFloat32, nn::lean_cpu_edges(), false);
   EXPECT_GT(full.per_edge_stored, 50e3);
@@ -97,8 +98,8 @@ TEST(MemoryPlan, PicksStoredRecomputedOrRefuses) {
   const auto trained = memory_model(uma_s, torch::kFloat32, nn::lean_cpu_edges(), true);
   const double C = uma_s.sphere_channels, H = uma_s.hidden_channels, Ec = uma_s.edge_channels;
   EXPECT_DOUBLE_EQ(trained.per_edge_stored - full.per_edge_stored,
-                   4 * (uma_s.num_layers * (18 * C + 9 * H + 2 * Ec) + 2 * Ec));
-  EXPECT_DOUBLE_EQ(trained.per_edge_chunk - full.per_edge_chunk, 4 * (18 * C + 9 * H + 2 * Ec));
+                   4 * (uma_s.num_layers * (18 * C + 9 * H + 4 * Ec) + 4 * Ec));
+  EXPECT_DOUBLE_EQ(trained.per_edge_chunk - full.per_edge_chunk, 4 * (18 * C + 9 * H + 4 * Ec));
   // On a GPU the gate's sigmoids (3H per edge and block) are recomputed at
   // inference, but a training step's first backward keeps them.
   const auto gpu = memory_model(uma_s, torch::kFloat32, nn::lean_cuda_edges(), false);

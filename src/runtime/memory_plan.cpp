@@ -38,9 +38,10 @@ MemoryModel memory_model(const BackboneConfig& c, torch::ScalarType dtype,
   if (weights_trained) {
     // The inputs of the layers whose weights get gradients: each block's two
     // SO(2) convolutions (the rotated message, 9 x 2C, and the gated rows, 9H)
-    // and its radial MLP's inner layers (2Ec), the degree MLP's too.
-    block += s * (18 * C + 9 * H + 2 * Ec);
-    degree += s * 2 * Ec;
+    // and its radial MLP's inner layers (2Ec), the degree MLP's too; and the
+    // radial MLPs' layer norms unfused (their outputs kept for SiLU, 2Ec).
+    block += s * (18 * C + 9 * H + 4 * Ec);
+    degree += s * 4 * Ec;
   }
   // At the peak, the last block's rotated message (9 x 2C) is alive besides
   // what every block keeps, until its first convolution has run.

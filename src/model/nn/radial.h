@@ -46,7 +46,7 @@ struct RadialInput {
 };
 
 // Linear -> LayerNorm -> SiLU -> ... -> Linear, parameters named net.{0,1,3,4,...};
-// each LayerNorm -> SiLU as layer_norm_silu.
+// with frozen weights each LayerNorm -> SiLU as layer_norm_silu.
 // The first layer's columns for the two embeddings are applied to their
 // tables ([Z, Ec] -> [Z, out], once per call) and the rows gathered per edge,
 // so that the per-edge product is over the K basis columns only (K = 64 of
