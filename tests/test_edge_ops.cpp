@@ -161,6 +161,52 @@ TEST(SegmentSums, SumIntoNodesRepeatsOnTheTestDevice) {
   EXPECT_TRUE(torch::equal(g3, torch::full({1, 5}, 20000.0, t1.options())));
 }
 
+// The radial MLP on its factored input equals its layers on the
+// concatenation cat(basis, source_table[zs], target_table[zt]) that fairchem
+// feeds it, with frozen weights (its fused LayerNorm+SiLU) and trained ones,
+// on all edges and on the first n: values, the gradients (basis; trained:
+// the first layer's weight and bias and both tables), the second derivative
+// w.r.t. the basis.
+TEST(RadialMLP, FactoredInputEqualsTheConcatenation) {
+  constexpr int64_t E = 40, K = 8, Ec = 6, Z = 5;
+  torch::manual_seed(11);
+  RadialMLP mlp(std::vector<int64_t>{K + 2 * Ec, Ec, Ec, 7});
+  mlp->to(torch::kFloat64);
+  RadialInput in{leaf({E, K}, 12), torch::randint(0, Z, {E}), torch::randint(0, Z, {E}),
+                 leaf({Z, Ec}, 13), leaf({Z, Ec}, 14)};
+  const auto p = mlp->named_parameters();
+  auto concatenated = [&](const RadialInput& r) {
+    auto h = torch::cat({r.basis, r.source_table.index_select(0, r.source_elements),
+                         r.target_table.index_select(0, r.target_elements)},
+                        1);
+    h = torch::linear(h, p["net.0.weight"], p["net.0.bias"]);
+    h = torch::silu(torch::layer_norm(h, {Ec}, p["net.1.weight"], p["net.1.bias"], 1e-5));
+    h = torch::linear(h, p["net.3.weight"], p["net.3.bias"]);
+    h = torch::silu(torch::layer_norm(h, {Ec}, p["net.4.weight"], p["net.4.bias"], 1e-5));
+    return torch::linear(h, p["net.6.weight"], p["net.6.bias"]);
+  };
+  for (bool trained : {false, true}) {
+    for (auto& t : mlp->parameters()) t.requires_grad_(trained);
+    std::vector<torch::Tensor> wrt{in.basis};
+    if (trained)
+      wrt.insert(wrt.end(), {p["net.0.weight"], p["net.0.bias"], in.source_table, in.target_table});
+    for (int64_t n : {E, int64_t{25}}) {
+      const auto part = in.first(n);
+      const auto a = mlp->forward(part), b = concatenated(part);
+      ASSERT_EQ(a.sizes(), b.sizes());
+      EXPECT_TRUE(torch::allclose(a, b, 1e-13, 1e-14)) << (a - b).abs().max().item<double>();
+      const auto v = torch::linspace(-1.0, 1.0, a.numel(), torch::kFloat64).view(a.sizes());
+      const auto ga = grad({a}, wrt, {v}, true, true), gb = grad({b}, wrt, {v}, true, true);
+      for (size_t i = 0; i < wrt.size(); ++i)
+        EXPECT_TRUE(torch::allclose(ga[i], gb[i], 1e-12, 1e-13))
+            << "gradient " << i << (trained ? " (trained)" : " (frozen)") << ", " << n << " edges";
+      const auto gga = grad({ga[0].pow(2).sum()}, {in.basis})[0];
+      const auto ggb = grad({gb[0].pow(2).sum()}, {in.basis})[0];
+      EXPECT_TRUE(torch::allclose(gga, ggb, 1e-12, 1e-13)) << "second derivative, " << n << " edges";
+    }
+  }
+}
+
 // layer_norm_silu against silu(layer_norm(x)): values and first derivatives
 // bit for bit (the same ATen kernels; without and with create_graph, which
 // take different paths), second derivatives (w.r.t. x, weight, bias and the

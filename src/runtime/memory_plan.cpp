@@ -39,7 +39,9 @@ MemoryModel memory_model(const BackboneConfig& c, torch::ScalarType dtype,
     // The inputs of the layers whose weights get gradients: each block's two
     // SO(2) convolutions (the rotated message, 9 x 2C, and the gated rows, 9H)
     // and its radial MLP's inner layers (2Ec), the degree MLP's too; and the
-    // radial MLPs' layer norms unfused (their outputs kept for SiLU, 2Ec).
+    // radial MLPs' layer norms unfused (their outputs kept for SiLU, 2Ec):
+    // a radial MLP fuses them where its weights are frozen, and the engine
+    // freezes all weights or none (the trainer's).
     block += s * (18 * C + 9 * H + 4 * Ec);
     degree += s * 4 * Ec;
   }

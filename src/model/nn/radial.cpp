@@ -93,8 +93,10 @@ RadialMLPImpl::RadialMLPImpl(const std::vector<int64_t>& channels) {
 }
 
 RadialInput RadialInput::first(int64_t n) const {
-  return {basis.narrow(0, 0, n), source_elements.narrow(0, 0, n),
-          target_elements.narrow(0, 0, n), source_table, target_table};
+  RadialInput part = *this;
+  for (auto* t : {&part.basis, &part.source_elements, &part.target_elements})
+    if (t->defined()) *t = t->narrow(0, 0, n);
+  return part;
 }
 
 torch::Tensor RadialMLPImpl::forward(const RadialInput& in) {
@@ -102,6 +104,9 @@ torch::Tensor RadialMLPImpl::forward(const RadialInput& in) {
   const int64_t K = in.basis.size(1), Ec = in.source_table.size(1);
   // weight [out, K + 2 Ec]: basis, source and target columns
   const auto& w = first->weight;
+  TORCH_CHECK(w.size(1) == K + 2 * Ec && in.target_table.size(1) == Ec,
+              "RadialMLP: a first layer of ", w.size(1), " inputs for ", K, " basis functions and ",
+              in.source_table.size(1), " + ", in.target_table.size(1), " embedding channels");
   auto source_rows = torch::linear(in.source_table, w.narrow(1, K, Ec), first->bias);
   auto target_rows = torch::linear(in.target_table, w.narrow(1, K + Ec, Ec));
   // in place on the gathered rows: two [E, out] tensors made, not five (on
