@@ -202,7 +202,8 @@ TEST(RadialMLP, FactoredInputEqualsTheConcatenation) {
             << "gradient " << i << (trained ? " (trained)" : " (frozen)") << ", " << n << " edges";
       const auto gga = grad({ga[0].pow(2).sum()}, {in.basis})[0];
       const auto ggb = grad({gb[0].pow(2).sum()}, {in.basis})[0];
-      EXPECT_TRUE(torch::allclose(gga, ggb, 1e-12, 1e-13)) << "second derivative, " << n << " edges";
+      EXPECT_TRUE(torch::allclose(gga, ggb, 1e-12, 1e-13))
+          << "second derivative, " << n << " edges";
     }
   }
 }

@@ -88,9 +88,9 @@ class LeanEdges final : public EdgeBackend {
     const int64_t E = frame.src.size(0);
     auto& conv1 = edgewise.first_conv();
     auto& conv2 = edgewise.second_conv();
-    auto msg =
-        rotate_to_edge_frame(frame.D, x, frame.src, frame.tgt, conv1->radial_weights(frame.radial_input),
-                             frame.by_source, frame.by_target);
+    auto msg = rotate_to_edge_frame(frame.D, x, frame.src, frame.tgt,
+                                    conv1->radial_weights(frame.radial_input), frame.by_source,
+                                    frame.by_target);
     auto y = conv1->convolve(msg[0].view({E, -1}), msg[1].view({E, 2, -1}), msg[2], ctx);
     auto h = gate_m_pieces(y[0], y[1], y[2], gate_sigmoids());
     auto z = conv2->convolve(h[0].view({E, -1}), h[1].view({E, 2, -1}), h[2], ctx);

@@ -19,8 +19,8 @@ namespace uma::nn {
 // prepared and reads.
 struct EdgeFrame {
   const EdgeBackend* backend = &reference_edges();
-  torch::Tensor src, tgt;  // [E] source (neighbour) and target atoms
-  torch::Tensor valid;     // [E] bool: false at the graph's padding slots; undefined: all edges
+  torch::Tensor src, tgt;    // [E] source (neighbour) and target atoms
+  torch::Tensor valid;       // [E] bool: false at the graph's padding slots; undefined: all edges
   RadialInput radial_input;  // the radial MLPs' input, in its parts
   // reference (LibTorch composition)
   torch::Tensor wigner;               // [E, 9(M), 9(L)] rotation into the edge frame

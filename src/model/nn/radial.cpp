@@ -12,8 +12,7 @@ using torch::autograd::variable_list;
 class LayerNormSiLU : public torch::autograd::Function<LayerNormSiLU> {
  public:
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x,
-                               const torch::Tensor& weight, const torch::Tensor& bias,
-                               double eps) {
+                               const torch::Tensor& weight, const torch::Tensor& bias, double eps) {
     auto normed = std::get<0>(at::native_layer_norm(x, {x.size(-1)}, weight, bias, eps));
     ctx->save_for_backward({x, weight, bias});
     ctx->saved_data["eps"] = eps;

@@ -37,7 +37,7 @@ torch::Tensor layer_norm_silu(const torch::Tensor& x, const torch::Tensor& weigh
 // target_table[target_elements]) ([E, K + 2 Ec]), kept in its parts: the
 // two embeddings depend on the edge's elements alone.
 struct RadialInput {
-  torch::Tensor basis;                              // [E, K] Gaussians of the distance
+  torch::Tensor basis;                             // [E, K] Gaussians of the distance
   torch::Tensor source_elements, target_elements;  // [E] int64 atomic numbers
   torch::Tensor source_table, target_table;        // [Z, Ec] the element embeddings
 

@@ -40,8 +40,7 @@ class SO2ConvImpl : public torch::nn::Module {
 
   // x: [E, 9, in] M-layout, radial: the radial MLP's input (null without
   // radial modulation).  Returns ([E, 9, out], gating [E, extra_m0_out] or undefined).
-  std::pair<torch::Tensor, torch::Tensor> forward(const torch::Tensor& x,
-                                                  const RadialInput* radial,
+  std::pair<torch::Tensor, torch::Tensor> forward(const torch::Tensor& x, const RadialInput* radial,
                                                   const MoleContext& ctx);
 
   // The same in steps, for the lean pipeline (nn/lean_edges.h), which applies
