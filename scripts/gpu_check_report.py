@@ -35,6 +35,8 @@
       one structure of the versus_fairchem stage (scripts/gpu_speed_report.py)
   gpu_check_report.py lammps-replay LOG_EAGER LOG_GRAPH RC OUT.json TOL
       lammps_md on the GPU: the cuda_graph yes run against the eager one (scripts/gpu_speed_report.py)
+  gpu_check_report.py versus-split eval|fairchem COMBINED RC DIR NAME STRUCT... [-- PRECISION...]
+      one run over every structure, each structure's share written where `versus` reads it
   gpu_check_report.py versus-skip OUT.json STRUCT REASON
   gpu_check_report.py versus-compiled OUT.json STRUCT DIR REF_DIR EAGER_DIR
       the versus_fairchem_compiled stage, fairchem's compile timed apart (scripts/gpu_speed_report.py)
@@ -73,7 +75,8 @@ import sys
 import tarfile
 import time
 
-from gpu_speed_report import cmd_lammps_replay, cmd_versus, cmd_versus_compiled, cmd_versus_skip, last_thermo
+from gpu_speed_report import (cmd_lammps_replay, cmd_versus, cmd_versus_compiled, cmd_versus_skip,
+                              cmd_versus_split, last_thermo)
 
 
 def load(path, default=None):
@@ -1261,6 +1264,7 @@ def main(argv):
             "mpi": cmd_mpi, "ranks": cmd_ranks, "ranks-skip": cmd_ranks_skip, "devices": cmd_devices,
             "kokkos": cmd_kokkos, "kokkos-speed": cmd_kokkos_speed, "kernels": cmd_kernels,
             "train": cmd_train, "versus": cmd_versus, "versus-skip": cmd_versus_skip,
+            "versus-split": cmd_versus_split,
             "versus-compiled": cmd_versus_compiled, "versus-train": cmd_versus_train,
             "largest": cmd_largest, "lammps-replay": cmd_lammps_replay,
             "precision": cmd_precision, "shards": cmd_shards, "gtest-exclude": cmd_gtest_exclude,

@@ -12,6 +12,15 @@
       ms/step, steps/s and peak device memory of every run, the energy and force
       errors against fp64, fairchem's / ours, replay / eager and composition / lean ratios.
 
+  gpu_check_report.py versus-split eval|fairchem COMBINED RC DIR NAME STRUCT... [-- PRECISION...]
+      the versus_fairchem stage runs each tool once over every structure; this writes
+      each structure's share where `versus` reads it.  eval: COMBINED is `uma eval
+      --json` over the structures' frames in STRUCT order: DIR/STRUCT/NAME.json (that
+      frame, as a one-frame list) and NAME.rc.  fairchem: COMBINED is
+      bench/fairchem_worker.py's stdout over the structures and PRECISIONs:
+      DIR/STRUCT/fairchem-P.out (the run's line) and .rc.  A share that is missing gets
+      the process's exit status (124/137: cut), or 1 where the process exited 0.
+
   gpu_check_report.py versus-skip OUT.json STRUCT REASON
       a structure the stage did not start (the time left): recorded as not run, not failed.
 
@@ -110,6 +119,61 @@ def _write(res, out):
 def _all_passed(structs):
     """Every structure that ran passed (those not run for the time left count for nothing)."""
     return all(e.get("passed") for e in structs.values() if "not_run" not in e)
+
+
+def _write_share(dir_, struct, name, text, rc):
+    """STRUCT's share of a run over every structure: NAME's output (None: missing) and NAME.rc."""
+    d = os.path.join(dir_, struct)
+    os.makedirs(d, exist_ok=True)
+    if text is not None:
+        with open(os.path.join(d, name), "w") as f:
+            f.write(text)
+    share_rc = 0 if text is not None else (rc if rc != 0 else 1)
+    with open(os.path.join(d, os.path.splitext(name)[0] + ".rc"), "w") as f:
+        f.write("%d\n" % share_rc)
+    return share_rc
+
+
+def cmd_versus_split(kind, combined, rc, dir_, name, *rest):
+    rc = int(rc)
+    structs, precisions = list(rest), []
+    if "--" in structs:
+        cut = structs.index("--")
+        structs, precisions = structs[:cut], structs[cut + 1:]
+    missing = []
+    if kind == "eval":
+        frames = _load(combined) if rc == 0 else None
+        if frames is not None and (not isinstance(frames, list) or len(frames) != len(structs)):
+            missing.append("%s holds %s frames for %d structures" % (
+                combined, len(frames) if isinstance(frames, list) else "no", len(structs)))
+            frames = None
+        for i, struct in enumerate(structs):
+            text = json.dumps([frames[i]]) if frames else None
+            if _write_share(dir_, struct, name + ".json", text, rc):
+                missing.append("%s %s" % (struct, name))
+    elif kind == "fairchem":
+        lines = {}
+        try:
+            with open(combined, errors="replace") as f:
+                for line in f:
+                    try:
+                        result = json.loads(line)
+                    except ValueError:
+                        continue
+                    if isinstance(result, dict):
+                        lines[(result.get("structure"), result.get("precision"))] = line
+        except OSError:
+            pass
+        for struct in structs:
+            for prec in precisions:
+                if _write_share(dir_, struct, "fairchem-%s.out" % prec, lines.get((struct, prec)), rc):
+                    missing.append("%s fairchem-%s" % (struct, prec))
+    else:
+        print("versus-split: eval or fairchem, not %r" % kind)
+        return 2
+    print("versus-split %s (exit %d): %s" % (kind, rc, "every structure's share written" if not missing
+                                            else "missing: " + "; ".join(missing)))
+    return 0
 
 
 def cmd_versus_skip(out, struct, reason):
