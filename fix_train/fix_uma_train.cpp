@@ -119,6 +119,8 @@ void FixUMATrain::setup(int) {
       utils::logmesg(lmp, "fix uma/train: restarted after {} optimizer steps from {}\n",
                      trainer_->steps(), set_.state_file);
   }
+  // What the end of a run compares with: nothing to write until a step is taken.
+  if (checkpointed_steps_ < 0) checkpointed_steps_ = trainer_->steps();
   // The first frame checks the reference style before any MD happens.
   if ((set_.label_every > 0 || set_.label_auto) && frames_collected_ == 0) {
     auto s = frames_->running_frame();
@@ -137,6 +139,13 @@ void FixUMATrain::end_of_step() {
   }
   if (step % set_.train_every == 0) train();
   if (set_.checkpoint_every > 0 && step % set_.checkpoint_every == 0) write_checkpoint();
+}
+
+void FixUMATrain::post_run() {
+  // The optimizer steps since the last checkpoint are not lost when a run
+  // ends between two checkpoint steps.
+  if (set_.checkpoint_every > 0 && trainer_ && trainer_->steps() != checkpointed_steps_)
+    write_checkpoint();
 }
 
 bool FixUMATrain::gate_labels(const uma::Sample &s) {
@@ -239,6 +248,7 @@ void FixUMATrain::write_checkpoint() {
                update->ntimestep);
   on_rank_zero("cannot write checkpoint",
                [&] { trainer_->save_model(set_.checkpoint_file, set_.use_average); });
+  checkpointed_steps_ = trainer_->steps();
   if (comm->me == 0)
     utils::logmesg(lmp,
                    "fix uma/train: checkpoint {} at step {} ({} weights, identical on {} "

@@ -47,6 +47,7 @@ class FixUMATrain : public Fix {
   void init() override;
   void setup(int) override;
   void end_of_step() override;
+  void post_run() override;
   double compute_vector(int) override;
   void write_restart(FILE *) override;
   void restart(char *) override;
@@ -57,6 +58,7 @@ class FixUMATrain : public Fix {
   std::unique_ptr<LabelGate> gate_;
   UMAModelHandle *pair_ = nullptr;  // the pair style whose model this fix trains
   std::unique_ptr<uma::train::Trainer> trainer_;
+  int64_t checkpointed_steps_ = -1;  // the optimizer steps the last checkpoint held
   // the frames it trains on and holds out, the sampler and the steps (shared with uma train)
   std::unique_ptr<uma::train::TrainingLoop> loop_;
   long long calls_ = 0, frames_collected_ = 0;

@@ -82,7 +82,7 @@ FixTrainSettings LAMMPS_NS::parse_fix_train(LAMMPS *lmp, const std::string &fix_
       if (j >= narg)
         lmp->error->all(FLERR,
                         "Fix uma/train: reference needs 'coeff ARGS' after the style, e.g. "
-                        "'reference eam/alloy coeff * * Cu_u3.eam Cu'");
+                        "'reference eam coeff 1 1 Cu_u3.eam'");
       for (++j; j < narg; ++j) coeff_args.emplace_back(arg[j]);
       if (coeff_args.empty())
         lmp->error->all(FLERR, "Fix uma/train: reference coeff needs arguments");

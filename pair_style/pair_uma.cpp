@@ -290,7 +290,7 @@ void PairUMA::create_engine() {
                style_name_, task_);
   if (!spin_set_) spin_ = static_cast<int>(uma::default_spin(task_));
   try {
-    uma::validate_charge_spin(charge_, spin_);
+    uma::validate_charge_spin(task_, charge_, spin_);
   } catch (const std::exception& e) {
     error->all(FLERR, "Pair style {}: {}", style_name_, e.what());
   }

@@ -197,8 +197,10 @@ bool takes_charge_spin(const std::string& task);
 // Default spin for a task: 1 (singlet) for the tasks that take spin, else 0.
 int64_t default_spin(const std::string& task);
 // Throws uma::Error if the charge or the spin multiplicity is outside the
-// range the model's embeddings cover (-100..100, 0..100).
-void validate_charge_spin(int64_t charge, int64_t spin);
+// range the model's embeddings cover (-100..100, 0..100), or if a task that
+// reads the spin (omol) is given 0, which is no multiplicity (the other
+// tasks' fixed value).
+void validate_charge_spin(const std::string& task, int64_t charge, int64_t spin);
 
 // The one capacity policy of the neighbour graph, used by the pair styles,
 // their agreement over ranks and the trainer: an evaluation whose graph

@@ -71,7 +71,7 @@ void validate_labels(const UmaModel& model, const Atoms& a, const std::string& w
   if (!model->has_dataset(a.task))
     throw Error(where + "unknown task '" + a.task + "'; the model has: " + cfg.dataset_list());
   try {
-    validate_charge_spin(a.charge, a.spin);
+    validate_charge_spin(a.task, a.charge, a.spin);
   } catch (const Error& e) {
     throw Error(where + e.what());
   }
@@ -83,11 +83,15 @@ bool takes_charge_spin(const std::string& task) { return task == "omol"; }
 
 int64_t default_spin(const std::string& task) { return takes_charge_spin(task) ? 1 : 0; }
 
-void validate_charge_spin(int64_t charge, int64_t spin) {
+void validate_charge_spin(const std::string& task, int64_t charge, int64_t spin) {
   if (charge < -100 || charge > 100)
     throw Error("charge " + std::to_string(charge) + " is outside -100..100");
   if (spin < 0 || spin > 100)
     throw Error("spin multiplicity " + std::to_string(spin) + " is outside 0..100");
+  if (spin == 0 && takes_charge_spin(task))
+    throw Error("task '" + task +
+                "' needs a spin multiplicity 2S+1 >= 1 (1 singlet, 2 doublet, 3 triplet, ...), "
+                "got 0");
 }
 
 int64_t atom_count(const Atoms& a) {

@@ -229,6 +229,23 @@ def case_restart(h, r):
     print("  6 steps straight = 3 steps, write_restart, read_restart, 3 steps (bit-identical weights)")
 
 
+def case_final_checkpoint(h, r):
+    """A run that ends between two checkpoint steps writes its last weights at its end: checkpoint every
+    3 steps over runs of 5 and 1 holds the weights of 6 steps, as checkpoint every 6 over one run of 6
+    does; a run that ends on a checkpoint step, or takes no optimizer step, writes nothing more."""
+    write_frames(h)
+    fix = "fix t all uma/train 1 data frames.extxyz max_atoms 64 lr 1e-3 print 1 checkpoint {out} {n}\n"
+    whole = lammps(h, r, "in.whole", head() + fix.format(out="whole.safetensors", n=6) + "run 6\nrun 0\n")
+    log = lammps(h, r, "in.split", head() + fix.format(out="split.safetensors", n=3) + "run 5\nrun 1\nrun 0\n")
+    steps = [int(s) for s in re.findall(r"checkpoint split\.safetensors at step (\d+)", log)]
+    check(steps == [3, 5, 6], f"checkpoints at steps {steps}, expected [3, 5, 6] (5 and 6: the runs' ends)")
+    steps = [int(s) for s in re.findall(r"checkpoint whole\.safetensors at step (\d+)", whole)]
+    check(steps == [6], f"checkpoints at steps {steps}, expected [6] (its run ends on a checkpoint step)")
+    a, b = weights(h, "whole.safetensors"), weights(h, "split.safetensors")
+    check(np.array_equal(a, b), f"the end-of-run checkpoint differs from 6 steps by {np.abs(a - b).max():.2e}")
+    print("  checkpoint 3 over runs of 5 and 1: written at steps 3, 5 and 6, equal to 6 steps straight")
+
+
 def write_density_pair(host_dir, lattice=(3.615, 2.9)):
     """Two labelled 32-atom copper frames (ASE's EMT) at very different densities (an equation-of-state
     pair: the second has about twice the neighbours within the cutoff), written in both orders."""
@@ -325,5 +342,5 @@ def case_one_rank_fails(h, r):
 
 
 CASES = {"data_parallel": case_data_parallel, "frame_order": case_frame_order, "one_rank_fails": case_one_rank_fails, "on_the_fly": case_on_the_fly, "learning": case_learning,
-         "restart": case_restart,
+         "restart": case_restart, "final_checkpoint": case_final_checkpoint,
          "errors": case_errors}

@@ -174,6 +174,8 @@ def case_errors(h, r):
          "task 'omat' takes no charge or spin input"),
         ("spin", f"pair_style uma task oc20 spin 2\npair_coeff * * {MODEL} Cu\nrun 0",
          "task 'oc20' takes no charge or spin input"),
+        ("spin_zero", f"pair_style uma task omol spin 0\npair_coeff * * {MODEL} Cu\nrun 0",
+         "task 'omol' needs a spin multiplicity 2S+1 >= 1"),
         ("keyword", "pair_style uma task omat cutoff 5", "unknown keyword 'cutoff'"),
         ("precision", "pair_style uma precision fp16", "precision must be fp32, fp64 or tf32"),
         ("memory", "pair_style uma task omat memory -2", "memory is a budget in GB and must be positive"),

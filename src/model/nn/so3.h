@@ -17,7 +17,10 @@ class SO3LinearImpl : public torch::nn::Module {
 };
 TORCH_MODULE(SO3Linear);
 
-// Equivariant RMS norm with l = 0 centring and degree-balanced mean squares.
+// Equivariant RMS norm with l = 0 centring and degree-balanced mean squares:
+// out = xc * s * w[l] (+ bias on l = 0), xc = x with its l = 0 row centred
+// over the channels, s = (mean over the channels and the three degrees of
+// each degree's mean square over its 2l + 1 rows + 1e-5)^(-1/2).
 class RMSNormSHImpl : public torch::nn::Module {
  public:
   explicit RMSNormSHImpl(int64_t channels);
@@ -26,6 +29,8 @@ class RMSNormSHImpl : public torch::nn::Module {
  private:
   torch::Tensor affine_weight;  // [3, C]
   torch::Tensor affine_bias;    // [C]
+  torch::Tensor row_constants_host_;     // [2, 9] float64: row weights, the l = 0 indicator
+  torch::Tensor row_constants_;          // the same on the device and precision in use
 };
 TORCH_MODULE(RMSNormSH);
 
