@@ -18,12 +18,10 @@ torch::Tensor rms_norm_by_degree(const torch::Tensor& x, const torch::Tensor& we
   auto by_l = x.split_with_sizes({1, 3, 5}, 1);
   auto x0 = by_l[0] - by_l[0].mean(2, true);
   auto mean_square =
-      (x0.pow(2).mean(1, true) + by_l[1].pow(2).mean(1, true) + by_l[2].pow(2).mean(1, true)) /
-      3.0;
+      (x0.pow(2).mean(1, true) + by_l[1].pow(2).mean(1, true) + by_l[2].pow(2).mean(1, true)) / 3.0;
   auto scale = (mean_square.mean(2, true) + 1e-5).pow(-0.5);
-  return torch::cat({x0 * scale * weight[0] + bias, by_l[1] * scale * weight[1],
-                     by_l[2] * scale * weight[2]},
-                    1);
+  return torch::cat(
+      {x0 * scale * weight[0] + bias, by_l[1] * scale * weight[1], by_l[2] * scale * weight[2]}, 1);
 }
 
 // Value, the gradients of sum(y^2 * s) w.r.t. x, weight and bias, and the
@@ -32,8 +30,8 @@ std::vector<torch::Tensor> derivatives(const torch::Tensor& y, const torch::Tens
                                        const torch::Tensor& weight, const torch::Tensor& bias) {
   auto s = torch::linspace(0.5, 1.5, y.numel(), y.options()).view(y.sizes());
   auto g = grad({(y.pow(2) * s).sum()}, {x, weight, bias}, {}, true, true);
-  auto gg = grad({g[0].sin().sum() + g[1].pow(2).sum() + (g[2] * g[2].detach()).sum()},
-                 {x, weight});
+  auto gg =
+      grad({g[0].sin().sum() + g[1].pow(2).sum() + (g[2] * g[2].detach()).sum()}, {x, weight});
   return {y.detach(), g[0].detach(), g[1].detach(), g[2].detach(), gg[0], gg[1]};
 }
 

@@ -26,10 +26,8 @@ RMSNormSHImpl::RMSNormSHImpl(int64_t channels) {
   // Per row: its share of the mean square, 1 / (3 (2l + 1) C); whether it is l = 0.
   const double c = static_cast<double>(channels);
   const double w[3] = {1 / (3 * c), 1 / (9 * c), 1 / (15 * c)};
-  row_constants_host_ = torch::tensor({w[0], w[1], w[1], w[1], w[2], w[2], w[2], w[2], w[2],  //
-                                       1., 0., 0., 0., 0., 0., 0., 0., 0.},
-                                      torch::kFloat64)
-                            .view({2, 9});
+  row_constants_host_ = {w[0], w[1], w[1], w[1], w[2], w[2], w[2], w[2], w[2],
+                         1.0,  0.0,  0.0,  0.0,  0.0,  0.0,  0.0,  0.0,  0.0};
 }
 
 torch::Tensor RMSNormSHImpl::forward(const torch::Tensor& x) {
@@ -38,7 +36,7 @@ torch::Tensor RMSNormSHImpl::forward(const torch::Tensor& x) {
   // form took 22, and about half as many in the backward.
   auto& rows = row_constants_;
   if (!rows.defined() || rows.device() != x.device() || rows.scalar_type() != x.scalar_type())
-    rows = upload(row_constants_host_, x.options());  // once per device and precision
+    rows = upload(row_constants_host_, x.options()).view({2, 9});  // once per device and precision
   const auto row_weights = rows[0].view({1, 9, 1}), row_zero = rows[1].view({1, 9, 1});
   auto xc = x - row_zero * x.narrow(1, 0, 1).mean(2, true);
   auto scale = ((xc * xc * row_weights).sum({1, 2}, true) + 1e-5).rsqrt();  // [N, 1, 1]

@@ -1,6 +1,8 @@
 // Node-level layers on L-layout features [N, 9, C] (rows l^2 + l + m).
 #pragma once
 
+#include <vector>
+
 #include <torch/torch.h>
 
 namespace uma::nn {
@@ -27,10 +29,10 @@ class RMSNormSHImpl : public torch::nn::Module {
   torch::Tensor forward(const torch::Tensor& x);
 
  private:
-  torch::Tensor affine_weight;  // [3, C]
-  torch::Tensor affine_bias;    // [C]
-  torch::Tensor row_constants_host_;     // [2, 9] float64: row weights, the l = 0 indicator
-  torch::Tensor row_constants_;          // the same on the device and precision in use
+  torch::Tensor affine_weight;              // [3, C]
+  torch::Tensor affine_bias;                // [C]
+  std::vector<double> row_constants_host_;  // [2 x 9]: row weights, the l = 0 indicator
+  torch::Tensor row_constants_;             // the same on the device and precision in use
 };
 TORCH_MODULE(RMSNormSH);
 
