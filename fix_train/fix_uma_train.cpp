@@ -21,6 +21,7 @@
 #include "train_report.h"
 #include "uma_model_handle.h"
 
+#include "engine/engine.h"
 #include "model/model.h"
 #include "train/sampler.h"
 #include "train/trainer.h"
@@ -73,7 +74,13 @@ void FixUMATrain::init() {
 void FixUMATrain::create_trainer() {
   const auto setup = pair_->training_setup();
   const std::string task = set_.task.empty() ? setup.task : set_.task;
-  frames_->set_system(setup.type_z, task, setup.charge, setup.spin);
+  // The running frames carry the pair style's charge and spin for its own
+  // task; another task of the fix's takes that task's defaults (charge 0,
+  // spin 1 for omol, else 0), which the pair style cannot set for it.
+  if (task == setup.task)
+    frames_->set_system(setup.type_z, task, setup.charge, setup.spin);
+  else
+    frames_->set_system(setup.type_z, task, 0, static_cast<int>(uma::default_spin(task)));
   auto &o = set_.options;
   o.device = torch::Device(setup.device);
   connect_ranks(o, world);
@@ -107,6 +114,7 @@ void FixUMATrain::setup(int) {
     } catch (const std::exception &e) {
       error->all(FLERR, "Fix uma/train: cannot restart from the optimizer state: {}", e.what());
     }
+    checkpointed_steps_ = trainer_->steps();  // the restarted weights are the checkpoint's
     loop_->sampler().resume(
         static_cast<int64_t>(resumed_.epoch), static_cast<int64_t>(resumed_.position),
         resumed_.planned_samples > 0 ? static_cast<int64_t>(resumed_.planned_samples) : -1);
@@ -119,7 +127,8 @@ void FixUMATrain::setup(int) {
       utils::logmesg(lmp, "fix uma/train: restarted after {} optimizer steps from {}\n",
                      trainer_->steps(), set_.state_file);
   }
-  // What the end of a run compares with: nothing to write until a step is taken.
+  // What the end of a run compares with: nothing to write until a step is
+  // taken (a minimize before the first run has no setup() and writes nothing).
   if (checkpointed_steps_ < 0) checkpointed_steps_ = trainer_->steps();
   // The first frame checks the reference style before any MD happens.
   if ((set_.label_every > 0 || set_.label_auto) && frames_collected_ == 0) {
@@ -144,7 +153,8 @@ void FixUMATrain::end_of_step() {
 void FixUMATrain::post_run() {
   // The optimizer steps since the last checkpoint are not lost when a run
   // ends between two checkpoint steps.
-  if (set_.checkpoint_every > 0 && trainer_ && trainer_->steps() != checkpointed_steps_)
+  if (set_.checkpoint_every > 0 && trainer_ && checkpointed_steps_ >= 0 &&
+      trainer_->steps() != checkpointed_steps_)
     write_checkpoint();
 }
 

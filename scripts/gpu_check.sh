@@ -333,10 +333,10 @@ if [ "$MODE" = gpu ]; then
   # versus_fairchem_compiled: fp32's compile 73 s, tf32's cut at 150 s; on the H100 (2026-12-05)
   # versus_fairchem 127 s, Cu 1,000 only, one process per run (its setup 37 s, fairchem 28 + 22 s
   # of which about 17 s each were imports and the load); with each tool run once over the four
-  # structures about 220 s are expected (doc/benchmarks.md, "GPU check")
-  LIMIT=([mpi]=60 [versus_fairchem]=300 [kernels]=40 [tests]=120 [kokkos]=150 [ranks]=60 [devices]=60 [train]=45 [lammps_md]=120
+  # structures about 230 s are expected, its reserves add up to 369 s (doc/benchmarks.md, "GPU check")
+  LIMIT=([mpi]=60 [versus_fairchem]=380 [kernels]=40 [tests]=120 [kokkos]=150 [ranks]=60 [devices]=60 [train]=45 [lammps_md]=120
          [tf32]=60 [bench]=120 [profile]=70 [versus_train]=90 [largest]=120 [versus_fairchem_compiled]=240)
-  if [ "$QUICK" = 1 ]; then LIMIT[versus_fairchem]=140; LIMIT[tests]=120; LIMIT[lammps_md]=50; fi
+  if [ "$QUICK" = 1 ]; then LIMIT[versus_fairchem]=210; LIMIT[tests]=120; LIMIT[lammps_md]=50; fi
 else
   BUDGET="${UMA_GPU_BUDGET_S:-0}"
   LIMIT=([mpi]=300 [versus_fairchem]=1800 [kernels]=600 [tests]=3600 [kokkos]=600 [ranks]=1800 [devices]=900 [train]=1800 [lammps_md]=900
@@ -965,43 +965,55 @@ fairchem_run() {   # RESERVE STRUCT PRECISION DIR LABEL [--compile]: bench/fairc
   echo $? > "$d/fairchem-$p.rc"
   tail -n 3 "$d/fairchem-$p.err"
 }
-# The eager stage runs each tool once over every structure (imports, the
+# The eager stage runs each tool once over the structures (imports, the
 # model's load and the CUDA context paid once, not per structure): our fp64
 # reference and ours per precision by one `uma eval` over the structures'
-# frames (each frame's task= label), fairchem by one bench/fairchem_worker.py
-# over the structures and precisions (a predict unit per run: a merged unit
-# serves one composition); then `uma bench` per structure and precision, eager,
-# and for the first structure on the GPU also replayed and with the
-# composition.  Structures outer in every pass, so that a pass its share of
-# the limit cuts keeps the first structures' runs (the rest recorded as cut).
-# Reserves (seconds, GPU; the CPU proof's fp32-only runs take about as long):
-# the reference 20; fairchem 20 for its imports and 12 per run (25 for
-# cu_4000); our uma eval 12 per precision; uma bench 8 per run (15 for cu_4000).
+# frames (each frame's task= label; cu_4000 in an eval of its own, since an
+# eval prints its frames only at its end), fairchem by one
+# bench/fairchem_worker.py over the structures and precisions (a predict unit
+# per run: a merged unit serves one composition; each run's line printed as it
+# ends); then `uma bench` per structure and precision, eager, and for the
+# first structure on the GPU also replayed and with the composition.
+# Structures outer in every pass, so that a cut keeps the runs finished before
+# it (the rest recorded as cut).  Reserves (seconds, GPU, about 1.5x run 5's
+# times; the CPU proof's fp32-only runs take about as long): per eval the fp64
+# reference 15 and ours 10 per precision; fairchem 20 for its imports and 10
+# per run (20 for cu_4000); uma bench 6 per run (12 for cu_4000).
 versus_heavy() { [ "$1" = cu_4000 ]; }
 versus_eager_reserve() {   # STRUCT...: the stage's reserves after its setup
-  local s p=${#VS_PRECISIONS[@]} r=$(( 20 + 20 + 12 * ${#VS_PRECISIONS[@]} )) modes first=1
+  local s p=${#VS_PRECISIONS[@]} r=20 modes first=1 evals=0 light=0
   for s in "$@"; do
     modes=1; [ "$MODE" = gpu ] && [ $first = 1 ] && modes=3
-    if versus_heavy "$s"; then r=$(( r + p * 25 + p * modes * 15 )); else r=$(( r + p * 12 + p * modes * 8 )); fi
+    if versus_heavy "$s"; then r=$(( r + p * 20 + p * modes * 12 )); evals=$(( evals + 1 ))
+    else r=$(( r + p * 10 + p * modes * 6 )); light=1; fi
     first=0
   done
-  echo "$r"
+  echo $(( r + (evals + light) * (15 + 10 * p) ))
 }
-versus_eval_all() {   # PRECISION NAME STRUCT...: uma eval over every structure, split into $VS/STRUCT/NAME.*
-  local p="$1" name="$2" r
+versus_eval_all() {   # PRECISION NAME STRUCT...: uma eval over the light structures, then each heavy one
+  local p="$1" name="$2" s light=()
   shift 2
-  limited "$([ "$p" = fp64 ] && echo 20 || echo 12)" "uma eval $p, $*" "$B/engine/uma" eval "$VS_ST" \
-    "$VS/structures.extxyz" --device "$(device_name)" --precision "$p" --json > "$VS/$name.json" 2> "$VS/$name.err"
+  for s in "$@"; do if ! versus_heavy "$s"; then light+=("$s"); fi; done
+  if [ ${#light[@]} -gt 0 ]; then versus_eval_group "$p" "$name" "${light[@]}"; fi
+  for s in "$@"; do if versus_heavy "$s"; then versus_eval_group "$p" "$name" "$s"; fi; done
+}
+versus_eval_group() {   # PRECISION NAME STRUCT...: one uma eval over these structures, split into $VS/STRUCT/NAME.*
+  local p="$1" name="$2" r tag s
+  shift 2
+  tag="$name-$1"
+  for s in "$@"; do cat "$STRUCTS/$s.extxyz"; done > "$VS/$tag.extxyz" || return 1
+  limited "$([ "$p" = fp64 ] && echo 15 || echo 10)" "uma eval $p, $*" "$B/engine/uma" eval "$VS_ST" \
+    "$VS/$tag.extxyz" --device "$(device_name)" --precision "$p" --json > "$VS/$tag.json" 2> "$VS/$tag.err"
   r=$?
-  tail -n 3 "$VS/$name.err"
-  "$HPY" "$REPORT" versus-split eval "$VS/$name.json" "$r" "$VS" "$name" "$@"
+  tail -n 3 "$VS/$tag.err"
+  "$HPY" "$REPORT" versus-split eval "$VS/$tag.json" "$r" "$VS" "$name" "$@"
 }
 versus_fairchem_all() {   # STRUCT...: bench/fairchem_worker.py over every structure and precision
   local s files=() tasks=() reserve=20 r
   for s in "$@"; do
     files+=("$STRUCTS/$s.extxyz"); tasks+=("$(task_of "$s")")
-    if versus_heavy "$s"; then reserve=$(( reserve + 25 * ${#VS_PRECISIONS[@]} ))
-    else reserve=$(( reserve + 12 * ${#VS_PRECISIONS[@]} )); fi
+    if versus_heavy "$s"; then reserve=$(( reserve + 20 * ${#VS_PRECISIONS[@]} ))
+    else reserve=$(( reserve + 10 * ${#VS_PRECISIONS[@]} )); fi
   done
   echo "== fairchem (eager), one process: $* in ${VS_PRECISIONS[*]}"
   PYTHONPATH="$VS_PATH" limited "$reserve" "fairchem eager, $*" "${VS_PY[@]}" "$ROOT/bench/fairchem_worker.py" "$VS_PT" \
@@ -1013,8 +1025,8 @@ versus_fairchem_all() {   # STRUCT...: bench/fairchem_worker.py over every struc
   "$HPY" "$REPORT" versus-split fairchem "$VS/fairchem.out" "$r" "$VS" fairchem "$@" -- "${VS_PRECISIONS[@]}"
 }
 versus_bench() {   # STRUCT PRECISION MODE: uma bench, eager, graph (replayed) or reference (the composition)
-  local s="$1" p="$2" mode="$3" d="$VS/$1" g=() reserve=8
-  versus_heavy "$s" && reserve=15
+  local s="$1" p="$2" mode="$3" d="$VS/$1" g=() reserve=6
+  versus_heavy "$s" && reserve=12
   [ "$mode" = graph ] && g=(--cuda-graph); [ "$mode" = reference ] && g=(--edge-ops reference)
   limited "$reserve" "$s $p uma bench $mode" "$B/engine/uma" bench "$VS_ST" "$STRUCTS/$s.extxyz" --task "$(task_of "$s")" \
     --device "$(device_name)" --precision "$p" --repeats "$VS_REPEATS" "${g[@]}" > "$d/ours-$p-$mode.out" 2>&1
@@ -1023,7 +1035,6 @@ versus_bench() {   # STRUCT PRECISION MODE: uma bench, eager, graph (replayed) o
 versus_eager_all() {   # STRUCT...
   local s p mode first=1 rc=0
   for s in "$@"; do rm -rf "${VS:?}/$s" && mkdir -p "$VS/$s" || return 1; done
-  for s in "$@"; do cat "$STRUCTS/$s.extxyz"; done > "$VS/structures.extxyz" || return 1
   echo "== fp64 reference and ours (uma eval, one process per precision): $*"
   versus_eval_all fp64 ref "$@"
   versus_fairchem_all "$@"

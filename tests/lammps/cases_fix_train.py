@@ -232,11 +232,13 @@ def case_restart(h, r):
 def case_final_checkpoint(h, r):
     """A run that ends between two checkpoint steps writes its last weights at its end: checkpoint every
     3 steps over runs of 5 and 1 holds the weights of 6 steps, as checkpoint every 6 over one run of 6
-    does; a run that ends on a checkpoint step, or takes no optimizer step, writes nothing more."""
+    does; a run that ends on a checkpoint step, takes no optimizer step, or a minimize (no training)
+    writes nothing more."""
     write_frames(h)
     fix = "fix t all uma/train 1 data frames.extxyz max_atoms 64 lr 1e-3 print 1 checkpoint {out} {n}\n"
     whole = lammps(h, r, "in.whole", head() + fix.format(out="whole.safetensors", n=6) + "run 6\nrun 0\n")
-    log = lammps(h, r, "in.split", head() + fix.format(out="split.safetensors", n=3) + "run 5\nrun 1\nrun 0\n")
+    log = lammps(h, r, "in.split", head() + fix.format(out="split.safetensors", n=3) +
+                 "minimize 0 0 1 1\nreset_timestep 0\nrun 5\nrun 1\nrun 0\n")
     steps = [int(s) for s in re.findall(r"checkpoint split\.safetensors at step (\d+)", log)]
     check(steps == [3, 5, 6], f"checkpoints at steps {steps}, expected [3, 5, 6] (5 and 6: the runs' ends)")
     steps = [int(s) for s in re.findall(r"checkpoint whole\.safetensors at step (\d+)", whole)]
@@ -244,6 +246,21 @@ def case_final_checkpoint(h, r):
     a, b = weights(h, "whole.safetensors"), weights(h, "split.safetensors")
     check(np.array_equal(a, b), f"the end-of-run checkpoint differs from 6 steps by {np.abs(a - b).max():.2e}")
     print("  checkpoint 3 over runs of 5 and 1: written at steps 3, 5 and 6, equal to 6 steps straight")
+
+
+def case_other_task(h, r):
+    """The fix trains another task than the pair style's (pair_style uma task omat, fix ... task omol): the
+    running frames take that task's charge 0 and spin 1 (the pair style cannot set them for omat), and
+    train."""
+    log = lammps(h, r, "in.other", head() + "velocity all create 300 4242 loop geom\nfix nve all nve\n"
+                 "fix learn all uma/train 2 task omol label 2 lr 1e-3 print 2 write_frames other.extxyz "
+                 "reference eam coeff 1 1 Cu_u3.eam\nrun 4\n", env=POTENTIALS)
+    check("Loop time" in log, "the run did not finish")
+    heads = [line for line in open(os.path.join(h, "other.extxyz")) if "Properties=" in line]
+    want = ('task="omol"', 'spin="1"', 'charge="0"')
+    check(len(heads) == 3 and all(all(w in l for w in want) for l in heads),
+          f"{len(heads)} frames written, expected 3 with {want}: {[re.findall(r'(?:task|spin|charge)=[^ ]*', l) for l in heads]}")
+    print("  pair task omat, fix task omol: 3 frames labelled with charge 0 and spin 1, trained")
 
 
 def write_density_pair(host_dir, lattice=(3.615, 2.9)):
@@ -343,4 +360,5 @@ def case_one_rank_fails(h, r):
 
 CASES = {"data_parallel": case_data_parallel, "frame_order": case_frame_order, "one_rank_fails": case_one_rank_fails, "on_the_fly": case_on_the_fly, "learning": case_learning,
          "restart": case_restart, "final_checkpoint": case_final_checkpoint,
+         "other_task": case_other_task,
          "errors": case_errors}
