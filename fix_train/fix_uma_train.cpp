@@ -12,6 +12,7 @@
 #include "force.h"
 #include "pair.h"
 #include "update.h"
+#include "platform.h"
 #include "utils.h"
 
 #include "data_parallel.h"
@@ -26,6 +27,7 @@
 #include "train/sampler.h"
 #include "train/trainer.h"
 #include "train/training_loop.h"
+#include "io/output_path.h"
 #include "io/training_data.h"
 #include "runtime/transfers.h"
 
@@ -39,6 +41,7 @@ FixUMATrain::FixUMATrain(LAMMPS *lmp, int narg, char **arg) : Fix(lmp, narg, arg
       set_.frames_file);
   gate_ = std::make_unique<LabelGate>(set_);
   report_ = std::make_unique<TrainReport>(lmp);
+  check_outputs();
 
   vector_flag = 1;
   size_vector = TrainReport::NSTATS;
@@ -57,6 +60,19 @@ FixUMATrain::FixUMATrain(LAMMPS *lmp, int narg, char **arg) : Fix(lmp, narg, arg
 
 FixUMATrain::~FixUMATrain() = default;
 
+void FixUMATrain::check_outputs() {
+  // A file the fix cannot write stops the input here, not at its first
+  // write after minutes or hours of training.  The state file is checked
+  // where named (its default lies beside the log).
+  std::vector<std::string> outputs{set_.checkpoint_file, set_.calibration_file, set_.frames_file};
+  if (set_.state_file != std::string(id) + ".uma-train.state") outputs.push_back(set_.state_file);
+  const std::string failure = LAMMPS_NS::on_rank_zero(world, [&] {
+    for (const auto &path : outputs)
+      if (!path.empty()) uma::check_output_path(path);
+  });
+  if (!failure.empty()) error->all(FLERR, "Fix uma/train: {}", failure);
+}
+
 int FixUMATrain::setmask() { return END_OF_STEP; }
 
 void FixUMATrain::init() {
@@ -69,6 +85,7 @@ void FixUMATrain::init() {
   if (atom->natoms > std::numeric_limits<int>::max() / 3)
     error->all(FLERR, "Fix uma/train: too many atoms");
   if (!trainer_) create_trainer();
+  if (restarted_) resume();
 }
 
 void FixUMATrain::create_trainer() {
@@ -81,6 +98,7 @@ void FixUMATrain::create_trainer() {
     frames_->set_system(setup.type_z, task, setup.charge, setup.spin);
   else
     frames_->set_system(setup.type_z, task, 0, static_cast<int>(uma::default_spin(task)));
+  check_frames_file();
   auto &o = set_.options;
   o.device = torch::Device(setup.device);
   connect_ranks(o, world);
@@ -99,6 +117,7 @@ void FixUMATrain::create_trainer() {
         if (comm->me == 0)
           utils::logmesg(lmp, "fix uma/train: {} {}frames from {}\n", samples.size(),
                          held ? "held-out " : "", file);
+        if (!held) report_too_large(samples, file);
       }
   } catch (const std::exception &e) {
     error->all(FLERR, "Fix uma/train: {}", e.what());
@@ -106,27 +125,35 @@ void FixUMATrain::create_trainer() {
   report_->log_setup(set_, setup.model_path, task);
 }
 
+void FixUMATrain::report_too_large(const std::vector<uma::Sample> &samples,
+                                   const std::string &from) {
+  // The sampler leaves out every frame larger than a batch.
+  const auto larger = std::count_if(samples.begin(), samples.end(), [&](const uma::Sample &s) {
+    return static_cast<long long>(s.atoms.numbers.size()) > set_.max_atoms;
+  });
+  if (larger > 0 && comm->me == 0)
+    error->warning(FLERR,
+                   "Fix uma/train: {} of {} frames from {} have more than max_atoms {} atoms and "
+                   "are left out of training; raise max_atoms to train on them",
+                   larger, samples.size(), from, set_.max_atoms);
+}
+
+void FixUMATrain::check_frames_file() {
+  // A new run writes write_frames' file from its first frame on; a restarted
+  // one appends to it.  A new run's file is no input of the fix's.
+  const auto &file = set_.frames_file;
+  if (file.empty() || restarted_) return;
+  for (const auto *files : {&set_.data_files, &set_.holdout_files})
+    if (std::find(files->begin(), files->end(), file) != files->end())
+      error->all(FLERR,
+                 "Fix uma/train: write_frames {} is also a data file: the first labelled frame "
+                 "would replace its frames; name another file (a restarted run appends to it)",
+                 file);
+  if (comm->me == 0 && platform::file_is_readable(file))
+    utils::logmesg(lmp, "fix uma/train: write_frames {} exists: this run replaces it\n", file);
+}
+
 void FixUMATrain::setup(int) {
-  if (restarted_) {
-    restarted_ = false;
-    try {
-      trainer_->load_state(set_.state_file);
-    } catch (const std::exception &e) {
-      error->all(FLERR, "Fix uma/train: cannot restart from the optimizer state: {}", e.what());
-    }
-    checkpointed_steps_ = trainer_->steps();  // the restarted weights are the checkpoint's
-    loop_->sampler().resume(
-        static_cast<int64_t>(resumed_.epoch), static_cast<int64_t>(resumed_.position),
-        resumed_.planned_samples > 0 ? static_cast<int64_t>(resumed_.planned_samples) : -1);
-    calls_ = static_cast<long long>(resumed_.calls);
-    frames_collected_ = static_cast<long long>(resumed_.frames);
-    gate_->labelled(static_cast<long long>(resumed_.last_label_step));
-    report_->set(TrainReport::REFERENCE_CALLS, static_cast<double>(frames_collected_));
-    push_weights();
-    if (comm->me == 0)
-      utils::logmesg(lmp, "fix uma/train: restarted after {} optimizer steps from {}\n",
-                     trainer_->steps(), set_.state_file);
-  }
   // What the end of a run compares with: nothing to write until a step is
   // taken (a minimize before the first run has no setup() and writes nothing).
   if (checkpointed_steps_ < 0) checkpointed_steps_ = trainer_->steps();
@@ -135,6 +162,38 @@ void FixUMATrain::setup(int) {
     auto s = frames_->running_frame();
     collect_frame(s);
   }
+}
+
+void FixUMATrain::resume() {
+  // In init(), before the run's first force evaluation: that evaluation and
+  // the thermo output at the restart step use the restarted weights.
+  restarted_ = false;
+  try {
+    trainer_->load_state(set_.state_file);
+  } catch (const std::exception &e) {
+    error->all(FLERR, "Fix uma/train: cannot restart from the optimizer state: {}", e.what());
+  }
+  // Every restart file shares the one state file, which the latest restart
+  // wrote: an older restart file does not match it.
+  const auto written = static_cast<long long>(resumed_.steps);
+  if (trainer_->steps() != written)
+    error->all(FLERR,
+               "Fix uma/train: the restart file was written after {} optimizer steps, but the "
+               "optimizer state in {} holds {} (a later restart overwrote it); restart from "
+               "the latest restart file, or give each restart its own state file (state FILE)",
+               written, set_.state_file, trainer_->steps());
+  checkpointed_steps_ = trainer_->steps();  // the restarted weights are the checkpoint's
+  loop_->sampler().resume(
+      static_cast<int64_t>(resumed_.epoch), static_cast<int64_t>(resumed_.position),
+      resumed_.planned_samples > 0 ? static_cast<int64_t>(resumed_.planned_samples) : -1);
+  calls_ = static_cast<long long>(resumed_.calls);
+  frames_collected_ = static_cast<long long>(resumed_.frames);
+  gate_->labelled(static_cast<long long>(resumed_.last_label_step));
+  report_->set(TrainReport::REFERENCE_CALLS, static_cast<double>(frames_collected_));
+  push_weights();
+  if (comm->me == 0)
+    utils::logmesg(lmp, "fix uma/train: restarted after {} optimizer steps from {}\n",
+                   trainer_->steps(), set_.state_file);
 }
 
 void FixUMATrain::end_of_step() {
@@ -180,8 +239,14 @@ void FixUMATrain::collect_frame(uma::Sample &s) {
   ++frames_collected_;
   gate_->labelled(update->ntimestep);
   report_->set(TrainReport::REFERENCE_CALLS, static_cast<double>(frames_collected_));
+  const bool held = set_.holdout_every > 0 && frames_collected_ % set_.holdout_every == 0;
+  if (!held && !warned_too_large_ &&
+      static_cast<long long>(s.atoms.numbers.size()) > set_.max_atoms) {
+    report_too_large({s}, fmt::format("the running system at step {}", update->ntimestep));
+    warned_too_large_ = true;  // once: the system keeps its size
+  }
   try {
-    loop_->add(s, set_.holdout_every > 0 && frames_collected_ % set_.holdout_every == 0);
+    loop_->add(s, held);
   } catch (const std::exception &e) {
     failure = e.what();
   }

@@ -63,10 +63,15 @@ class FixUMATrain : public Fix {
   std::unique_ptr<uma::train::TrainingLoop> loop_;
   long long calls_ = 0, frames_collected_ = 0;
   std::unique_ptr<TrainReport> report_;
-  bool restarted_ = false, calibration_written_ = false;
+  bool restarted_ = false, calibration_written_ = false, warned_too_large_ = false;
   TrainRestart resumed_;
 
+  void check_outputs();      // the files it writes can be written
   void create_trainer();
+  void check_frames_file();  // write_frames replaces no input
+  // warns of the frames larger than max_atoms (the sampler leaves them out)
+  void report_too_large(const std::vector<uma::Sample> &samples, const std::string &from);
+  void resume();             // the restarted optimizer state and weights
   void push_weights();
   bool gate_labels(
       const uma::Sample &s);  // estimates the uncertainty; whether the gate labels this frame

@@ -56,15 +56,13 @@ FixTrainSettings LAMMPS_NS::parse_fix_train(LAMMPS *lmp, const std::string &fix_
     if (i + n >= narg)
       utils::missing_cmd_args(FLERR, std::string("fix uma/train ") + what, lmp->error);
   };
-  auto number = [&](int i) { return utils::numeric(FLERR, arg[i], false, lmp); };
-  auto positive = [&](int i, const char *key) {
-    const double v = number(i);
-    if (!(v > 0)) lmp->error->all(FLERR, "Fix uma/train: {} must be > 0, got {}", key, arg[i]);
-    return v;
-  };
-  auto non_negative = [&](int i, const char *key) {
-    const double v = number(i);
-    if (!(v >= 0)) lmp->error->all(FLERR, "Fix uma/train: {} must be >= 0, got {}", key, arg[i]);
+  // Counts and intervals are integers (utils::inumeric refuses "0.5" or "1e10"
+  // beyond int's range); a count of 0 would divide by zero later.
+  auto at_least = [&](int i, const char *key, int least) {
+    const int v = utils::inumeric(FLERR, arg[i], false, lmp);
+    if (v < least)
+      lmp->error->all(FLERR, "Fix uma/train: {} must be an integer >= {}, got {}", key, least,
+                      arg[i]);
     return v;
   };
   bool committee_given = false;
@@ -127,21 +125,24 @@ FixTrainSettings LAMMPS_NS::parse_fix_train(LAMMPS *lmp, const std::string &fix_
       }
       if (key == "committee") committee_given = true;
     } else if (key == "check")
-      s.check_every = static_cast<int>(positive(i + 1, "check"));
+      s.check_every = at_least(i + 1, "check", 1);
     else if (key == "min_interval")
-      s.min_interval = static_cast<int>(non_negative(i + 1, "min_interval"));
+      s.min_interval = at_least(i + 1, "min_interval", 0);
     else if (key == "max_interval")
-      s.max_interval = static_cast<int>(non_negative(i + 1, "max_interval"));
+      s.max_interval = at_least(i + 1, "max_interval", 0);
     else if (key == "holdout_data")
       s.holdout_files.push_back(value);
     else if (key == "calibration")
       s.calibration_file = value;
     else if (key == "task")
       s.task = value;
-    else if (key == "max_atoms")
-      s.max_atoms = static_cast<long long>(positive(i + 1, "max_atoms"));
+    else if (key == "max_atoms") {
+      s.max_atoms = utils::bnumeric(FLERR, arg[i + 1], false, lmp);
+      if (s.max_atoms < 1)
+        lmp->error->all(FLERR, "Fix uma/train: max_atoms must be an integer >= 1, got {}", value);
+    }
     else if (key == "steps")
-      s.steps_per_call = static_cast<int>(positive(i + 1, "steps"));
+      s.steps_per_call = at_least(i + 1, "steps", 1);
     else if (key == "use") {
       if (value != "ema" && value != "raw")
         lmp->error->all(FLERR, "Fix uma/train: use must be 'ema' or 'raw', got '{}'", value);
@@ -151,7 +152,7 @@ FixTrainSettings LAMMPS_NS::parse_fix_train(LAMMPS *lmp, const std::string &fix_
     else if (key == "write_frames")
       s.frames_file = value;
     else if (key == "print")
-      s.print_every = static_cast<int>(positive(i + 1, "print"));
+      s.print_every = at_least(i + 1, "print", 1);
     else if (key == "state")
       s.state_file = value;
     else if (key == "holdout") {

@@ -388,6 +388,11 @@ void PairUMA::init_style() {
                "Pair style {} requires 'units metal' (the model works in eV and Angstrom), "
                "not units {}",
                style_name_, update->unit_style);
+  if (domain->dimension != 3)
+    error->all(FLERR,
+               "Pair style {} requires 'dimension 3': the model sees atoms in three "
+               "dimensions, and a 2d box's z length would change the energy",
+               style_name_);
   if (model_path_.empty())
     error->all(FLERR, "Pair style {}: pair_coeff * * MODEL ... is missing", style_name_);
   if (!engine_) create_engine();
@@ -440,6 +445,11 @@ void PairUMA::init_style() {
 double PairUMA::init_one(int, int) { return cutoff_; }
 
 PairUMA::Setup PairUMA::training_setup() {
+  if (domain->dimension != 3)
+    error->all(FLERR,
+               "Pair style {} requires 'dimension 3': the model sees atoms in three "
+               "dimensions, and a 2d box's z length would change the energy",
+               style_name_);
   if (model_path_.empty())
     error->all(FLERR, "Pair style {}: pair_coeff * * MODEL ... is missing", style_name_);
   if (!engine_) create_engine();

@@ -659,6 +659,11 @@ def convert(
     out_dir = os.path.dirname(os.path.abspath(output_path))
     if not os.path.isdir(out_dir):
         raise ConversionError(f"output directory does not exist: {out_dir}")
+    if os.path.isdir(output_path):
+        raise ConversionError(f"the output is a directory, not a file name: {output_path}")
+    if os.path.exists(output_path) and os.path.exists(input_path) and \
+            os.path.samefile(input_path, output_path):
+        raise ConversionError(f"the output would replace the checkpoint it converts: {output_path}")
     log(f"reading {input_path}")
     sha256 = sha256_of_file(input_path) if os.path.isfile(input_path) else None
     checkpoint = load_checkpoint(input_path)

@@ -1,4 +1,5 @@
 // uma train: multi-task training of a model file on labelled extended XYZ.
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -11,6 +12,7 @@
 #include "train/sampler.h"
 #include "train/trainer.h"
 #include "train/training_loop.h"
+#include "io/output_path.h"
 #include "io/training_data.h"
 
 namespace uma::tool {
@@ -40,6 +42,13 @@ int train(const TrainArgs& a) {
   for (const auto& [name, value] : a.options)
     if (!train::set_train_option(o, name, value))
       throw Error("internal: no training option '" + name + "'");
+  // The outputs are written after the training: a path that cannot be
+  // written stops the command before it.
+  check_output_path(a.out);
+  if (!a.raw_out.empty()) {
+    if (a.raw_out == a.out) throw Error("--raw-out names the same file as --out (" + a.out + ")");
+    check_output_path(a.raw_out);
+  }
   o.device = resolve_device(a.device);
   auto model = load_model(a.model);
   torch::manual_seed(o.seed);
@@ -56,6 +65,13 @@ int train(const TrainArgs& a) {
               a.model.c_str(), data.size(), a.data.c_str(), static_cast<long long>(a.steps),
               static_cast<long long>(a.max_atoms),
               train::train_option_value(o, "precision").c_str());
+  const auto larger = std::count_if(data.begin(), data.end(), [&](const Sample& s) {
+    return static_cast<int64_t>(s.atoms.numbers.size()) > a.max_atoms;
+  });
+  if (larger > 0)
+    std::printf("warning: %lld of %zu frames have more than --max-atoms %lld atoms and are left "
+                "out of training\n",
+                static_cast<long long>(larger), data.size(), static_cast<long long>(a.max_atoms));
   if (!held.empty()) print_errors("start", trainer.errors(held, false));
 
   auto start = std::chrono::steady_clock::now();

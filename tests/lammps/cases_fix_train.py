@@ -215,18 +215,49 @@ def case_learning(h, r):
 
 def case_restart(h, r):
     """write_restart mid-training, read_restart and the same fix: the weights after 6 steps equal an
-    uninterrupted run bit for bit."""
+    uninterrupted run bit for bit, and so does the MD: the restarted run's first force evaluation and
+    every thermo row after it equal those of a second `run 3` in the same process (the restarted
+    weights are in place before the setup's forces).  An older restart file than the state file's is
+    refused: the state file holds the latest restart's weights."""
     write_frames(h)
+    md = ("velocity all create 300 4242 loop geom\nfix nve all nve\nthermo 1\n"
+          "thermo_style custom step pe ke press\nthermo_modify format float %.15g\n")
     fix = "fix t all uma/train 1 data frames.extxyz max_atoms 64 lr 1e-3 print 1 state t.state checkpoint {out} {n}\n"
-    lammps(h, r, "in.whole", head() + fix.format(out="whole.safetensors", n=6) + "run 6\n")
-    lammps(h, r, "in.first", head() + fix.format(out="first.safetensors", n=3) + "run 3\nwrite_restart half.restart\n")
-    log = lammps(h, r, "in.second", f"plugin load {PLUGIN}\nread_restart half.restart\n"
-                 f"pair_style uma task omat\npair_coeff * * {MODEL} Cu\n" +
-                 fix.format(out="second.safetensors", n=6) + "run 3\n")
+    twice = lammps(h, r, "in.whole", head() + md + fix.format(out="whole.safetensors", n=6) + "run 3\nrun 3\n")
+    lammps(h, r, "in.first", head() + md + fix.format(out="first.safetensors", n=3) + "run 3\nwrite_restart half.restart\n")
+    again = (f"plugin load {PLUGIN}\nread_restart {{restart}}\npair_style uma task omat\npair_coeff * * {MODEL} Cu\n"
+             "fix nve all nve\nthermo 1\nthermo_style custom step pe ke press\nthermo_modify format float %.15g\n")
+    log = lammps(h, r, "in.second", again.format(restart="half.restart") + fix.format(out="second.safetensors", n=6) +
+                 "run 3\n")
     check("restarted after 3 optimizer steps" in log, "the fix did not say it restarted")
     a, b = weights(h, "whole.safetensors"), weights(h, "second.safetensors")
     check(np.array_equal(a, b), f"restarted weights differ from the uninterrupted run by {np.abs(a - b).max():.2e}")
-    print("  6 steps straight = 3 steps, write_restart, read_restart, 3 steps (bit-identical weights)")
+    want, got = last_run_rows(twice), last_run_rows(log)
+    check(len(got) == 4, f"expected thermo rows at steps 3-6 after the restart, got {got}")
+    check(got == want, "the restarted MD differs from a second run in one process:\n"
+          + "\n".join(f"  {x}\n  {y}" for x, y in zip(want, got) if x != y))
+    print(f"  6 steps straight = 3 steps, write_restart, read_restart, 3 steps (bit-identical weights; "
+          f"thermo at steps {int(got[0]['Step'])}-{int(got[-1]['Step'])} identical to a second run)")
+    lammps(h, r, "in.later", again.format(restart="half.restart") + fix.format(out="later.safetensors", n=6) +
+           "run 1\nwrite_restart later.restart\n")
+    out = lammps(h, r, "in.stale", again.format(restart="half.restart") + fix.format(out="stale.safetensors", n=6) +
+                 "run 1\n", fail=True)
+    msg = "the restart file was written after 3 optimizer steps, but the optimizer state in t.state holds 4"
+    check(msg in out, f"expected the older restart file to be refused with \"{msg}\"; got:\n{out[-1500:]}")
+    print(f"  an older restart file than the state file's: refused (\"{msg}\")")
+
+
+def last_run_rows(log):
+    """The last run's thermo rows between its header and 'Loop time', past the fix's own log lines."""
+    lines = log.splitlines()
+    head = max(i for i, l in enumerate(lines) if l.split()[:1] == ["Step"])
+    cols, rows = lines[head].split(), []
+    for l in lines[head + 1:]:
+        if l.startswith("Loop time"):
+            break
+        if len(l.split()) == len(cols) and re.match(r"^\s*\d", l):
+            rows.append(dict(zip(cols, map(float, l.split()))))
+    return rows
 
 
 def case_final_checkpoint(h, r):
@@ -314,8 +345,27 @@ def case_errors(h, r):
          "the reference pair style failed"),
         ("no_reference", head() + "fix t all uma/train 1 label 5\nrun 1\n", "needs a reference pair style"),
         ("nothing", head() + "fix t all uma/train 1 lr 1e-3\nrun 1\n", "nothing to train on"),
-        ("checkpoint_path", head() + "fix t all uma/train 1 data frames.extxyz checkpoint /no/such/dir/m.safetensors 1\n"
-         "run 1\n", "cannot write checkpoint"),
+        # output files that cannot be written: refused before any step (a checkpoint every 1000 steps
+        # or a state file written with restarts would otherwise fail after the work)
+        ("checkpoint_path", head() + "fix t all uma/train 1 data frames.extxyz checkpoint /no/such/dir/m.safetensors "
+         "1000\nrun 1\n", "cannot write '/no/such/dir/m.safetensors': there is no folder '/no/such/dir'"),
+        ("state_path", head() + "fix t all uma/train 1 data frames.extxyz state /no/such/dir/t.state\nrun 1\n",
+         "cannot write '/no/such/dir/t.state'"),
+        ("calibration_path", head() + "fix t all uma/train 1 data frames.extxyz committee 2 calibration /no/c.txt\n"
+         "run 1\n", "cannot write '/no/c.txt'"),
+        ("frames_path", head() + "fix t all uma/train 1 data frames.extxyz write_frames . label 5 "
+         "reference eam coeff 1 1 Cu_u3.eam\nrun 1\n", "cannot write '.': it is a folder"),
+        ("frames_are_data", head() + "fix t all uma/train 1 data frames.extxyz write_frames frames.extxyz label 5 "
+         "reference eam coeff 1 1 Cu_u3.eam\nrun 1\n", "write_frames frames.extxyz is also a data file"),
+        # counts and intervals are integers >= 1 (a fraction became 0 and divided by it)
+        ("print_fraction", head() + "fix t all uma/train 1 data frames.extxyz print 0.5\nrun 1\n",
+         "Expected integer parameter instead of '0.5'"),
+        ("check_zero", head() + "fix t all uma/train 1 label auto 0.05 check 0 reference eam coeff 1 1 Cu_u3.eam\n"
+         "run 1\n", "check must be an integer >= 1, got 0"),
+        ("steps_huge", head() + "fix t all uma/train 1 data frames.extxyz steps 1e10\nrun 1\n",
+         "Expected integer parameter instead of '1e10'"),
+        ("max_atoms_zero", head() + "fix t all uma/train 1 data frames.extxyz max_atoms 0\nrun 1\n",
+         "max_atoms must be an integer >= 1, got 0"),
         ("bad_forces", head() + "fix t all uma/train 1 data bad_forces.extxyz\nrun 1\n",
          "column 'forces' must have 3 components"),
         ("bad_task", head() + "fix t all uma/train 1 data bad_task.extxyz\nrun 1\n", "unknown task 'spice'"),
@@ -331,6 +381,9 @@ def case_errors(h, r):
          "Fix uma/train: recompute must be an integer >= 0, got '-5'"),
         ("max_atoms", head() + "fix t all uma/train 1 data frames.extxyz max_atoms 10\nrun 1\n",
          "no frame has at most max_atoms 10 atoms"),
+        # frames larger than a batch are left out of training, and the log says so when they are read
+        ("max_atoms_warning", head() + "fix t all uma/train 1 data frames.extxyz max_atoms 10\nrun 1\n",
+         "2 of 2 frames from frames.extxyz have more than max_atoms 10 atoms and are left out of training"),
     ]
     for name, text, msg in cases:
         out = lammps(h, r, "in." + name, text, env=POTENTIALS, fail=True)

@@ -206,6 +206,11 @@ def case_errors(h, r):
                   "was built for KOKKOS views in the 'default' layout, and this LAMMPS's KOKKOS uses another"))
     cases.append(("units", PRE.replace("units metal", "units real").format(plugin=PLUGIN) + box +
                   f"pair_style uma task omat\npair_coeff * * {MODEL} Cu\nrun 0\n", "requires 'units metal'"))
+    # a 2d box's z length would enter the model's 3d neighbour graph and change the energy
+    cases.append(("dimension2", PRE.format(plugin=PLUGIN) + "dimension 2\nboundary p p p\n"
+                  "region box block 0 10 0 10 -0.5 0.5\ncreate_box 1 box\ncreate_atoms 1 single 1 1 0 units box\n"
+                  f"create_atoms 1 single 3.5 1 0 units box\nmass * 63.546\npair_style uma task omat\n"
+                  f"pair_coeff * * {MODEL} Cu\nrun 0\n", "requires 'dimension 3'"))
     for name, text, msg in cases:
         out = lammps(h, r, "in." + name, text, fail=True)
         check(msg in out, f"{name}: expected the error to say \"{msg}\"; got:\n{out[-1500:]}")

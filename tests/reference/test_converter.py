@@ -54,6 +54,14 @@ def main() -> int:
         checkpoint = make_fixtures.build_checkpoint("s1p1", make_fixtures.MODEL_SPECS["s1p1"], 5, good)
         expect_error([good, os.path.join(tmp, "no", "such", "dir", "m.safetensors")],
                      "output directory does not exist: " + os.path.join(tmp, "no", "such", "dir"))
+        # neither a folder as the output nor the input itself: the checkpoint stays as it was
+        folder = os.path.join(tmp, "folder")
+        os.mkdir(folder)
+        expect_error([good, folder], "the output is a directory")
+        before = open(good, "rb").read()
+        expect_error([good, good], "would replace the checkpoint it converts")
+        if open(good, "rb").read() != before:
+            failures.append("converting a checkpoint onto itself changed it")
 
         s2 = os.path.join(tmp, "s2.pt")
         bad = copy.copy(checkpoint)

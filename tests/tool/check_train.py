@@ -117,6 +117,16 @@ def check_bad_out(uma, model, data, folder):
     check(p.returncode == 1 and f"uma: error: cannot write '{missing}'" in p.stderr,
           f"--out in a missing folder: rc {p.returncode}, stderr {p.stderr!r}")
     check(not os.path.exists(os.path.dirname(missing)), "--out in a missing folder: the folder was created")
+    # refused before the data are read and the training runs, not after it
+    check("training " not in p.stdout, f"--out in a missing folder: refused only after training: {p.stdout[-300:]!r}")
+    same = os.path.join(folder, "same.safetensors")
+    p = run(uma, "train", model, data, "--out", same, "--raw-out", same, "--steps", "1", "--max-atoms", "32")
+    check(p.returncode == 1 and "--raw-out names the same file as --out" in p.stderr and not os.path.exists(same),
+          f"--raw-out equal to --out: rc {p.returncode}, stderr {p.stderr!r}")
+    # frames larger than a batch are left out, and the command says so
+    p = run(uma, "train", model, data, "--out", same, "--steps", "1", "--max-atoms", "1")
+    check(re.search(r"^warning: (\d+) of \1 frames have more than --max-atoms 1 atoms", p.stdout, re.M),
+          f"--max-atoms 1: no warning of the frames left out: {p.stdout[-300:]!r}")
     existing = os.path.join(folder, "a_folder")
     os.mkdir(existing)
     p = run(uma, "train", model, data, "--out", existing, "--steps", "1", "--max-atoms", "32")
