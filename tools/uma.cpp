@@ -100,6 +100,11 @@ int cmd_eval(const EvalArgs& a) {
         a.spin ? *a.spin
                : (f.info.count("spin") ? uma::parse_integer(f.info.at("spin"), where + "'spin'")
                                        : uma::default_spin(atoms.task));
+    try {
+      uma::validate_given_charge_spin(atoms.task, atoms.charge, atoms.spin);
+    } catch (const uma::Error& e) {
+      throw uma::Error(a.structure + ", frame " + std::to_string(i) + ": " + e.what());
+    }
     uma::Request what = uma::Request::all();
     what.atom_virial = a.json;
     auto r = uma::evaluate_on_host(engine, {atoms}, what);

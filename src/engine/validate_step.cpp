@@ -94,6 +94,13 @@ void validate_charge_spin(const std::string& task, int64_t charge, int64_t spin)
                 "got 0");
 }
 
+void validate_given_charge_spin(const std::string& task, int64_t charge, int64_t spin) {
+  validate_charge_spin(task, charge, spin);
+  if (!takes_charge_spin(task) && (charge != 0 || spin != default_spin(task)))
+    throw Error("task '" + task + "' takes no charge or spin input (only omol reads them), got charge " +
+                std::to_string(charge) + " and spin " + std::to_string(spin));
+}
+
 int64_t atom_count(const Atoms& a) {
   return a.on_device.defined() ? a.on_device.numbers.size(0)
                                : static_cast<int64_t>(a.numbers.size());

@@ -48,6 +48,11 @@ std::vector<Sample> read_training_data(const std::string& path, const std::strin
     s.atoms.charge = info("charge") ? integer(*info("charge"), where, "charge") : 0;
     s.atoms.spin =
         info("spin") ? integer(*info("spin"), where, "spin") : default_spin(s.atoms.task);
+    try {
+      validate_given_charge_spin(s.atoms.task, s.atoms.charge, s.atoms.spin);
+    } catch (const Error& e) {
+      throw Error(where + ": " + e.what());
+    }
 
     if (const auto* e = info("energy")) {
       const auto v = numbers(*e, where, "energy");
