@@ -104,7 +104,17 @@ void FixUMATrain::create_trainer() {
   connect_ranks(o, world);
   try {
     torch::manual_seed(o.seed);
-    trainer_ = std::make_unique<uma::train::Trainer>(uma::load_model(setup.model_path), o);
+    // The weights the pair style evaluates: the file's, or those an earlier
+    // fix trained (no jump back to the file's at this fix's first step).
+    auto model = uma::load_model(setup.model_path);
+    const bool continued =
+        pair_->read_trained_weights([&](const uma::UmaModel &now) { uma::copy_weights(now, model); });
+    if (continued && comm->me == 0)
+      utils::logmesg(lmp,
+                     "fix uma/train: starts from the weights the pair style evaluates, trained "
+                     "by an earlier fix (not {}'s)\n",
+                     setup.model_path);
+    trainer_ = std::make_unique<uma::train::Trainer>(model, o);
     if (set_.max_atoms == 0) set_.max_atoms = std::max<long long>(atom->natoms, 1);
     loop_ = std::make_unique<uma::train::TrainingLoop>(
         *trainer_,

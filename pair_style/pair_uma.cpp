@@ -189,7 +189,10 @@ void PairUMA::settings(int narg, char** arg) {
     }
     iarg += 2;
   }
-  engine_.reset();  // rebuilt with the new settings at the next init
+  // Rebuilt with the new settings at the next init, from the weights a fix
+  // uma/train trained where there are any (not from the model file again).
+  if (engine_ && trained_) kept_model_ = std::make_shared<uma::UmaModel>(engine_->model());
+  engine_.reset();
 }
 
 /* pair_coeff * * MODEL ELEM|NULL ... (one entry per atom type) */
@@ -237,6 +240,13 @@ void PairUMA::coeff(int narg, char** arg) {
   layers_ = bb.num_layers;
   feature_width_ = (bb.lmax + 1) * (bb.lmax + 1) * bb.sphere_channels;
   coeff_model_ = std::make_shared<uma::UmaModel>(model);  // the engine takes it: read once
+  if (trained_ && comm->me == 0)
+    error->warning(FLERR,
+                   "Pair coeff for {}: reads {} again: the weights fix uma/train trained are "
+                   "replaced by the file's (its checkpoint keyword writes them)",
+                   style_name_, model_path_);
+  trained_ = false;
+  kept_model_.reset();
 }
 
 std::string PairUMA::device_name() {
@@ -263,6 +273,13 @@ std::string PairUMA::device_name() {
 void PairUMA::create_engine() {
   uma::UmaModel model = coeff_model_ ? *coeff_model_ : uma::UmaModel{nullptr};
   coeff_model_.reset();
+  if (!model && kept_model_) {
+    model = *kept_model_;
+    if (comm->me == 0)
+      utils::logmesg(lmp, "pair {}: new settings keep the weights fix uma/train trained (not {}'s)\n",
+                     style_name_, model_path_);
+  }
+  kept_model_.reset();
   try {
     if (!model) model = uma::load_model(model_path_);  // an engine made again (new settings)
   } catch (const std::exception& e) {
@@ -445,11 +462,6 @@ void PairUMA::init_style() {
 double PairUMA::init_one(int, int) { return cutoff_; }
 
 PairUMA::Setup PairUMA::training_setup() {
-  if (domain->dimension != 3)
-    error->all(FLERR,
-               "Pair style {} requires 'dimension 3': the model sees atoms in three "
-               "dimensions, and a 2d box's z length would change the energy",
-               style_name_);
   if (model_path_.empty())
     error->all(FLERR, "Pair style {}: pair_coeff * * MODEL ... is missing", style_name_);
   if (!engine_) create_engine();
@@ -459,7 +471,14 @@ PairUMA::Setup PairUMA::training_setup() {
 void PairUMA::set_weights(const std::function<void(uma::UmaModel&)>& copy) {
   if (!engine_) create_engine();
   engine_->update_weights(copy);
-  weights_updated_ = true;
+  weights_updated_ = trained_ = true;
+}
+
+bool PairUMA::read_trained_weights(const std::function<void(const uma::UmaModel&)>& read) {
+  if (!trained_) return false;
+  if (!engine_) create_engine();
+  read(engine_->model());
+  return true;
 }
 
 void PairUMA::compute(int eflag, int vflag) {

@@ -50,6 +50,7 @@ class PairUMA : public Pair, public UMAModelHandle {
   // UMAModelHandle, for fix uma/train (both create the engine first).
   Setup training_setup() override;
   void set_weights(const std::function<void(uma::UmaModel &)> &copy) override;
+  bool read_trained_weights(const std::function<void(const uma::UmaModel &)> &read) override;
 
   int pack_forward_comm(int, int *, double *, int, int *) override;
   void unpack_forward_comm(int, int, double *) override;
@@ -85,6 +86,9 @@ class PairUMA : public Pair, public UMAModelHandle {
   long long merges_logged_ = 0;
   int remerges_logged_ = 0;       // re-merge lines logged so far (the first few are)
   bool weights_updated_ = false;  // the next merge follows new weights, not a new composition
+  // Weights a fix set since pair_coeff read the file; kept across new settings.
+  bool trained_ = false;
+  std::shared_ptr<uma::UmaModel> kept_model_;  // trained weights, until the new engine takes them
   double user_cutghost_ =
       -1.0;  // comm->cutghostuser before this style raised it (-1: never raised)
 

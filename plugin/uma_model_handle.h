@@ -27,6 +27,9 @@ class UMAModelHandle {
   // Lets `copy` overwrite the evaluated weights; the experts are merged again
   // at the next step.
   virtual void set_weights(const std::function<void(uma::UmaModel &)> &copy) = 0;
+  // Lets `read` see the evaluated weights where a fix has set them since
+  // pair_coeff read the model file; false (and no call) where it has not.
+  virtual bool read_trained_weights(const std::function<void(const uma::UmaModel &)> &read) = 0;
 
  protected:
   // Not deleted through this interface: the pair style's owner is LAMMPS.

@@ -104,6 +104,20 @@ UmaModel load_model(const std::string& path) {
   return model;
 }
 
+void copy_weights(const UmaModel& from, UmaModel& to) {
+  const auto source = from->named_parameters(true);
+  auto target = to->named_parameters(true);
+  if (source.size() != target.size())
+    throw Error("copy_weights: the models have different architectures");
+  torch::NoGradGuard no_grad;
+  for (auto& p : target) {
+    const torch::Tensor* value = source.find(p.key());
+    if (!value || !value->sizes().equals(p.value().sizes()))
+      throw Error("copy_weights: the models differ in '" + p.key() + "'");
+    p.value().copy_(*value);  // converts the precision and the device
+  }
+}
+
 void save_model(const UmaModel& model, const std::string& path) {
   TensorFile file;
   for (const auto& p : model->named_parameters(true))

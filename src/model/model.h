@@ -57,4 +57,8 @@ UmaModel load_model(const std::string& path);
 // precision the weights are held in (float32, or float64 after fp64 training).
 void save_model(const UmaModel& model, const std::string& path);
 
+// Overwrites `to`'s weights with `from`'s (same architecture), in `to`'s
+// precision and on its device; throws uma::Error where the two differ.
+void copy_weights(const UmaModel& from, UmaModel& to);
+
 }  // namespace uma

@@ -247,17 +247,52 @@ def case_restart(h, r):
     print(f"  an older restart file than the state file's: refused (\"{msg}\")")
 
 
+def case_keep_trained(h, r):
+    """The weights a fix trained stay in use: a pair_style issued again (fp64 now) keeps them, and a new
+    fix after unfix starts from them, not from the model file (its checkpoint after one step of lr 1e-30
+    equals the first fix's, which a start from the file's weights cannot give); pair_coeff issued again
+    reads the file's weights, with a warning."""
+    write_frames(h)
+    pe = "thermo_style custom step pe\nthermo_modify format float %.15g\n"
+    log = lammps(h, r, "in.keep", head() + pe +
+                 "fix t all uma/train 1 data frames.extxyz max_atoms 64 lr 1e-3 ema 0 print 1 "
+                 "checkpoint first.safetensors 3\nrun 3\nunfix t\nrun 0\n"
+                 "pair_style uma task omat precision fp64\nrun 0\n"
+                 "fix u all uma/train 1 data frames.extxyz max_atoms 64 lr 1e-30 ema 0 print 1 "
+                 "checkpoint second.safetensors 1\nrun 1\nunfix u\n"
+                 f"pair_coeff * * {MODEL} Cu\nrun 0\n")
+    runs = run_rows(log)   # run 3, run 0 after unfix, run 0 in fp64, run 1 of the new fix, run 0 after pair_coeff
+    check(len(runs) == 5, f"expected 5 runs' thermo output, got {len(runs)}")
+    start, trained, kept, reread = (runs[k][0]["PotEng"] for k in (0, 1, 2, 4))
+    check(abs(kept - trained) <= 1e-4 * abs(trained), f"pair_style again: energy {kept} against the trained {trained}")
+    check(abs(trained - start) > 1e-3, f"the trained energy {trained} equals the start's {start}: nothing to tell")
+    a, b = weights(h, "first.safetensors"), weights(h, "second.safetensors")
+    check(np.array_equal(a, b), f"the new fix did not start from the trained weights: {np.abs(a - b).max():.2e} apart")
+    check("new settings keep the weights fix uma/train trained" in log, "the pair style did not say it kept them")
+    check("starts from the weights the pair style evaluates" in log, "the new fix did not say where it starts")
+    check("reads" in log and "again: the weights fix uma/train trained are replaced" in log,
+          "pair_coeff again: no warning that the trained weights are replaced")
+    check(abs(reread - start) <= 1e-4 * abs(start), f"pair_coeff again: energy {reread}, the file's {start}")
+    print(f"  energy: file {start:.6f}, trained {trained:.6f}, fp64 pair_style again {kept:.6f}, "
+          f"pair_coeff again {reread:.6f}; the new fix starts from the trained weights (checkpoints equal)")
+
+
+def run_rows(log):
+    """Each run's thermo rows, between its header and 'Loop time', past the fix's own log lines."""
+    lines, runs = log.splitlines(), []
+    for head in [i for i, l in enumerate(lines) if l.split()[:1] == ["Step"]]:
+        cols, rows = lines[head].split(), []
+        for l in lines[head + 1:]:
+            if l.startswith("Loop time"):
+                break
+            if len(l.split()) == len(cols) and re.match(r"^\s*\d", l):
+                rows.append(dict(zip(cols, map(float, l.split()))))
+        runs.append(rows)
+    return runs
+
+
 def last_run_rows(log):
-    """The last run's thermo rows between its header and 'Loop time', past the fix's own log lines."""
-    lines = log.splitlines()
-    head = max(i for i, l in enumerate(lines) if l.split()[:1] == ["Step"])
-    cols, rows = lines[head].split(), []
-    for l in lines[head + 1:]:
-        if l.startswith("Loop time"):
-            break
-        if len(l.split()) == len(cols) and re.match(r"^\s*\d", l):
-            rows.append(dict(zip(cols, map(float, l.split()))))
-    return rows
+    return run_rows(log)[-1]
 
 
 def case_final_checkpoint(h, r):
@@ -412,6 +447,6 @@ def case_one_rank_fails(h, r):
 
 
 CASES = {"data_parallel": case_data_parallel, "frame_order": case_frame_order, "one_rank_fails": case_one_rank_fails, "on_the_fly": case_on_the_fly, "learning": case_learning,
-         "restart": case_restart, "final_checkpoint": case_final_checkpoint,
+         "restart": case_restart, "final_checkpoint": case_final_checkpoint, "keep_trained": case_keep_trained,
          "other_task": case_other_task,
          "errors": case_errors}
