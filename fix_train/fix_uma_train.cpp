@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <limits>
 #include <numeric>
 
@@ -107,6 +108,14 @@ void FixUMATrain::create_trainer() {
     // The weights the pair style evaluates: the file's, or those an earlier
     // fix trained (no jump back to the file's at this fix's first step).
     auto model = uma::load_model(setup.model_path);
+    if (!model->has_dataset(task))
+      throw uma::Error("unknown task '" + task + "'; the model has: " + model->config().dataset_list());
+    std::error_code same_error;
+    if (!set_.checkpoint_file.empty() &&
+        std::filesystem::equivalent(set_.checkpoint_file, setup.model_path, same_error))
+      throw uma::Error("checkpoint " + set_.checkpoint_file +
+                       " is the model file pair_coeff read: its weights would be overwritten; "
+                       "name another file");
     const bool continued =
         pair_->read_trained_weights([&](const uma::UmaModel &now) { uma::copy_weights(now, model); });
     if (continued && comm->me == 0)
@@ -123,6 +132,7 @@ void FixUMATrain::create_trainer() {
       for (const auto &file : *files) {
         const bool held = files == &set_.holdout_files;
         auto samples = frames_->read(file);
+        uma::require_labels(samples, file);
         for (const auto &s : samples) loop_->add(s, held);
         if (comm->me == 0)
           utils::logmesg(lmp, "fix uma/train: {} {}frames from {}\n", samples.size(),

@@ -57,6 +57,11 @@ TEST_F(BadModelFile, Missing) {
   expect_error([] { load_model("/nonexistent/model.safetensors"); }, "cannot open");
 }
 
+TEST_F(BadModelFile, Folder) {
+  const auto folder = fs::path(good_).parent_path().string();
+  expect_error([&] { load_model(folder); }, "'" + folder + "' is a folder, not a model file");
+}
+
 TEST_F(BadModelFile, Truncated) {
   const auto size = fs::file_size(good_);
   for (uintmax_t keep : {uintmax_t{4}, uintmax_t{100}, size / 2, size - 1}) {
@@ -320,6 +325,10 @@ TEST(BadStructureFile, ExtxyzErrors) {
   expect_error([&] { read_extxyz(path); }, "ends inside");  // ends inside the frame
   std::ofstream(path) << "1\nProperties=species:S:1:pos:R:3\nQq 0 0 0\n";
   expect_error([&] { read_extxyz(path); }, "unknown element 'Qq'");
+  // an atom count above the frame's atoms: the next frame's count line read as an atom
+  std::ofstream(path) << "2\nProperties=species:S:1:pos:R:3\nCu 0 0 0\n1\nx\nCu 0 0 0\n";
+  expect_error([&] { read_extxyz(path); },
+               "unknown element '1' (a frame's atom count? the frame at " + path + ":1 says 2 atoms)");
   std::ofstream(path) << "1\nProperties=species:S:1:pos:R:3\nCu 0 zero 0\n";
   expect_error([&] { read_extxyz(path); }, "not a number");
   const std::vector<std::pair<std::string, std::string>> cases{

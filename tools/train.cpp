@@ -58,6 +58,7 @@ int train(const TrainArgs& a) {
   train::TrainingLoop loop(trainer, train::MaxAtomsSampler(a.max_atoms, o.seed, 1, 0, a.shuffle));
   auto data = read_training_data(a.data, a.task);
   if (data.empty()) throw Error(a.data + " holds no frames");
+  require_labels(data, a.data);
   add_all(loop, data, false);
   if (!a.validate.empty()) add_all(loop, read_training_data(a.validate, a.task), true);
   const auto& held = loop.held_out();
@@ -122,6 +123,7 @@ int test(const TestArgs& a) {
   train::Trainer trainer(load_model(a.model), o);
   auto data = read_training_data(a.data, a.task);
   if (data.empty()) throw Error(a.data + " holds no frames");
+  require_labels(data, a.data);
   const auto ids = add_all(trainer, data);
   std::printf("%s on %zu frames of %s\n", a.model.c_str(), data.size(), a.data.c_str());
   print_errors("errors", trainer.errors(ids, false));

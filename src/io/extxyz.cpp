@@ -168,7 +168,13 @@ std::vector<Frame> read_extxyz(std::istream& in, const std::string& path) {
           if (!(row >> tok)) throw Error(wa + ": too few columns");
           if (col.name == "species") {
             const int z = atomic_number(tok);
-            if (z == 0) throw Error(wa + ": unknown element '" + tok + "'");
+            if (z == 0) {
+              const bool count_like = tok.find_first_not_of("0123456789") == std::string::npos;
+              throw Error(wa + ": unknown element '" + tok + "'" +
+                          (count_like ? " (a frame's atom count? the frame at " + where0 +
+                                            " says " + std::to_string(natoms) + " atoms)"
+                                      : ""));
+            }
             f.numbers.push_back(z);
           } else if (col.name == "Z") {
             const int64_t z = parse_integer(tok, wa + ": atomic number");

@@ -1,5 +1,6 @@
 #include "io/training_data.h"
 
+#include <algorithm>
 #include <cmath>
 #include <sstream>
 
@@ -29,6 +30,12 @@ Atoms frame_atoms(const Frame& f) {
   a.cell = f.cell;
   a.pbc = f.pbc;
   return a;
+}
+
+void require_labels(const std::vector<Sample>& samples, const std::string& path) {
+  if (std::none_of(samples.begin(), samples.end(), [](const Sample& s) { return s.labels.any(); }))
+    throw Error(path + ": no frame carries a label (energy, forces or stress) to train on or test "
+                       "against");
 }
 
 std::vector<Sample> read_training_data(const std::string& path, const std::string& default_task) {

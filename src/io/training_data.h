@@ -16,6 +16,7 @@
 namespace uma {
 
 struct Labels {
+  bool any() const { return has_energy || has_forces || has_stress; }
   bool has_energy = false, has_forces = false, has_stress = false;
   double energy = 0.0;             // eV
   std::vector<double> forces;      // [N * 3] eV/A (empty without forces)
@@ -36,6 +37,10 @@ Atoms frame_atoms(const Frame& f);
 
 std::vector<Sample> read_training_data(const std::string& path,
                                        const std::string& default_task = "");
+
+// Throws uma::Error when no sample of `path` carries a label (energy, forces
+// or stress): a file that can neither train nor be scored.
+void require_labels(const std::vector<Sample>& samples, const std::string& path);
 
 // Writes samples as extended XYZ that read_training_data reads back (stress
 // as 9 numbers); appends when `append`.  Throws uma::Error when the path

@@ -367,6 +367,8 @@ def case_errors(h, r):
     with open(os.path.join(h, "bad_forces.extxyz"), "w") as f:
         f.write('2\nLattice="5 0 0 0 5 0 0 0 5" Properties=species:S:1:pos:R:3:forces:R:2 energy=1 task=omat\n'
                 "Cu 0 0 0 1 2\nCu 1.8 1.8 0 1 2\n")
+    with open(os.path.join(h, "no_labels.extxyz"), "w") as f:
+        f.write('2\nLattice="5 0 0 0 5 0 0 0 5" Properties=species:S:1:pos:R:3 task=omat\nCu 0 0 0\nCu 1.8 1.8 0\n')
     with open(os.path.join(h, "bad_task.extxyz"), "w") as f:
         f.write('2\nLattice="5 0 0 0 5 0 0 0 5" Properties=species:S:1:pos:R:3 energy=1 task=spice\n'
                 "Cu 0 0 0\nCu 1.8 1.8 0\n")
@@ -404,6 +406,12 @@ def case_errors(h, r):
         ("bad_forces", head() + "fix t all uma/train 1 data bad_forces.extxyz\nrun 1\n",
          "column 'forces' must have 3 components"),
         ("bad_task", head() + "fix t all uma/train 1 data bad_task.extxyz\nrun 1\n", "unknown task 'spice'"),
+        ("fix_task", head() + "fix t all uma/train 1 data frames.extxyz task omatt\nrun 1\n",
+         "unknown task 'omatt'; the model has: "),
+        ("no_labels", head() + "fix t all uma/train 1 data no_labels.extxyz\nrun 1\n",
+         "no_labels.extxyz: no frame carries a label (energy, forces or stress)"),
+        ("checkpoint_is_model", head() + f"fix t all uma/train 1 data frames.extxyz checkpoint {MODEL} 10\nrun 1\n",
+         "is the model file pair_coeff read: its weights would be overwritten"),
         ("keyword", head() + "fix t all uma/train 1 data frames.extxyz learning_rate 3\nrun 1\n",
          "unknown keyword 'learning_rate'"),
         ("ema_use", head() + "fix t all uma/train 1 data frames.extxyz ema 0 use ema\nrun 1\n", "needs an ema decay"),
