@@ -35,6 +35,16 @@
 using namespace LAMMPS_NS;
 using namespace FixConst;
 
+namespace {
+
+// Whether two paths name the same file (both existing), however spelled.
+bool same_file(const std::string &a, const std::string &b) {
+  std::error_code ec;
+  return !a.empty() && !b.empty() && std::filesystem::equivalent(a, b, ec);
+}
+
+}  // namespace
+
 FixUMATrain::FixUMATrain(LAMMPS *lmp, int narg, char **arg) : Fix(lmp, narg, arg) {
   set_ = parse_fix_train(lmp, id, narg, arg);
   frames_ = std::make_unique<FrameSource>(
@@ -63,15 +73,12 @@ FixUMATrain::~FixUMATrain() = default;
 
 void FixUMATrain::check_outputs() {
   // A file the fix cannot write stops the input here, not at its first
-  // write after minutes or hours of training.  The state file is checked
-  // where named (its default lies beside the log).
-  std::vector<std::string> outputs{set_.checkpoint_file, set_.calibration_file, set_.frames_file};
-  if (set_.state_file != std::string(id) + ".uma-train.state") outputs.push_back(set_.state_file);
-  const std::string failure = LAMMPS_NS::on_rank_zero(world, [&] {
-    for (const auto &path : outputs)
-      if (!path.empty()) uma::check_output_path(path);
+  // write after minutes or hours of training.  (A named state file is
+  // checked in init(), where a restart, which only reads it, is known.)
+  on_rank_zero("an output file", [&] {
+    for (const auto *path : {&set_.checkpoint_file, &set_.calibration_file, &set_.frames_file})
+      if (!path->empty()) uma::check_output_path(*path);
   });
-  if (!failure.empty()) error->all(FLERR, "Fix uma/train: {}", failure);
 }
 
 int FixUMATrain::setmask() { return END_OF_STEP; }
@@ -85,8 +92,12 @@ void FixUMATrain::init() {
   if (!atom->tag_enable) error->all(FLERR, "Fix uma/train requires atom IDs");
   if (atom->natoms > std::numeric_limits<int>::max() / 3)
     error->all(FLERR, "Fix uma/train: too many atoms");
-  if (!trainer_) create_trainer();
-  if (restarted_) resume();
+  const bool created = !trainer_;
+  if (created) create_trainer();
+  if (restarted_)
+    resume();
+  else if (!created)
+    push_weights();  // the pair style evaluates this fix's weights, also after a new pair_coeff or style
 }
 
 void FixUMATrain::create_trainer() {
@@ -110,12 +121,6 @@ void FixUMATrain::create_trainer() {
     auto model = uma::load_model(setup.model_path);
     if (!model->has_dataset(task))
       throw uma::Error("unknown task '" + task + "'; the model has: " + model->config().dataset_list());
-    std::error_code same_error;
-    if (!set_.checkpoint_file.empty() &&
-        std::filesystem::equivalent(set_.checkpoint_file, setup.model_path, same_error))
-      throw uma::Error("checkpoint " + set_.checkpoint_file +
-                       " is the model file pair_coeff read: its weights would be overwritten; "
-                       "name another file");
     const bool continued =
         pair_->read_trained_weights([&](const uma::UmaModel &now) { uma::copy_weights(now, model); });
     if (continued && comm->me == 0)
@@ -143,6 +148,11 @@ void FixUMATrain::create_trainer() {
     error->all(FLERR, "Fix uma/train: {}", e.what());
   }
   report_->log_setup(set_, setup.model_path, task);
+  if (comm->me == 0 && same_file(set_.checkpoint_file, setup.model_path))
+    error->warning(FLERR,
+                   "Fix uma/train: checkpoint {} is the model file pair_coeff read: the first "
+                   "checkpoint overwrites its weights",
+                   set_.checkpoint_file);
 }
 
 void FixUMATrain::report_too_large(const std::vector<uma::Sample> &samples,
@@ -161,10 +171,13 @@ void FixUMATrain::report_too_large(const std::vector<uma::Sample> &samples,
 void FixUMATrain::check_frames_file() {
   // A new run writes write_frames' file from its first frame on; a restarted
   // one appends to it.  A new run's file is no input of the fix's.
+  if (set_.state_given && !restarted_)  // a restart only reads it
+    on_rank_zero("the state file", [&] { uma::check_output_path(set_.state_file); });
   const auto &file = set_.frames_file;
   if (file.empty() || restarted_) return;
   for (const auto *files : {&set_.data_files, &set_.holdout_files})
-    if (std::find(files->begin(), files->end(), file) != files->end())
+    if (std::any_of(files->begin(), files->end(),
+                    [&](const std::string &data) { return same_file(data, file); }))
       error->all(FLERR,
                  "Fix uma/train: write_frames {} is also a data file: the first labelled frame "
                  "would replace its frames; name another file (a restarted run appends to it)",

@@ -68,7 +68,7 @@ class FixUMATrain : public Fix {
 
   void check_outputs();      // the files it writes can be written
   void create_trainer();
-  void check_frames_file();  // write_frames replaces no input
+  void check_frames_file();  // a named state file can be written; write_frames replaces no input
   // warns of the frames larger than max_atoms (the sampler leaves them out)
   void report_too_large(const std::vector<uma::Sample> &samples, const std::string &from);
   void resume();             // the restarted optimizer state and weights

@@ -153,8 +153,10 @@ FixTrainSettings LAMMPS_NS::parse_fix_train(LAMMPS *lmp, const std::string &fix_
       s.frames_file = value;
     else if (key == "print")
       s.print_every = at_least(i + 1, "print", 1);
-    else if (key == "state")
+    else if (key == "state") {
       s.state_file = value;
+      s.state_given = true;
+    }
     else if (key == "holdout") {
       s.holdout_every = utils::inumeric(FLERR, value, false, lmp);
       if (s.holdout_every < 0 || s.holdout_every == 1)

@@ -30,6 +30,7 @@ struct FixTrainSettings {
   bool use_average = false, shuffle = true;
   std::vector<std::string> data_files, holdout_files;
   std::string task, frames_file, checkpoint_file, state_file, calibration_file;
+  bool state_given = false;  // the state keyword named the file (else ID.uma-train.state)
   // reference STYLE ARGS... coeff ARGS...
   std::string reference_style;
   std::vector<std::string> reference_args, coeff_args;

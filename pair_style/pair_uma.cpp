@@ -243,7 +243,8 @@ void PairUMA::coeff(int narg, char** arg) {
   if (trained_ && comm->me == 0)
     error->warning(FLERR,
                    "Pair coeff for {}: reads {} again: the weights fix uma/train trained are "
-                   "replaced by the file's (its checkpoint keyword writes them)",
+                   "replaced by the file's (a fix uma/train still defined hands its weights back "
+                   "at the next run; its checkpoint keyword writes them)",
                    style_name_, model_path_);
   trained_ = false;
   kept_model_.reset();
@@ -273,13 +274,8 @@ std::string PairUMA::device_name() {
 void PairUMA::create_engine() {
   uma::UmaModel model = coeff_model_ ? *coeff_model_ : uma::UmaModel{nullptr};
   coeff_model_.reset();
-  if (!model && kept_model_) {
-    model = *kept_model_;
-    if (comm->me == 0)
-      utils::logmesg(lmp, "pair {}: new settings keep the weights fix uma/train trained (not {}'s)\n",
-                     style_name_, model_path_);
-  }
-  kept_model_.reset();
+  const bool kept = !model && kept_model_;
+  if (kept) model = *kept_model_;
   try {
     if (!model) model = uma::load_model(model_path_);  // an engine made again (new settings)
   } catch (const std::exception& e) {
@@ -336,12 +332,14 @@ void PairUMA::create_engine() {
     error->all(FLERR, "Pair style {}: {}", style_name_, e.what());
   }
   merges_logged_ = 0;
+  kept_model_.reset();  // the engine holds them now
   if (comm->me == 0)
     utils::logmesg(lmp,
                    "pair {}: model {} ({}, {} layers, cutoff {} A), task {}, charge {}, spin {}, "
-                   "{} on {}\n",
+                   "{} on {}{}\n",
                    style_name_, model_path_, cfg.model_id, cfg.backbone.num_layers,
-                   cfg.backbone.cutoff, task_, charge_, spin_, precision_, opts.device.str());
+                   cfg.backbone.cutoff, task_, charge_, spin_, precision_, opts.device.str(),
+                   kept ? ", with the weights fix uma/train trained (not the file's)" : "");
 }
 
 /* The memory plan, in the log: at the first step of a run and whenever the

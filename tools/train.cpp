@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 
 #include "commands.h"
 #include "runtime/device.h"
@@ -46,7 +47,8 @@ int train(const TrainArgs& a) {
   // written stops the command before it.
   check_output_path(a.out);
   if (!a.raw_out.empty()) {
-    if (a.raw_out == a.out) throw Error("--raw-out names the same file as --out (" + a.out + ")");
+    if (std::filesystem::weakly_canonical(a.raw_out) == std::filesystem::weakly_canonical(a.out))
+      throw Error("--raw-out names the same file as --out (" + a.out + ")");
     check_output_path(a.raw_out);
   }
   o.device = resolve_device(a.device);
@@ -60,7 +62,11 @@ int train(const TrainArgs& a) {
   if (data.empty()) throw Error(a.data + " holds no frames");
   require_labels(data, a.data);
   add_all(loop, data, false);
-  if (!a.validate.empty()) add_all(loop, read_training_data(a.validate, a.task), true);
+  if (!a.validate.empty()) {
+    const auto held_out = read_training_data(a.validate, a.task);
+    require_labels(held_out, a.validate);
+    add_all(loop, held_out, true);
+  }
   const auto& held = loop.held_out();
   std::printf("training %s on %zu frames of %s, %lld steps, max %lld atoms per batch, %s\n",
               a.model.c_str(), data.size(), a.data.c_str(), static_cast<long long>(a.steps),

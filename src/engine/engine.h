@@ -201,9 +201,9 @@ int64_t default_spin(const std::string& task);
 // reads the spin (omol) is given 0, which is no multiplicity (the other
 // tasks' fixed value).
 void validate_charge_spin(const std::string& task, int64_t charge, int64_t spin);
-// What a user may give: validate_charge_spin, and no charge or spin other
-// than the defaults for a task that does not read them (as pair_style uma
-// refuses them); the engine itself evaluates any charge and spin in range.
+// What a frame or a command line may give: validate_charge_spin, and no
+// charge or spin other than the defaults (0, 0) for a task that does not read
+// them; the engine itself evaluates any charge and spin in range.
 void validate_given_charge_spin(const std::string& task, int64_t charge, int64_t spin);
 
 // The one capacity policy of the neighbour graph, used by the pair styles,

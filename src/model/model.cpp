@@ -114,7 +114,7 @@ void copy_weights(const UmaModel& from, UmaModel& to) {
     const torch::Tensor* value = source.find(p.key());
     if (!value || !value->sizes().equals(p.value().sizes()))
       throw Error("copy_weights: the models differ in '" + p.key() + "'");
-    p.value().copy_(*value);  // converts the precision and the device
+    p.value().copy_(*value);  // bulk transfer: once, when a fix starts (precision and device)
   }
 }
 

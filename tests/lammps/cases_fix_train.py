@@ -6,6 +6,7 @@ lammps.fix_uma_train.NAME).
 import math
 import os
 import re
+import shutil
 
 import numpy as np
 from ase.build import bulk
@@ -251,7 +252,8 @@ def case_keep_trained(h, r):
     """The weights a fix trained stay in use: a pair_style issued again (fp64 now) keeps them, and a new
     fix after unfix starts from them, not from the model file (its checkpoint after one step of lr 1e-30
     equals the first fix's, which a start from the file's weights cannot give); pair_coeff issued again
-    reads the file's weights, with a warning."""
+    while a fix is defined gets that fix's weights back at the next run, and after unfix reads the file's
+    weights, with a warning."""
     write_frames(h)
     pe = "thermo_style custom step pe\nthermo_modify format float %.15g\n"
     log = lammps(h, r, "in.keep", head() + pe +
@@ -259,22 +261,27 @@ def case_keep_trained(h, r):
                  "checkpoint first.safetensors 3\nrun 3\nunfix t\nrun 0\n"
                  "pair_style uma task omat precision fp64\nrun 0\n"
                  "fix u all uma/train 1 data frames.extxyz max_atoms 64 lr 1e-30 ema 0 print 1 "
-                 "checkpoint second.safetensors 1\nrun 1\nunfix u\n"
+                 f"checkpoint second.safetensors 1\nrun 1\npair_coeff * * {MODEL} Cu\nrun 0\nunfix u\n"
                  f"pair_coeff * * {MODEL} Cu\nrun 0\n")
-    runs = run_rows(log)   # run 3, run 0 after unfix, run 0 in fp64, run 1 of the new fix, run 0 after pair_coeff
-    check(len(runs) == 5, f"expected 5 runs' thermo output, got {len(runs)}")
-    start, trained, kept, reread = (runs[k][0]["PotEng"] for k in (0, 1, 2, 4))
-    check(abs(kept - trained) <= 1e-4 * abs(trained), f"pair_style again: energy {kept} against the trained {trained}")
-    check(abs(trained - start) > 1e-3, f"the trained energy {trained} equals the start's {start}: nothing to tell")
+    # run 3, run 0 after unfix, run 0 in fp64, run 1 of the new fix, run 0 after pair_coeff with the fix
+    # still defined, run 0 after unfix and pair_coeff
+    runs = run_rows(log)
+    check(len(runs) == 6, f"expected 6 runs' thermo output, got {len(runs)}")
+    start, trained, kept, fix_back, reread = (runs[k][0]["PotEng"] for k in (0, 1, 2, 4, 5))
+    tol = 1e-5 * abs(trained)   # fp32 and fp64 of the same weights (measured 4e-7 relative)
+    check(abs(trained - start) > 1000 * tol, f"the trained energy {trained} is the start's {start}: nothing to tell")
+    check(abs(kept - trained) <= tol, f"pair_style again: energy {kept} against the trained {trained}")
+    check(abs(fix_back - kept) <= tol, f"pair_coeff again with the fix defined: energy {fix_back}, not the fix's {kept}")
     a, b = weights(h, "first.safetensors"), weights(h, "second.safetensors")
     check(np.array_equal(a, b), f"the new fix did not start from the trained weights: {np.abs(a - b).max():.2e} apart")
-    check("new settings keep the weights fix uma/train trained" in log, "the pair style did not say it kept them")
+    check("with the weights fix uma/train trained (not the file's)" in log, "the pair style did not say it kept them")
     check("starts from the weights the pair style evaluates" in log, "the new fix did not say where it starts")
     check("reads" in log and "again: the weights fix uma/train trained are replaced" in log,
           "pair_coeff again: no warning that the trained weights are replaced")
     check(abs(reread - start) <= 1e-4 * abs(start), f"pair_coeff again: energy {reread}, the file's {start}")
     print(f"  energy: file {start:.6f}, trained {trained:.6f}, fp64 pair_style again {kept:.6f}, "
-          f"pair_coeff again {reread:.6f}; the new fix starts from the trained weights (checkpoints equal)")
+          f"pair_coeff again under the fix {fix_back:.6f}, after unfix {reread:.6f}; the new fix starts "
+          "from the trained weights (checkpoints equal)")
 
 
 def run_rows(log):
@@ -410,8 +417,6 @@ def case_errors(h, r):
          "unknown task 'omatt'; the model has: "),
         ("no_labels", head() + "fix t all uma/train 1 data no_labels.extxyz\nrun 1\n",
          "no_labels.extxyz: no frame carries a label (energy, forces or stress)"),
-        ("checkpoint_is_model", head() + f"fix t all uma/train 1 data frames.extxyz checkpoint {MODEL} 10\nrun 1\n",
-         "is the model file pair_coeff read: its weights would be overwritten"),
         ("keyword", head() + "fix t all uma/train 1 data frames.extxyz learning_rate 3\nrun 1\n",
          "unknown keyword 'learning_rate'"),
         ("ema_use", head() + "fix t all uma/train 1 data frames.extxyz ema 0 use ema\nrun 1\n", "needs an ema decay"),
@@ -432,6 +437,13 @@ def case_errors(h, r):
         out = lammps(h, r, "in." + name, text, env=POTENTIALS, fail=True)
         check(msg in out, f"{name}: expected the error to say \"{msg}\"; got:\n{out[-1500:]}")
         print(f"  {name}: refused with \"{msg}\"")
+    # a checkpoint over the model file pair_coeff read (a copy here): allowed, with a warning
+    shutil.copy(harness.ROOT + MODEL, os.path.join(h, "start.safetensors"))
+    out = lammps(h, r, "in.checkpoint_is_model", head().replace(MODEL, "start.safetensors") +
+                 "fix t all uma/train 1 data frames.extxyz checkpoint ./start.safetensors 10\nrun 1\n")
+    msg = "checkpoint ./start.safetensors is the model file pair_coeff read: the first checkpoint overwrites its weights"
+    check(msg in out, f"checkpoint_is_model: expected the warning \"{msg}\"; got:\n{out[-1500:]}")
+    print(f"  checkpoint_is_model: warned \"{msg}\"")
 
 
 def case_one_rank_fails(h, r):
