@@ -81,10 +81,11 @@ int cmd_eval(const EvalArgs& a) {
   uma::Engine engine(uma::load_model(a.model), opt);
   int64_t plans_shown = 0;
   const auto frames = uma::read_extxyz(a.structure);
-  json out = json::array();
+  // Every frame's inputs first: a bad one stops the command before any output.
+  std::vector<uma::Atoms> inputs;
   for (size_t i = 0; i < frames.size(); ++i) {
     const auto& f = frames[i];
-    uma::Atoms atoms = uma::frame_atoms(f);
+    uma::Atoms& atoms = inputs.emplace_back(uma::frame_atoms(f));
     atoms.task = !a.task.empty() ? a.task : (f.info.count("task") ? f.info.at("task") : "");
     if (atoms.task.empty()) {
       std::string known;
@@ -105,6 +106,11 @@ int cmd_eval(const EvalArgs& a) {
     } catch (const uma::Error& e) {
       throw uma::Error(a.structure + ", frame " + std::to_string(i) + ": " + e.what());
     }
+  }
+  json out = json::array();
+  for (size_t i = 0; i < frames.size(); ++i) {
+    const auto& f = frames[i];
+    const uma::Atoms& atoms = inputs[i];
     uma::Request what = uma::Request::all();
     what.atom_virial = a.json;
     auto r = uma::evaluate_on_host(engine, {atoms}, what);

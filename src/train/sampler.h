@@ -33,8 +33,8 @@ class MaxAtomsSampler {
     planned_ = -1;
     resume_samples_ = planned_samples;
   }
-  int64_t left_out() const { return left_out_; }
-  int64_t max_atoms() const { return max_atoms_; }  // samples larger than max_atoms in the last plan
+  int64_t left_out() const { return left_out_; }  // samples larger than max_atoms in the last plan
+  int64_t max_atoms() const { return max_atoms_; }
 
  private:
   void plan(const std::vector<int64_t>& natoms);
