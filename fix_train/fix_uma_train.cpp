@@ -96,8 +96,8 @@ void FixUMATrain::init() {
   if (created) create_trainer();
   if (restarted_)
     resume();
-  else if (!created)
-    push_weights();  // the pair style evaluates this fix's weights, also after a new pair_coeff or style
+  else if (!created && !pair_->holds_trained_weights())
+    push_weights();  // after a new pair_coeff or pair style: this fix's weights again
 }
 
 void FixUMATrain::create_trainer() {

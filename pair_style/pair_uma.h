@@ -51,6 +51,7 @@ class PairUMA : public Pair, public UMAModelHandle {
   Setup training_setup() override;
   void set_weights(const std::function<void(uma::UmaModel &)> &copy) override;
   bool read_trained_weights(const std::function<void(const uma::UmaModel &)> &read) override;
+  bool holds_trained_weights() const override { return trained_; }
 
   int pack_forward_comm(int, int *, double *, int, int *) override;
   void unpack_forward_comm(int, int, double *) override;

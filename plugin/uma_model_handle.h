@@ -30,6 +30,8 @@ class UMAModelHandle {
   // Lets `read` see the evaluated weights where a fix has set them since
   // pair_coeff read the model file; false (and no call) where it has not.
   virtual bool read_trained_weights(const std::function<void(const uma::UmaModel &)> &read) = 0;
+  // Whether it evaluates weights a fix has set since pair_coeff read the file.
+  virtual bool holds_trained_weights() const = 0;
 
  protected:
   // Not deleted through this interface: the pair style's owner is LAMMPS.
