@@ -25,7 +25,7 @@ import make_structures  # noqa: E402
 
 ALLOC_ENV = {"MALLOC_MMAP_MAX_": "0", "MALLOC_TRIM_THRESHOLD_": str(2**36)}
 STRUCTURES = {256: "cu_256", 1000: "cu_1000", 4000: "cu_4000", 8000: "cu_8000"}
-MEMORY_GB = 24.0   # this machine
+MEMORY_GB = 24.0   # the memory of the machine doc/benchmarks.md's figures were taken on
 
 
 def structure(workdir, n):
@@ -149,7 +149,7 @@ def plot(results, path):
         pts = [(r["atoms"], r["peak_rss_mb"] / 1024) for r in rs if "peak_rss_mb" in r]
         if pts:
             ax.plot(*zip(*pts), marker="o", label=name)
-    ax.axhline(MEMORY_GB, color="grey", linestyle="--", linewidth=1, label=f"{MEMORY_GB:g} GB (this machine)")
+    ax.axhline(MEMORY_GB, color="grey", linestyle="--", linewidth=1, label=f"{MEMORY_GB:g} GB (the benchmark machine)")
     ax.set_xlabel("Cu atoms")
     ax.set_ylabel("peak resident memory (GB)")
     ax.set_title("One evaluation (E, F, stress), UMA-S-1.1 shape, fp32, CPU")

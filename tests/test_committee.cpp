@@ -91,8 +91,8 @@ TEST(Committee, SpreadIgnoresAUniformShiftOfAMember) {
 
 TEST(Committee, MainModelTrainsExactlyAsWithout) {
   // On CUDA the first training steps of a process may round differently from
-  // later ones (seen on an H200, 2026-12-04: this test failed whenever it ran
-  // first in its process, 3 of 3, and passed after other training, 2 of 2):
+  // later ones (on an H200 this test failed whenever it ran first in its
+  // process, 3 of 3, and passed after other training, 2 of 2):
   // steps of a throwaway trainer first, so that `plain` and `watched` both run
   // in a warm process.  On the CPU the warm-up changes nothing.
   {

@@ -78,8 +78,7 @@ std::unique_ptr<CudaGraph> CudaGraph::capture(const torch::Device& device,
     step();  // warm-up, eager: its errors are the step's own
     // The warm-up's freed blocks go back to the device: the capture draws
     // from a private pool that cannot reuse them, and at 4,000 Cu atoms (47
-    // GB a step) cache and pool did not both fit in an H200's 140 GB (the
-    // first GPU run, 2026-12-04).
+    // GB a step) cache and pool do not both fit in an H200's 140 GB.
     c10::cuda::CUDACachingAllocator::emptyCache();
     before = reserved_bytes(index);  // what the capture adds is its pool
     impl->graph.capture_begin();

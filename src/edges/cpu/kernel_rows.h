@@ -29,8 +29,7 @@ namespace uma::nn::kernels {
 // size, by L row r) as tables, for the row loops whose length is known only
 // at run time (rotate_out's 3 or 9 rows): GCC compiles such a loop around its
 // vector loops to faster code when it reads these from memory than when it
-// computes them from j (rotate_out_grad and its tangent, fp32, 1.3x;
-// 2026-12-05).
+// computes them from j (rotate_out_grad and its tangent, fp32, 1.3x).
 #define UMA_NINE(f) {f(0), f(1), f(2), f(3), f(4), f(5), f(6), f(7), f(8)}
 inline constexpr int kLRow[9] = UMA_NINE(l_row);
 inline constexpr int kBlockStart[9] = UMA_NINE(block_start);
