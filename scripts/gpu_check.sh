@@ -12,6 +12,8 @@
 #                                        DIR/prebuilt/, so that the run there starts checking at once;
 #                                        with UMA_KOKKOS_LAMMPS=PREFIX UMA_KOKKOS_LAMMPS_SOURCE=DIR
 #                                        (your LAMMPS built with KOKKOS for CUDA), also uma/kk on CUDA
+#   scripts/gpu_check.sh --kokkos-lammps here: says whether UMA_KOKKOS_LAMMPS and
+#                                        UMA_KOKKOS_LAMMPS_SOURCE name what --prebuild needs for uma/kk
 #   scripts/gpu_check.sh [--quick] DIR   there: test and time on the GPU (building from source
 #                                        what DIR/prebuilt/ does not hold or cannot serve)
 #   scripts/gpu_check.sh --cpu [--quick] DIR   the same build from DIR with the network unused,
@@ -100,9 +102,29 @@ GPU_TORCH_VERSION=2.11.0
 GPU_TORCH_DIR=/opt/torch/.venv/lib/python3.12/site-packages/torch
 PREBUILT_HELPER="$ROOT/scripts/gpu_prebuilt.py"
 
-usage() { sed -n '2,19p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,23p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
 log() { printf '[gpu-check] %s\n' "$*" >&2; }
 die() { log "error: $*"; exit 1; }
+
+KOKKOS_LAMMPS="${UMA_KOKKOS_LAMMPS:-}"
+KOKKOS_LAMMPS_SOURCE="${UMA_KOKKOS_LAMMPS_SOURCE:-}"
+# uma/kk on CUDA: the user's LAMMPS built with KOKKOS for CUDA (st_kokkos_build).
+# Says what is missing from the user's KOKKOS LAMMPS, one line each; silent when nothing is.
+kokkos_lammps_missing() {
+  local p="$KOKKOS_LAMMPS" s="$KOKKOS_LAMMPS_SOURCE"
+  if [ -z "$p" ]; then echo "UMA_KOKKOS_LAMMPS is not set (the install prefix of a LAMMPS built with KOKKOS for CUDA)"
+  elif [ ! -x "$p/bin/lmp" ]; then echo "UMA_KOKKOS_LAMMPS=$p has no bin/lmp"
+  elif ! ls "$p"/lib*/liblammps.so >/dev/null 2>&1; then echo "UMA_KOKKOS_LAMMPS=$p has no lib/liblammps.so (build LAMMPS with -D BUILD_SHARED_LIBS=on)"
+  elif ! ls -d "$p"/lib*/cmake/Kokkos >/dev/null 2>&1 && [ -z "${Kokkos_ROOT:-}" ]; then
+    echo "UMA_KOKKOS_LAMMPS=$p has no lib/cmake/Kokkos (LAMMPS's bundled Kokkos installs it; for an external Kokkos set Kokkos_ROOT)"
+  fi
+  if [ -z "$s" ]; then echo "UMA_KOKKOS_LAMMPS_SOURCE is not set (the source tree of that LAMMPS)"
+  elif [ ! -f "$s/src/lammpsplugin.h" ] && [ ! -f "$s/lammpsplugin.h" ]; then
+    echo "UMA_KOKKOS_LAMMPS_SOURCE=$s holds no LAMMPS source (no src/lammpsplugin.h)"
+  elif [ ! -f "$s/src/KOKKOS/kokkos.h" ] && [ ! -f "$s/KOKKOS/kokkos.h" ]; then
+    echo "UMA_KOKKOS_LAMMPS_SOURCE=$s has no KOKKOS package (src/KOKKOS/kokkos.h)"
+  fi
+}
 
 # ---------------------------------------------------------------- --prepare
 
@@ -254,6 +276,11 @@ MODE=gpu
 QUICK=0
 case "${1:-}" in
   --prepare) [ $# -eq 2 ] || { usage; exit 2; }; prepare "$2"; exit $? ;;
+  --kokkos-lammps)
+    why="$(kokkos_lammps_missing)"
+    if [ -z "$why" ]; then log "uma/kk on CUDA: LAMMPS $KOKKOS_LAMMPS, its source $KOKKOS_LAMMPS_SOURCE"; exit 0; fi
+    while read -r line; do log "uma/kk on CUDA: $line"; done <<< "$why"
+    log "(doc/pair_uma.rst, \"Building uma/kk for CUDA\")"; exit 1 ;;
 esac
 while [ $# -gt 1 ]; do
   case "$1" in
@@ -1600,24 +1627,6 @@ st_tf32() {
 # $B/engine-kk (the styles and the plugin through Kokkos's nvcc_wrapper), and
 # lmp, liblammps and the Kokkos libraries it needs are copied beside it into
 # $KK, so that they travel with the prebuilt artifacts.
-KOKKOS_LAMMPS="${UMA_KOKKOS_LAMMPS:-}"
-KOKKOS_LAMMPS_SOURCE="${UMA_KOKKOS_LAMMPS_SOURCE:-}"
-# Says what is missing from the user's KOKKOS LAMMPS, one line each; silent when nothing is.
-kokkos_lammps_missing() {
-  local p="$KOKKOS_LAMMPS" s="$KOKKOS_LAMMPS_SOURCE"
-  if [ -z "$p" ]; then echo "UMA_KOKKOS_LAMMPS is not set (the install prefix of a LAMMPS built with KOKKOS for CUDA)"
-  elif [ ! -x "$p/bin/lmp" ]; then echo "UMA_KOKKOS_LAMMPS=$p has no bin/lmp"
-  elif ! ls "$p"/lib*/liblammps.so >/dev/null 2>&1; then echo "UMA_KOKKOS_LAMMPS=$p has no lib/liblammps.so (build LAMMPS with -D BUILD_SHARED_LIBS=on)"
-  elif ! ls -d "$p"/lib*/cmake/Kokkos >/dev/null 2>&1 && [ -z "${Kokkos_ROOT:-}" ]; then
-    echo "UMA_KOKKOS_LAMMPS=$p has no lib/cmake/Kokkos (LAMMPS's bundled Kokkos installs it; for an external Kokkos set Kokkos_ROOT)"
-  fi
-  if [ -z "$s" ]; then echo "UMA_KOKKOS_LAMMPS_SOURCE is not set (the source tree of that LAMMPS)"
-  elif [ ! -f "$s/src/lammpsplugin.h" ] && [ ! -f "$s/lammpsplugin.h" ]; then
-    echo "UMA_KOKKOS_LAMMPS_SOURCE=$s holds no LAMMPS source (no src/lammpsplugin.h)"
-  elif [ ! -f "$s/src/KOKKOS/kokkos.h" ] && [ ! -f "$s/KOKKOS/kokkos.h" ]; then
-    echo "UMA_KOKKOS_LAMMPS_SOURCE=$s has no KOKKOS package (src/KOKKOS/kokkos.h)"
-  fi
-}
 st_kokkos_build() {
   local lsrc args=() a stubs lib
   lsrc="$KOKKOS_LAMMPS_SOURCE"; [ -f "$lsrc/src/lammpsplugin.h" ] && lsrc="$lsrc/src"
@@ -1806,6 +1815,9 @@ maybe_stage() {
 if [ "$MODE" = prebuild ]; then
   # Here, for the GPU machine: every build, against its torch, then the archive of what the stages use.
   [ "$B" = "$ROOT/build-gpu" ] || die "--prebuild builds in $ROOT/build-gpu (UMA_GPU_BUILD is $B)"
+  if [ -n "$KOKKOS_LAMMPS$KOKKOS_LAMMPS_SOURCE" ] && why="$(kokkos_lammps_missing)" && [ -n "$why" ]; then
+    die "the KOKKOS LAMMPS for uma/kk on CUDA is incomplete: $(tr '\n' ';' <<< "$why")"
+  fi
   prebuild_torch
   "$HPY" -c 'import json, sys; json.dump({"mode": "prebuild", "torch": sys.argv[2], "torch_dir": sys.argv[3]}, open(sys.argv[1], "w"))' \
     "$ENVJSON" "$GPU_TORCH_VERSION" "$GPU_TORCH_DIR"

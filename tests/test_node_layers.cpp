@@ -1,4 +1,4 @@
-// The node-level layers against the per-degree forms they replace: values,
+// The node-level layers against their per-degree reference forms: values,
 // first and second derivatives (training differentiates forces once more).
 #include <gtest/gtest.h>
 
@@ -10,7 +10,7 @@ namespace {
 
 using torch::autograd::grad;
 
-// The equivariant RMS norm degree by degree (the form this layer had before): the l = 0
+// The equivariant RMS norm degree by degree (the reference form): the l = 0
 // row centred, each degree's mean square over its 2l + 1 rows, their mean
 // over the degrees and the channels, then the affine map per degree.
 torch::Tensor rms_norm_by_degree(const torch::Tensor& x, const torch::Tensor& weight,

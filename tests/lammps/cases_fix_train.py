@@ -97,8 +97,8 @@ def case_data_parallel(h, r):
     # gradient is near zero: 1.3e-5 relative in the losses was measured.  The
     # weights: most agree to float32 rounding (median |dw| < 1e-7) and none by
     # more than 1% of the largest update the 3 steps made (|w - w_start|, about
-    # 3 lr = 3e-3; the bound was an absolute 5e-4 before): measured 3.1e-7,
-    # 1.4e-4 of the largest update (2.2e-3), on 2026-12-01.
+    # 3 lr = 3e-3): measured 3.1e-7, 1.4e-4 of the largest update (2.2e-3),
+    # on 2026-12-01.
     for a, b, loss_tol, weight_tol in (("one", "two", 1e-6, 1e-6), ("one4", "four", 1e-6, 1e-6),
                                        ("one32", "two32", 3e-5, None)):
         la, wa = runs[a]

@@ -258,8 +258,8 @@ def single_task_config(dataset):
 
 def case_model_change(h, r):
     """pair_coeff loading another model resolves the task and the default spin again: without a task
-    keyword, a one-task model's task (omat, spin 0) then another one-task model's (omol, spin 1), where
-    the first task used to stick and the second model was refused for not having it."""
+    keyword, a one-task model's task (omat, spin 0) then another one-task model's (omol, spin 1): the
+    first model's task must not carry over, or the second model would be refused for not having it."""
     for dataset in ("omat", "omol"):
         with open(os.path.join(h, f"{dataset}.json"), "w") as f:
             json.dump(single_task_config(dataset), f)
