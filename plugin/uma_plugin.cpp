@@ -4,10 +4,10 @@
 
 #include "error.h"
 #include "lammps.h"
-#include "lammpsplugin.h"
 #include "library.h"
 #include "lmptype.h"
-#include "version.h"
+
+#include "plugin_abi.h"
 
 #include "fix_uma_train.h"
 #include "pair_uma.h"
@@ -15,10 +15,11 @@
 #include "pair_uma_kokkos.h"
 #endif
 
-// The LAMMPS version this plugin declares; the test suite builds a copy that
-// declares another one to check the refusal below.
+// UMA_BUILT_FOR_LAMMPS: the version string of the LAMMPS this plugin is
+// built against (its LAMMPS_VERSION, "4 Jul 2026"), defined by CMake; the test
+// suite builds a copy that declares another one to check the refusal below.
 #ifndef UMA_BUILT_FOR_LAMMPS
-#define UMA_BUILT_FOR_LAMMPS LAMMPS_VERSION
+#error "UMA_BUILT_FOR_LAMMPS (the LAMMPS version string) must be defined by the build"
 #endif
 
 using namespace LAMMPS_NS;
@@ -125,31 +126,33 @@ extern "C" void lammpsplugin_init(void* lmp_ptr, void* handle, void* regfunc) {
 #ifdef UMA_KOKKOS
   check_kokkos(lmp);
 #endif
-  auto register_style = reinterpret_cast<lammpsplugin_regfunc>(regfunc);
-  lammpsplugin_t plugin;
+  using uma::plugin::FixFactory;
+  using uma::plugin::StyleFactory;
+  auto register_style = reinterpret_cast<uma::plugin::RegisterStyle>(regfunc);
+  uma::plugin::StyleRecord plugin{};
   plugin.version = UMA_BUILT_FOR_LAMMPS;
   plugin.style = "pair";
   plugin.name = "uma";
   plugin.info = "UMA-S universal potential (fairchem eSCN-MD + MoLE) via lammps-uma";
   plugin.author = "lammps-uma developers";
-  plugin.creator.v1 = reinterpret_cast<lammpsplugin_factory1*>(&create_pair_uma);
+  plugin.creator.v1 = reinterpret_cast<StyleFactory*>(&create_pair_uma);
   plugin.handle = handle;
   register_style(&plugin, lmp);
 #ifdef UMA_KOKKOS
   plugin.info = "UMA-S universal potential, KOKKOS package variant";
   for (const char* name : {"uma/kk", "uma/kk/device"}) {
     plugin.name = name;
-    plugin.creator.v1 = reinterpret_cast<lammpsplugin_factory1*>(&create_pair_uma_kk_device);
+    plugin.creator.v1 = reinterpret_cast<StyleFactory*>(&create_pair_uma_kk_device);
     register_style(&plugin, lmp);
   }
   plugin.name = "uma/kk/host";
-  plugin.creator.v1 = reinterpret_cast<lammpsplugin_factory1*>(&create_pair_uma_kk_host);
+  plugin.creator.v1 = reinterpret_cast<StyleFactory*>(&create_pair_uma_kk_host);
   register_style(&plugin, lmp);
 #endif
 
   plugin.style = "fix";
   plugin.name = "uma/train";
   plugin.info = "on-the-fly training of the UMA model pair_style uma evaluates";
-  plugin.creator.v2 = reinterpret_cast<lammpsplugin_factory2*>(&create_fix_uma_train);
+  plugin.creator.v2 = reinterpret_cast<FixFactory*>(&create_fix_uma_train);
   register_style(&plugin, lmp);
 }

