@@ -1,4 +1,4 @@
-// The lean edge operators (nn/lean_edges.h) against the LibTorch composition
+// The lean edge operators (edges/lean_edges.h) against the LibTorch composition
 // they replace, in float64: values, first derivatives and second derivatives
 // (the backward of the backward, as a training step runs it) with respect to
 // every input (through edge_wigner for the rotations, and a free
@@ -298,7 +298,7 @@ TEST(LeanEdges, RefuseThirdDerivatives) {
 namespace uma {
 namespace {
 
-// The engine's two edge backends (nn/edge_backend.h) through the interface
+// The engine's two edge backends (edges/edge_backend.h) through the interface
 // the pair style calls: EngineOptions::edge_ops picks one when the engine is
 // made, and in float64 both give the same energies, forces and stress on
 // periodic and molecular systems (stored and recomputed in chunks).

@@ -1,4 +1,4 @@
-// Recomputed, chunked edge work (memory_plan.h, nn/edge_chunks.h) against the
+// Recomputed, chunked edge work (memory_plan.h, edges/edge_chunks.h) against the
 // stored path, and the memory plan that picks between them.
 #include <gtest/gtest.h>
 

@@ -80,7 +80,7 @@ struct EngineOptions {
   // -1: the memory plan picks the stored or the recomputed path; 0: always
   // stored; > 0: always recomputed in chunks of this many edges.
   int64_t recompute_chunk = -1;
-  // The blocks' edge work (nn/edge_backend.h, edge_backend_for).
+  // The blocks' edge work (edges/edge_backend.h, edge_backend_for).
   using EdgeOps = nn::EdgeOps;
   EdgeOps edge_ops = EdgeOps::kLean;
   // Whole-system evaluations (evaluate()) on a CUDA device replay a CUDA

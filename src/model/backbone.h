@@ -50,9 +50,9 @@ struct EdgeInput {
   std::vector<int64_t> layer_edges;
   // > 0: every block's edge work (and the edge frame) runs in chunks of this
   // many edges and is recomputed in the backward pass instead of stored
-  // (nn/edge_chunks.h); first and second derivatives.  0: stored, one pass.
+  // (edges/edge_chunks.h); first and second derivatives.  0: stored, one pass.
   int64_t recompute_chunk = 0;
-  // How the blocks' edge work is computed (nn/edge_backend.h).
+  // How the blocks' edge work is computed (edges/edge_backend.h).
   const nn::EdgeBackend* backend = &nn::reference_edges();
 };
 

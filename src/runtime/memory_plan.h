@@ -5,7 +5,7 @@
 // operators, composition) at inference.  The
 // recomputed path keeps only each block's input node features and the graph,
 // and runs the edge work in chunks, recomputing each chunk in the backward
-// pass (nn/edge_chunks.h).  The plan picks the stored path when its predicted
+// pass (edges/edge_chunks.h).  The plan picks the stored path when its predicted
 // peak fits the budget, else the largest chunk that fits.
 #pragma once
 

@@ -42,11 +42,11 @@ struct TrainOptions {
   LossOptions loss;
   OptimizerOptions optimizer;
   double routing_dropout = 0.0;  // fairchem moe_dropout (0 for parity runs)
-  // The blocks' edge work (nn/edge_backend.h): the lean operators on the CPU,
+  // The blocks' edge work (edges/edge_backend.h): the lean operators on the CPU,
   // whose second derivatives the step's backward runs through.
   nn::EdgeOps edge_ops = nn::EdgeOps::kLean;
   // > 0: the blocks' edge work runs in chunks of this many edges, recomputed
-  // in both backward passes instead of stored (nn/edge_chunks.h): less memory
+  // in both backward passes instead of stored (edges/edge_chunks.h): less memory
   // for large batches, 2.4-3.8x the step's time on the CPU (doc/benchmarks.md).
   // 0: stored.
   int64_t recompute_chunk = 0;

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Fails on a direct host<->device transfer outside src/transfers.{h,cpp}.
+"""Fails on a direct host<->device transfer outside src/runtime/transfers.{h,cpp}.
 
 Every copy between the host and the model's device must go through the
 counted functions of src/runtime/transfers.h, so that the per-step budgets the tests

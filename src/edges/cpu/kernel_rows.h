@@ -1,4 +1,4 @@
-// The per-row work of the lean edge kernels (edges/lean_kernels.h), shared by
+// The per-row work of the lean edge kernels (edges/cpu/lean_kernels.h), shared by
 // their families' sources: the inline bodies, one row of one edge (or node) at
 // a time (the L/M layout: edges/kernels/layout.h; Rows: edges/kernels/rows.h;
 // the bodies already shared with CUDA: edges/kernels/gate.h, rotate_in.h).

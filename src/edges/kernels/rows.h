@@ -1,6 +1,6 @@
 // The M rows of an edge tensor held as three pieces: rows 0..2 (l0m0, l1m0,
 // l2m0), 3..6 (m = +-1) and 7..8 (m = +-2), each [E, rows, channels] with
-// channels contiguous.  For the host and for CUDA (kernels/device.h).
+// channels contiguous.  For the host and for CUDA (edges/kernels/device.h).
 #pragma once
 
 #include <cstdint>

@@ -15,7 +15,7 @@
 namespace uma::nn {
 
 // What every block needs to know about the edges: the indices and radial
-// inputs, and the rotations in the form its backend (nn/edge_backend.h)
+// inputs, and the rotations in the form its backend (edges/edge_backend.h)
 // prepared and reads.
 struct EdgeFrame {
   const EdgeBackend* backend = &reference_edges();

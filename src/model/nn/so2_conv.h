@@ -43,7 +43,7 @@ class SO2ConvImpl : public torch::nn::Module {
   std::pair<torch::Tensor, torch::Tensor> forward(const torch::Tensor& x, const RadialInput* radial,
                                                   const MoleContext& ctx);
 
-  // The same in steps, for the lean pipeline (nn/lean_edges.h), which applies
+  // The same in steps, for the lean pipeline (edges/lean_edges.h), which applies
   // the radial weights itself and keeps the m-pieces apart:
   // radial_weights: [E, 6 * in], rows (l0m0, l1m0, l2m0, l1 m=+-1, l2 m=+-1,
   // l2 m=+-2) of `in` channels, or undefined without radial modulation.
