@@ -12,7 +12,7 @@ import os
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-REBUILD = "pip install --force-reinstall --no-deps --no-build-isolation lammps-uma's source folder"
+REBUILD = "pip install --force-reinstall --no-deps --no-build-isolation <the lammps-uma source folder>"
 
 
 class BuildMismatch(RuntimeError):
