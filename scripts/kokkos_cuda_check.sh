@@ -71,8 +71,12 @@ mapfile -t launchers < <(cd "$project" && find src -path '*/cuda/*.cpp' | sort)
 sources+=("${launchers[@]}")
 cuda_include="$(dirname "$(dirname "$(readlink -f "$nvcc")")")/include"
 [ -f "$cuda_include/cuda_runtime_api.h" ] || fail "no cuda_runtime_api.h in $cuda_include (beside nvcc)"
+# the LAMMPS version the plugin declares (CMake passes it from version.h the same way)
+lammps_version="$(sed -n 's/^#define LAMMPS_VERSION "\(.*\)"/\1/p' "$lammps_src/version.h")"
+[ -n "$lammps_version" ] || fail "no LAMMPS_VERSION in $lammps_src/version.h"
 flags=(-x cu -std=c++20 --extended-lambda --expt-relaxed-constexpr -arch=sm_90 -ccbin g++ -O1
        -DUMA_KOKKOS -DLMP_KOKKOS -DLMP_KOKKOS_DOUBLE_DOUBLE -DLMP_KOKKOS_LAYOUT_LEGACY -DLAMMPS_SMALLBIG
+       "-DUMA_BUILT_FOR_LAMMPS=\"$lammps_version\""
        -DOMPI_SKIP_MPICXX -DMPICH_SKIP_MPICXX
        -I"$lammps_src" -I"$lammps_src/KOKKOS" -I"$project/src" -I"$project/plugin" -I"$project/pair_style"
        -I"$project/fix_train" -isystem "$stage/kokkos" -isystem "$stage" -isystem "$stage/mpi"
