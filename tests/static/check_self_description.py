@@ -7,9 +7,10 @@ Two kinds of finding, each a regular expression over every line:
                  /root/..., /home/NAME/...); the project's own paths inside
                  its LAMMPS root (/src/uma-check, /opt/...) are not such paths;
   work diary     phrases that tell the history of the work or the place it
-                 was done in: issue numbers as section labels, sessions,
-                 "the first GPU run", "run 5 (H100 ...)", a machine that was
-                 "lent", this workplace's tools, "the fourth part".
+                 was done in: issue numbers as section labels, work
+                 periods, "the first GPU run", "run 5 (H100 ...)", machines
+                 on loan, the development environment's own tools, "the
+                 fourth part".
 Scanned: every text file under REPO_ROOT (what git tracks; in a copy without
 .git, what the copy holds), except .git, build outputs (build/, build-*/,
 __pycache__, fresh-fixtures/), the test fixtures and data (tests/fixtures/,
