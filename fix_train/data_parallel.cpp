@@ -4,7 +4,7 @@
 #include <memory>
 
 #include "first_failure.h"
-#include "runtime/transfers.h"
+#include "api/uma.h"
 
 void LAMMPS_NS::connect_ranks(uma::train::TrainOptions &o, MPI_Comm world) {
   int nprocs = 1;

@@ -8,7 +8,7 @@
 
 #include <mpi.h>
 
-#include "train/trainer.h"
+#include "api/uma.h"
 
 namespace LAMMPS_NS {
 

@@ -26,14 +26,7 @@
 #include "train_report.h"
 #include "uma_model_handle.h"
 
-#include "engine/engine.h"
-#include "model/model.h"
-#include "train/sampler.h"
-#include "train/trainer.h"
-#include "train/training_loop.h"
-#include "io/output_path.h"
-#include "io/training_data.h"
-#include "runtime/transfers.h"
+#include "api/uma.h"
 
 using namespace LAMMPS_NS;
 using namespace FixConst;

@@ -12,7 +12,7 @@
 
 #include "pointers.h"
 #include "reference_labeller.h"
-#include "io/training_data.h"
+#include "api/uma.h"
 
 namespace LAMMPS_NS {
 

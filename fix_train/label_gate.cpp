@@ -5,7 +5,7 @@
 
 #include "utils.h"
 
-#include "train/committee.h"
+#include "api/uma.h"
 
 using namespace LAMMPS_NS;
 

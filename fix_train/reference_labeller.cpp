@@ -1,6 +1,6 @@
 #include "reference_labeller.h"
 
-#include "engine/packed_read.h"
+#include "api/uma.h"
 
 #include <algorithm>
 #include <cmath>

@@ -11,7 +11,7 @@
 
 #include <mpi.h>
 
-#include "io/training_data.h"
+#include "api/uma.h"
 
 namespace LAMMPS_NS {
 

@@ -8,7 +8,7 @@
 #include "update.h"
 #include "utils.h"
 
-#include "train/trainer.h"
+#include "api/uma.h"
 
 using namespace LAMMPS_NS;
 

@@ -8,7 +8,7 @@
 #include "universe.h"
 #include "utils.h"
 
-#include "train/option_table.h"
+#include "api/uma.h"
 
 using namespace LAMMPS_NS;
 

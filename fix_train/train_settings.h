@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "pointers.h"
-#include "train/trainer.h"
+#include "api/uma.h"
 
 namespace LAMMPS_NS {
 

@@ -5,7 +5,7 @@
 #include <sstream>
 #include <string>
 
-#include "runtime/uma_error.h"
+#include "core/uma_error.h"
 #include "io/extxyz.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -7,7 +7,7 @@
 #include <sstream>
 #include <string>
 
-#include "runtime/uma_error.h"
+#include "core/uma_error.h"
 #include "model/model_file.h"
 #include "io/safetensors.h"
 

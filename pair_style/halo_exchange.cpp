@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "runtime/transfers.h"
+#include "api/uma.h"
 
 using namespace LAMMPS_NS;
 

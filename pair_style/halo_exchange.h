@@ -24,7 +24,7 @@
 
 #include <torch/torch.h>
 
-#include "engine/engine.h"
+#include "api/uma.h"
 #include "reverse_rows.h"
 
 namespace LAMMPS_NS {

@@ -20,13 +20,8 @@
 #include "update.h"
 #include "utils.h"
 
-#include "runtime/device.h"
-#include "model/elements.h"
-#include "runtime/uma_error.h"
-#include "engine/engine.h"
-#include "model/model.h"
+#include "api/uma.h"
 #include "rank_agreement.h"
-#include "runtime/transfers.h"
 
 using namespace LAMMPS_NS;
 

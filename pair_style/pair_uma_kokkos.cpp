@@ -18,11 +18,8 @@
 #include "update.h"
 #include "utils.h"
 
-#include "model/elements.h"
-#include "engine/engine.h"
-#include "model/model.h"
+#include "api/uma.h"
 #include "rank_agreement.h"
-#include "runtime/transfers.h"
 
 #ifdef KOKKOS_ENABLE_CUDA
 #include <c10/cuda/CUDAGuard.h>

@@ -10,7 +10,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "engine/engine.h"
+#include "api/uma.h"
 
 namespace LAMMPS_NS {
 

@@ -6,7 +6,7 @@
 
 #include <vector>
 
-#include "engine/engine.h"
+#include "api/uma.h"
 #include "reverse_rows.h"
 
 namespace LAMMPS_NS {

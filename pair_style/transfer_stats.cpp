@@ -1,6 +1,6 @@
 #include "transfer_stats.h"
 
-#include "runtime/transfers.h"
+#include "api/uma.h"
 
 namespace LAMMPS_NS {
 

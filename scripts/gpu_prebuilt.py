@@ -17,7 +17,7 @@ import json
 import os
 import sys
 
-SOURCE_DIRS = ("src", "tools", "tests", "bench/cuda", "pair_style", "fix_train", "plugin", "cmake")
+SOURCE_DIRS = ("src", "tools", "tests", "bench/cuda", "pair_style", "fix_train", "lammps_common", "plugin", "cmake")
 SOURCE_SUFFIXES = (".cpp", ".h", ".hpp", ".cu", ".cuh", ".txt", ".cmake", ".in")
 
 

@@ -78,7 +78,7 @@ flags=(-x cu -std=c++20 --extended-lambda --expt-relaxed-constexpr -arch=sm_90 -
        -DUMA_KOKKOS -DLMP_KOKKOS -DLMP_KOKKOS_DOUBLE_DOUBLE -DLMP_KOKKOS_LAYOUT_LEGACY -DLAMMPS_SMALLBIG
        "-DUMA_BUILT_FOR_LAMMPS=\"$lammps_version\""
        -DOMPI_SKIP_MPICXX -DMPICH_SKIP_MPICXX
-       -I"$lammps_src" -I"$lammps_src/KOKKOS" -I"$project/src" -I"$project/plugin" -I"$project/pair_style"
+       -I"$lammps_src" -I"$lammps_src/KOKKOS" -I"$project/src" -I"$project/plugin" -I"$project/lammps_common" -I"$project/pair_style"
        -I"$project/fix_train" -isystem "$stage/kokkos" -isystem "$stage" -isystem "$stage/mpi"
        -isystem "$torch_include" -isystem "$torch_include/torch/csrc/api/include")
 # the launchers' host code: as the engine compiles it (g++), with the CUDA headers

@@ -59,7 +59,7 @@ fi
 # The sources the build reads (pyproject.toml's sdist.include); the same files as at the
 # last install: nothing to do.
 stamp="$venv/.lammps-uma-sources"
-sources=$(cd "$here" && find pyproject.toml CMakeLists.txt cmake src pair_style fix_train plugin tools python \
+sources=$(cd "$here" && find pyproject.toml CMakeLists.txt cmake src pair_style fix_train lammps_common plugin tools python \
             -type f ! -name '*.pyc' -print0 | sort -z | xargs -0 sha256sum | sha256sum | cut -c1-16)
 if [ "$(cat "$stamp" 2>/dev/null)" != "$sources${UMA_PIP_CMAKE_ARGS:-}" ]; then
   log "building lammps-uma into $venv (pip install --no-build-isolation; the build folder is kept in $cache)"

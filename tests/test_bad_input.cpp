@@ -9,7 +9,7 @@
 #include <limits>
 #include <sstream>
 
-#include "runtime/uma_error.h"
+#include "core/uma_error.h"
 #include "io/safetensors.h"
 #include "io/extxyz.h"
 #include "test_util.h"

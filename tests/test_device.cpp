@@ -5,7 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "runtime/device.h"
-#include "model/elements.h"
+#include "core/elements.h"
 #include "graph/geometry_matmul.h"
 #include "test_util.h"
 

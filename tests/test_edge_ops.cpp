@@ -6,7 +6,7 @@
 #include "edges/edge_matmul.h"
 #include "edges/edge_segments.h"
 #include "measure/storage_meter.h"
-#include "model/nn/radial.h"
+#include "edges/radial.h"
 #include "test_util.h"
 
 namespace uma::nn {

@@ -11,7 +11,8 @@
 #include <utility>
 #include <vector>
 
-#include "model/edge_rotation.h"
+#include "edges/edge_rotation.h"
+#include "edges/gate_activation.h"
 #include "engine/engine.h"
 #include "edges/kernels/layout.h"
 #include "edges/lean_edges.h"

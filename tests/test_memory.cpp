@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include "runtime/memory_plan.h"
+#include "engine/memory_plan.h"
 #include "edges/edge_chunks.h"
 #include "measure/storage_meter.h"
 #include "test_util.h"

@@ -1,10 +1,10 @@
-// The per-system block GEMMs (model/nn/system_blocks.h) against the composition of
+// The per-system block GEMMs (edges/system_blocks.h) against the composition of
 // per-system views they replace, in float64: values, first derivatives and
 // second derivatives with respect to the rows and the weights, on unequal
 // blocks including an empty one.
 #include <gtest/gtest.h>
 
-#include "model/nn/system_blocks.h"
+#include "edges/system_blocks.h"
 
 namespace uma::nn {
 namespace {

@@ -6,7 +6,7 @@
 #include <fstream>
 #include <string>
 
-#include "runtime/uma_error.h"
+#include "core/uma_error.h"
 #include "test_util.h"
 #include "io/training_data.h"
 

@@ -14,7 +14,7 @@
 
 #include "runtime/device.h"
 #include "engine/engine.h"
-#include "runtime/uma_error.h"
+#include "core/uma_error.h"
 #include "model/model.h"
 
 #if __has_include(<cuda_runtime_api.h>)

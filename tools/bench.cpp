@@ -8,12 +8,8 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
-#include "runtime/device.h"
-#include "engine/engine.h"
-#include "io/extxyz.h"
+#include "api/uma.h"
 #include "peak_rss.h"
-#include "io/training_data.h"
-#include "model/model.h"
 #include "measure/storage_meter.h"
 #include "op_profile.h"
 

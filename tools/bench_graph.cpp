@@ -13,11 +13,8 @@
 #include <random>
 
 #include "commands.h"
-#include "runtime/device.h"
+#include "api/uma.h"
 #include "measure/brute_force_graph.h"
-#include "engine/engine.h"
-#include "runtime/uma_error.h"
-#include "graph/radius_graph.h"
 
 namespace uma::tool {
 namespace {

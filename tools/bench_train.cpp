@@ -12,13 +12,9 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
-#include "runtime/device.h"
-#include "model/model.h"
+#include "api/uma.h"
 #include "op_profile.h"
 #include "peak_rss.h"
-#include "train/trainer.h"
-#include "io/training_data.h"
-#include "runtime/transfers.h"
 
 namespace uma::tool {
 namespace {

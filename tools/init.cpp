@@ -9,8 +9,7 @@
 #include <sstream>
 
 #include "commands.h"
-#include "runtime/uma_error.h"
-#include "model/model.h"
+#include "api/uma.h"
 
 namespace uma::tool {
 

@@ -9,7 +9,7 @@
 #include <fstream>
 #include <string>
 
-#include "runtime/memory_plan.h"
+#include "api/uma.h"
 
 namespace uma::tool {
 

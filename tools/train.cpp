@@ -6,15 +6,7 @@
 #include <filesystem>
 
 #include "commands.h"
-#include "runtime/device.h"
-#include "runtime/uma_error.h"
-#include "model/model.h"
-#include "train/option_table.h"
-#include "train/sampler.h"
-#include "train/trainer.h"
-#include "train/training_loop.h"
-#include "io/output_path.h"
-#include "io/training_data.h"
+#include "api/uma.h"
 
 namespace uma::tool {
 namespace {

@@ -24,14 +24,7 @@
 #include <vector>
 
 #include "commands.h"
-#include "runtime/device.h"
-#include "model/elements.h"
-#include "engine/engine.h"
-#include "runtime/uma_error.h"
-#include "io/extxyz.h"
-#include "io/training_data.h"
-#include "model/model.h"
-#include "train/option_table.h"
+#include "api/uma.h"
 
 namespace {
 

@@ -1,12 +1,12 @@
 #include "edges/edge_backend.h"
 
-#include "model/edge_rotation.h"
-#include "model/nn/block.h"
+#include "edges/edge_rotation.h"
+#include "edges/edgewise.h"
 #include "edges/edge_matmul.h"
 #include "edges/edge_segments.h"
 #include "edges/lean_edges.h"
 #include "edges/lean_launchers.h"
-#include "runtime/uma_error.h"
+#include "core/uma_error.h"
 
 namespace uma::nn {
 namespace {

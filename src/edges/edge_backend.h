@@ -16,7 +16,7 @@
 
 #include <torch/torch.h>
 
-#include "model/nn/mole.h"
+#include "edges/mole.h"
 
 namespace uma::nn {
 

@@ -3,7 +3,7 @@
 #include <ATen/record_function.h>
 
 #include "edges/lean_launchers.h"
-#include "runtime/uma_error.h"
+#include "core/uma_error.h"
 
 namespace uma::nn {
 namespace {

@@ -17,7 +17,7 @@
 
 #include "edges/kernels/rows.h"
 #include "edges/lean_edges.h"
-#include "runtime/uma_error.h"
+#include "core/uma_error.h"
 
 namespace uma::nn {
 

@@ -1,6 +1,6 @@
 #include "engine/cuda_graph.h"
 
-#include "runtime/uma_error.h"
+#include "core/uma_error.h"
 
 #ifdef UMA_CUDA_GRAPHS
 #include <ATen/cuda/CUDAEvent.h>

@@ -13,7 +13,7 @@
 #include "engine/packed_read.h"
 #include "engine/step_plan.h"
 #include "runtime/transfers.h"
-#include "runtime/uma_error.h"
+#include "core/uma_error.h"
 
 namespace uma {
 namespace {

@@ -18,15 +18,16 @@
 
 #include <torch/torch.h>
 
-#include "engine/atoms.h"
+#include "core/atoms.h"
+#include "core/task_rules.h"
 #include "engine/cuda_graph.h"
 #include "engine/evaluation.h"
-#include "runtime/memory_plan.h"
+#include "engine/memory_plan.h"
 #include "model/model.h"
 #include "graph/radius_graph.h"
 #include "engine/staged_backward.h"
 #include "runtime/transfers.h"
-#include "runtime/uma_error.h"
+#include "core/uma_error.h"
 
 namespace uma {
 
@@ -191,20 +192,6 @@ HostEvaluation evaluate_on_host(Engine& engine, const std::vector<Atoms>& step,
 // Throws uma::Error describing the first problem with whole systems (the
 // model-independent checks; Engine::validate adds pieces and device atoms).
 void validate_systems(const UmaModel& model, const std::vector<Atoms>& systems);
-
-// Whether a task reads the total charge and spin multiplicity (omol).
-bool takes_charge_spin(const std::string& task);
-// Default spin for a task: 1 (singlet) for the tasks that take spin, else 0.
-int64_t default_spin(const std::string& task);
-// Throws uma::Error if the charge or the spin multiplicity is outside the
-// range the model's embeddings cover (-100..100, 0..100), or if a task that
-// reads the spin (omol) is given 0, which is no multiplicity (the other
-// tasks' fixed value).
-void validate_charge_spin(const std::string& task, int64_t charge, int64_t spin);
-// What a frame or a command line may give: validate_charge_spin, and no
-// charge or spin other than the defaults (0, 0) for a task that does not read
-// them; the engine itself evaluates any charge and spin in range.
-void validate_given_charge_spin(const std::string& task, int64_t charge, int64_t spin);
 
 // The one capacity policy of the neighbour graph, used by the pair styles,
 // their agreement over ranks and the trainer: an evaluation whose graph

@@ -3,7 +3,7 @@
 #include <numeric>
 
 #include "runtime/transfers.h"
-#include "runtime/uma_error.h"
+#include "core/uma_error.h"
 
 namespace uma {
 

@@ -33,7 +33,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/uma_error.h"
+#include "core/uma_error.h"
 
 namespace uma {
 

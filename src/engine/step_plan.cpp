@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <numeric>
 
-#include "model/elements.h"
+#include "core/elements.h"
 #include "runtime/transfers.h"
-#include "runtime/uma_error.h"
+#include "core/uma_error.h"
 
 namespace uma {
 namespace {

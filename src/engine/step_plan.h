@@ -25,14 +25,14 @@
 
 #include <torch/torch.h>
 
-#include "engine/atoms.h"
+#include "core/atoms.h"
 #include "model/backbone.h"
 #include "graph/batch.h"
 #include "engine/cuda_graph.h"
 #include "engine/evaluation.h"
-#include "runtime/memory_plan.h"
+#include "engine/memory_plan.h"
 #include "model/model.h"
-#include "model/nn/mole.h"
+#include "edges/mole.h"
 #include "engine/replay_cache.h"
 
 namespace uma {

@@ -2,9 +2,9 @@
 
 #include <cmath>
 
-#include "engine/atoms.h"
+#include "core/atoms.h"
 #include "graph/geometry_matmul.h"
-#include "runtime/uma_error.h"
+#include "core/uma_error.h"
 
 namespace uma {
 

@@ -8,7 +8,6 @@
 
 #include <torch/torch.h>
 
-#include "model/backbone.h"
 #include "graph/radius_graph.h"
 #include "runtime/transfers.h"
 

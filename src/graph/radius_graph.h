@@ -24,9 +24,9 @@
 
 #include <torch/torch.h>
 
-namespace uma {
+#include "core/matrix3.h"
 
-using Matrix3 = std::array<std::array<double, 3>, 3>;  // rows are lattice vectors
+namespace uma {
 
 // Two distinct atoms closer than this (Angstrom) are refused: no physical
 // structure has them, and the model's edge features are singular at zero.

@@ -6,8 +6,8 @@
 #include <iomanip>
 #include <sstream>
 
-#include "model/elements.h"
-#include "runtime/uma_error.h"
+#include "core/elements.h"
+#include "core/uma_error.h"
 
 namespace uma {
 namespace {

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "graph/radius_graph.h"
+#include "core/matrix3.h"
 
 namespace uma {
 

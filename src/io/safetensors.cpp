@@ -11,7 +11,7 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 
-#include "runtime/uma_error.h"
+#include "core/uma_error.h"
 
 namespace uma {
 namespace {

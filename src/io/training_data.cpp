@@ -4,7 +4,7 @@
 #include <cmath>
 #include <sstream>
 
-#include "runtime/uma_error.h"
+#include "core/uma_error.h"
 #include "io/extxyz.h"
 #include "runtime/transfers.h"
 

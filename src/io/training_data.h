@@ -10,7 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "engine/engine.h"
+#include "core/atoms.h"
+#include "core/task_rules.h"
 #include "io/extxyz.h"
 
 namespace uma {

@@ -3,10 +3,10 @@
 #include <algorithm>
 #include <optional>
 
-#include "model/edge_rotation.h"
+#include "edges/edge_rotation.h"
 #include "edges/edge_chunks.h"
 #include "edges/edge_segments.h"
-#include "runtime/uma_error.h"
+#include "core/uma_error.h"
 
 namespace uma {
 

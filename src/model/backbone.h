@@ -9,8 +9,8 @@
 
 #include "model/model_config.h"
 #include "model/nn/block.h"
-#include "model/nn/mole.h"
-#include "model/nn/radial.h"
+#include "edges/mole.h"
+#include "edges/radial.h"
 #include "model/nn/so3.h"
 
 namespace uma {

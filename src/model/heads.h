@@ -8,7 +8,7 @@
 #include <torch/torch.h>
 
 #include "model/model_config.h"
-#include "model/nn/mole.h"
+#include "edges/mole.h"
 
 namespace uma {
 

@@ -2,7 +2,7 @@
 
 #include <set>
 
-#include "runtime/uma_error.h"
+#include "core/uma_error.h"
 #include "model/model_file.h"
 #include "io/safetensors.h"
 #include "runtime/transfers.h"

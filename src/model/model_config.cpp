@@ -8,7 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "runtime/uma_error.h"
+#include "core/uma_error.h"
 
 namespace uma {
 namespace {

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "runtime/uma_error.h"
+#include "core/uma_error.h"
 
 namespace uma {
 

@@ -4,7 +4,7 @@
 
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 
-#include "runtime/uma_error.h"
+#include "core/uma_error.h"
 
 namespace uma {
 

@@ -5,7 +5,7 @@
 #include <limits>
 #include <numeric>
 
-#include "runtime/uma_error.h"
+#include "core/uma_error.h"
 
 namespace uma::train {
 namespace {

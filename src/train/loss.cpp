@@ -4,7 +4,7 @@
 #include <cmath>
 
 #include "edges/edge_segments.h"
-#include "runtime/uma_error.h"
+#include "core/uma_error.h"
 #include "runtime/transfers.h"
 
 namespace uma::train {

@@ -4,7 +4,7 @@
 #include <cmath>
 
 #include "train/adamw_update.h"
-#include "runtime/uma_error.h"
+#include "core/uma_error.h"
 
 namespace uma::train {
 

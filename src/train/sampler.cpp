@@ -4,7 +4,7 @@
 #include <numeric>
 #include <random>
 
-#include "runtime/uma_error.h"
+#include "core/uma_error.h"
 
 namespace uma::train {
 

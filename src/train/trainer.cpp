@@ -9,7 +9,7 @@
 #include "runtime/device.h"
 #include "engine/engine.h"
 #include "engine/packed_read.h"
-#include "runtime/uma_error.h"
+#include "core/uma_error.h"
 #include "runtime/transfers.h"
 #include "io/safetensors.h"
 #include "train/step_phase.h"

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "io/training_data.h"
-#include "runtime/uma_error.h"
+#include "core/uma_error.h"
 #include "train/sampler.h"
 #include "train/trainer.h"
 

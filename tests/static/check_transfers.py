@@ -26,7 +26,7 @@ import pathlib
 import re
 import sys
 
-FOLDERS = ["src", "plugin", "pair_style", "fix_train"]
+FOLDERS = ["src", "lammps_common", "plugin", "pair_style", "fix_train"]
 EXEMPT_FILES = {
     "src/runtime/transfers.h", "src/runtime/transfers.cpp",   # the counting module itself
     # readers and writers of host files, which never see a device tensor

@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <string>
 
-#include "runtime/uma_error.h"
+#include "core/uma_error.h"
 
 namespace uma::nn::kernels::cuda {
 

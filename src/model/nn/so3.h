@@ -36,11 +36,6 @@ class RMSNormSHImpl : public torch::nn::Module {
 };
 TORCH_MODULE(RMSNormSH);
 
-// Gate activation: SiLU on the l = 0 row; every row of degree l > 0 times
-// sigmoid(gates[:, (l - 1) * C : l * C]).  gates: [rows, 2 * C], x: [rows, 9, C].
-enum class Layout { kL, kM };  // row orders of uma_architecture.md 2.2
-torch::Tensor gate_activation(const torch::Tensor& gates, const torch::Tensor& x, Layout layout);
-
 // Feed-forward: gated SO3 linear -> SO3 linear, gates from the l = 0 row.
 class SpectralAtomwiseImpl : public torch::nn::Module {
  public:

@@ -13,7 +13,7 @@
 
 #include <torch/torch.h>
 
-#include "graph/radius_graph.h"  // Matrix3
+#include "core/matrix3.h"
 
 namespace uma {
 

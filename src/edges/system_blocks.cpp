@@ -1,4 +1,4 @@
-#include "model/nn/system_blocks.h"
+#include "edges/system_blocks.h"
 
 namespace uma::nn {
 namespace {

@@ -11,8 +11,8 @@
 
 #include <torch/torch.h>
 
-#include "model/nn/mole.h"
-#include "model/nn/radial.h"
+#include "edges/mole.h"
+#include "edges/radial.h"
 
 namespace uma::nn {
 

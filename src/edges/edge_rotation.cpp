@@ -1,4 +1,4 @@
-#include "model/edge_rotation.h"
+#include "edges/edge_rotation.h"
 
 #include "graph/geometry_matmul.h"
 #include "runtime/transfers.h"

@@ -1,4 +1,4 @@
-#include "model/elements.h"
+#include "core/elements.h"
 
 namespace uma {
 namespace {

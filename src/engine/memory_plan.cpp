@@ -1,4 +1,4 @@
-#include "runtime/memory_plan.h"
+#include "engine/memory_plan.h"
 
 #include <c10/core/CachingDeviceAllocator.h>
 
@@ -10,7 +10,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "runtime/uma_error.h"
+#include "core/uma_error.h"
 
 namespace uma {
 

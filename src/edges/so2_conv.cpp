@@ -1,4 +1,4 @@
-#include "model/nn/so2_conv.h"
+#include "edges/so2_conv.h"
 
 namespace uma::nn {
 

@@ -25,7 +25,7 @@ torch::Tensor folded_linear(const torch::Tensor& x, const torch::Tensor& weight,
 
 // Rows [row_offsets[b], row_offsets[b+1]) of x times w[b]^T (+ bias): one
 // batched GEMM when the blocks are equal, else one GEMM per block of rows
-// (model/nn/system_blocks.h).
+// (edges/system_blocks.h).
 torch::Tensor per_system_linear(const torch::Tensor& x, const torch::Tensor& w,
                                 const torch::Tensor& bias, const std::vector<int64_t>& row_offsets);
 

@@ -1,4 +1,4 @@
-#include "model/nn/radial.h"
+#include "edges/radial.h"
 
 #include "runtime/transfers.h"
 

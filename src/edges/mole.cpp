@@ -1,9 +1,9 @@
-#include "model/nn/mole.h"
+#include "edges/mole.h"
 
 #include <algorithm>
 
-#include "model/nn/system_blocks.h"
-#include "runtime/uma_error.h"
+#include "edges/system_blocks.h"
+#include "core/uma_error.h"
 
 namespace uma::nn {
 
