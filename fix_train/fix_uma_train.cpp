@@ -1,8 +1,6 @@
 #include "fix_uma_train.h"
 
 #include <algorithm>
-#include <cmath>
-#include <filesystem>
 #include <limits>
 #include <numeric>
 
@@ -20,9 +18,11 @@
 #include "utils.h"
 
 #include "data_parallel.h"
-#include "first_failure.h"
 #include "frame_source.h"
+#include "held_out.h"
 #include "label_gate.h"
+#include "output_files.h"
+#include "rank_zero.h"
 #include "train_report.h"
 #include "uma_model_handle.h"
 
@@ -31,16 +31,6 @@
 using namespace LAMMPS_NS;
 using namespace FixConst;
 
-namespace {
-
-// Whether two paths name the same file (both existing), however spelled.
-bool same_file(const std::string &a, const std::string &b) {
-  std::error_code ec;
-  return !a.empty() && !b.empty() && std::filesystem::equivalent(a, b, ec);
-}
-
-}  // namespace
-
 FixUMATrain::FixUMATrain(LAMMPS *lmp, int narg, char **arg) : Fix(lmp, narg, arg) {
   set_ = parse_fix_train(lmp, id, narg, arg);
   frames_ = std::make_unique<FrameSource>(
@@ -48,7 +38,8 @@ FixUMATrain::FixUMATrain(LAMMPS *lmp, int narg, char **arg) : Fix(lmp, narg, arg
       set_.frames_file);
   gate_ = std::make_unique<LabelGate>(set_);
   report_ = std::make_unique<TrainReport>(lmp);
-  check_outputs();
+  held_out_ = std::make_unique<HeldOutScorer>(lmp, set_);
+  check_output_files(lmp, set_);
 
   vector_flag = 1;
   size_vector = TrainReport::NSTATS;
@@ -68,16 +59,6 @@ FixUMATrain::FixUMATrain(LAMMPS *lmp, int narg, char **arg) : Fix(lmp, narg, arg
 }
 
 FixUMATrain::~FixUMATrain() = default;
-
-void FixUMATrain::check_outputs() {
-  // A file the fix cannot write stops the input here, not at its first
-  // write after minutes or hours of training.  (A named state file is
-  // checked in init(), where a restart, which only reads it, is known.)
-  on_rank_zero("an output file", [&] {
-    for (const auto *path : {&set_.checkpoint_file, &set_.calibration_file, &set_.frames_file})
-      if (!path->empty()) uma::check_output_path(*path);
-  });
-}
 
 int FixUMATrain::setmask() { return END_OF_STEP; }
 
@@ -108,7 +89,7 @@ void FixUMATrain::create_trainer() {
     frames_->set_system(setup.type_z, task, setup.charge, setup.spin);
   else
     frames_->set_system(setup.type_z, task, 0, static_cast<int>(uma::default_spin(task)));
-  check_frames_file();
+  check_run_files(lmp, set_, restarted_, setup.model_path);
   auto &o = set_.options;
   o.device = torch::Device(setup.device);
   connect_ranks(o, world);
@@ -117,8 +98,7 @@ void FixUMATrain::create_trainer() {
     // The weights the pair style evaluates: the file's, or those an earlier
     // fix trained (no jump back to the file's at this fix's first step).
     auto model = uma::load_model(setup.model_path);
-    if (!model->has_dataset(task))
-      throw uma::Error("unknown task '" + task + "'; the model has: " + model->config().dataset_list());
+    if (!model->has_dataset(task)) throw uma::Error(model->config().unknown_task(task));
     const bool continued =
         pair_->read_trained_weights([&](const uma::UmaModel &now) { uma::copy_weights(now, model); });
     if (continued && comm->me == 0)
@@ -130,7 +110,8 @@ void FixUMATrain::create_trainer() {
     if (set_.max_atoms == 0) set_.max_atoms = std::max<long long>(atom->natoms, 1);
     loop_ = std::make_unique<uma::train::TrainingLoop>(
         *trainer_,
-        uma::train::MaxAtomsSampler(set_.max_atoms, o.seed, comm->nprocs, comm->me, set_.shuffle));
+        uma::train::MaxAtomsSampler(set_.max_atoms, o.seed, comm->nprocs, comm->me, set_.shuffle),
+        "max_atoms");
     for (const auto *files : {&set_.data_files, &set_.holdout_files})
       for (const auto &file : *files) {
         const bool held = files == &set_.holdout_files;
@@ -146,42 +127,12 @@ void FixUMATrain::create_trainer() {
     error->all(FLERR, "Fix uma/train: {}", e.what());
   }
   report_->log_setup(set_, setup.model_path, task);
-  if (comm->me == 0 && same_file(set_.checkpoint_file, setup.model_path))
-    error->warning(FLERR,
-                   "Fix uma/train: checkpoint {} is the model file pair_coeff read: the first "
-                   "checkpoint overwrites its weights",
-                   set_.checkpoint_file);
 }
 
 void FixUMATrain::report_too_large(const std::vector<uma::Sample> &samples,
                                    const std::string &from) {
-  // The sampler leaves out every frame larger than a batch.
-  const auto larger = std::count_if(samples.begin(), samples.end(), [&](const uma::Sample &s) {
-    return static_cast<long long>(s.atoms.numbers.size()) > set_.max_atoms;
-  });
-  if (larger > 0 && comm->me == 0)
-    error->warning(FLERR,
-                   "Fix uma/train: {} of {} frames from {} have more than max_atoms {} atoms and "
-                   "are left out of training; raise max_atoms to train on them",
-                   larger, samples.size(), from, set_.max_atoms);
-}
-
-void FixUMATrain::check_frames_file() {
-  // A new run writes write_frames' file from its first frame on; a restarted
-  // one appends to it.  A new run's file is no input of the fix's.
-  if (set_.state_given && !restarted_)  // a restart only reads it
-    on_rank_zero("the state file", [&] { uma::check_output_path(set_.state_file); });
-  const auto &file = set_.frames_file;
-  if (file.empty() || restarted_) return;
-  for (const auto *files : {&set_.data_files, &set_.holdout_files})
-    if (std::any_of(files->begin(), files->end(),
-                    [&](const std::string &data) { return same_file(data, file); }))
-      error->all(FLERR,
-                 "Fix uma/train: write_frames {} is also a data file: the first labelled frame "
-                 "would replace its frames; name another file (a restarted run appends to it)",
-                 file);
-  if (comm->me == 0 && platform::file_is_readable(file))
-    utils::logmesg(lmp, "fix uma/train: write_frames {} exists: this run replaces it\n", file);
+  const std::string left_out = loop_->oversized(samples, from);
+  if (!left_out.empty() && comm->me == 0) error->warning(FLERR, "Fix uma/train: {}", left_out);
 }
 
 void FixUMATrain::setup(int) {
@@ -251,7 +202,7 @@ void FixUMATrain::post_run() {
 bool FixUMATrain::gate_labels(const uma::Sample &s) {
   // Rank 0 estimates; every rank takes the same decision from its estimate.
   double u[2] = {0, 0};  // max, mean
-  on_rank_zero(fmt::format("uncertainty at step {}", update->ntimestep), [&] {
+  train_on_rank_zero(lmp, fmt::format("uncertainty at step {}", update->ntimestep), [&] {
     const auto e = trainer_->uncertainty(s);
     u[0] = e.max;
     u[1] = e.mean;
@@ -293,7 +244,7 @@ void FixUMATrain::train() {
     loop_->steps(set_.steps_per_call,
                  [&](int64_t reads, int64_t uploads) { report_->count_step(reads, uploads); });
   } catch (const uma::train::NoBatchError &e) {
-    failure = fmt::format("no frame has at most max_atoms {} atoms; raise max_atoms", e.max_atoms);
+    failure = e.what();
   } catch (const std::exception &e) {
     failure = std::string("training step failed: ") + e.what();
   }
@@ -309,66 +260,21 @@ void FixUMATrain::push_weights() {
 
 void FixUMATrain::print_stats() {
   const auto s = trainer_->read_stats();
-  double held[3] = {NAN, NAN, NAN};  // energy MAE, forces MAE, rank correlation
-  if (!loop_->held_out().empty()) {
-    on_rank_zero("errors on the held-out frames", [&] {
-      const auto e = trainer_->errors(loop_->held_out(), set_.use_average);
-      held[0] = e.energy;
-      held[1] = e.forces;
-    });
-    MPI_Bcast(held, 2, MPI_DOUBLE, 0, world);
-    if (set_.committee > 0) held[2] = held_out_calibration();
-  }
-  report_->set(TrainReport::HELD_ENERGY_MAE, held[0]);
-  report_->set(TrainReport::HELD_FORCES_MAE, held[1]);
-  report_->set(TrainReport::RANK_CORRELATION, held[2]);
+  const HeldOutScores held = held_out_->score(*trainer_, loop_->held_out());
+  report_->set(TrainReport::HELD_ENERGY_MAE, held.energy_mae);
+  report_->set(TrainReport::HELD_FORCES_MAE, held.forces_mae);
+  report_->set(TrainReport::RANK_CORRELATION, held.rank_correlation);
   report_->print(
       s, {trainer_->steps(), trainer_->num_samples(), frames_collected_, loop_->held_out().size(),
           set_.committee > 0, set_.label_auto, gate_->take_counts()});
 }
 
-double FixUMATrain::held_out_calibration() {
-  // Rank 0: per held-out frame the estimate and the true errors; their rank
-  // correlation goes to every rank.
-  double rho = std::nan("");
-  on_rank_zero("uncertainty on the held-out frames", [&] {
-    std::vector<calibration::Frame> frames;
-    for (int64_t id : loop_->held_out()) {
-      const auto u = trainer_->uncertainty(trainer_->sample(id));
-      const auto e = trainer_->errors({id}, set_.use_average);
-      frames.push_back({u.max, u.mean, e.forces, e.energy,
-                        static_cast<int64_t>(trainer_->sample(id).atoms.numbers.size())});
-    }
-    const auto &file = set_.calibration_file;
-    rho = calibration::report(frames, update->ntimestep, file, calibration_written_);
-  });
-  calibration_written_ = !set_.calibration_file.empty();
-  MPI_Bcast(&rho, 1, MPI_DOUBLE, 0, world);
-  return rho;
-}
-
 void FixUMATrain::write_checkpoint() {
-  const auto hash = static_cast<unsigned long long>(trainer_->weights_hash());
-  if (!same_on_every_rank(hash, world))
-    error->all(FLERR, "Fix uma/train: the ranks hold different weights at step {}",
-               update->ntimestep);
-  on_rank_zero("cannot write checkpoint",
-               [&] { trainer_->save_model(set_.checkpoint_file, set_.use_average); });
+  write_checkpoint_file(lmp, *trainer_, set_);
   checkpointed_steps_ = trainer_->steps();
-  if (comm->me == 0)
-    utils::logmesg(lmp,
-                   "fix uma/train: checkpoint {} at step {} ({} weights, identical on {} "
-                   "rank(s), hash {:016x})\n",
-                   set_.checkpoint_file, update->ntimestep, set_.use_average ? "averaged" : "raw",
-                   comm->nprocs, hash);
 }
 
 double FixUMATrain::compute_vector(int i) { return report_->value(i); }
-
-void FixUMATrain::on_rank_zero(const std::string &what, const std::function<void()> &work) {
-  const std::string failure = LAMMPS_NS::on_rank_zero(world, work);
-  if (!failure.empty()) error->all(FLERR, "Fix uma/train: {}: {}", what, failure);
-}
 
 void FixUMATrain::write_restart(FILE *fp) {
   // Called on rank 0: the optimizer state goes to its own file.
@@ -379,13 +285,10 @@ void FixUMATrain::write_restart(FILE *fp) {
                e.what());
   }
   using D = double;
-  const TrainRestart now{D(trainer_->steps()),
-                         D(loop_->sampler().epoch()),
-                         D(loop_->sampler().position()),
-                         D(calls_),
-                         D(frames_collected_),
-                         D(gate_->last_label()),
-                         D(loop_->sampler().planned_samples())};
+  const auto &sampler = loop_->sampler();
+  const TrainRestart now{D(trainer_->steps()), D(sampler.epoch()),       D(sampler.position()),
+                         D(calls_),            D(frames_collected_),     D(gate_->last_label()),
+                         D(sampler.planned_samples())};
   now.write(fp);
 }
 

@@ -35,6 +35,7 @@ class TrainingLoop;
 namespace LAMMPS_NS {
 
 class FrameSource;
+class HeldOutScorer;
 class LabelGate;
 class TrainReport;
 class UMAModelHandle;
@@ -63,12 +64,11 @@ class FixUMATrain : public Fix {
   std::unique_ptr<uma::train::TrainingLoop> loop_;
   long long calls_ = 0, frames_collected_ = 0;
   std::unique_ptr<TrainReport> report_;
-  bool restarted_ = false, calibration_written_ = false, warned_too_large_ = false;
+  std::unique_ptr<HeldOutScorer> held_out_;
+  bool restarted_ = false, warned_too_large_ = false;
   TrainRestart resumed_;
 
-  void check_outputs();      // the files it writes can be written
   void create_trainer();
-  void check_frames_file();  // a named state file can be written; write_frames replaces no input
   // warns of the frames larger than max_atoms (the sampler leaves them out)
   void report_too_large(const std::vector<uma::Sample> &samples, const std::string &from);
   void resume();             // the restarted optimizer state and weights
@@ -76,10 +76,6 @@ class FixUMATrain : public Fix {
   bool gate_labels(
       const uma::Sample &s);  // estimates the uncertainty; whether the gate labels this frame
   void collect_frame(uma::Sample &s);
-  double held_out_calibration();
-  // Runs `work` on rank 0; when it throws, every rank stops with its message
-  // after `what` (agreed through first_failure: no rank waits alone).
-  void on_rank_zero(const std::string &what, const std::function<void()> &work);
   void train();
   void print_stats();
   void write_checkpoint();

@@ -289,8 +289,7 @@ void PairUMA::create_engine() {
     task_ = tasks[0];
   }
   if (!model->has_dataset(task_))
-    error->all(FLERR, "Pair style {}: unknown task '{}'; the model has: {}", style_name_, task_,
-               cfg.dataset_list());
+    error->all(FLERR, "Pair style {}: {}", style_name_, cfg.unknown_task(task_));
   if ((charge_set_ || spin_set_) && !uma::takes_charge_spin(task_))
     error->all(FLERR,
                "Pair style {}: task '{}' takes no charge or spin input (only omol does); "

@@ -80,10 +80,17 @@ int bench_train(const BenchTrainArgs& a) {
   o.edge_ops = nn::parse_edge_ops(a.edge_ops);
   o.recompute_chunk = a.recompute;
   train::Trainer trainer(load_model(a.model), o);
-  std::vector<int64_t> batch;
-  for (const auto& s : read_training_data(a.data, "omat")) batch.push_back(trainer.add_sample(s));
+  const auto data = read_training_data(a.data, "omat");
+  int64_t atoms = 0;
+  for (const auto& s : data) atoms += static_cast<int64_t>(s.atoms.numbers.size());
+  // Every step trains on every frame: the sampler's one batch holds them all,
+  // in the file's order.
+  train::TrainingLoop loop(
+      trainer, train::MaxAtomsSampler(std::max<int64_t>(atoms, 1), o.seed, 1, 0, /*shuffle=*/false),
+      "--max-atoms");
+  for (const auto& s : data) loop.add(s, /*held_out=*/false);
 
-  for (int i = 0; i < a.warmup; ++i) trainer.step(batch);
+  for (int i = 0; i < a.warmup; ++i) loop.steps(1);
   trainer.read_stats();
 
   aten_calls = 0;
@@ -92,7 +99,7 @@ int bench_train(const BenchTrainArgs& a) {
       at::RecordFunctionCallback(count_aten).scopes({at::RecordScope::FUNCTION}));
   auto phases = time_phases(a.phases);
   reset_transfer_counts();
-  trainer.step(batch);
+  loop.steps(1);
   const int64_t reads = host_read_count();
   at::removeCallback(handle);
   if (phases) at::removeCallback(*phases);
@@ -107,7 +114,7 @@ int bench_train(const BenchTrainArgs& a) {
   if (a.profile) {
     OpProfile ops(/*synchronize_cuda=*/cuda);
     const auto t0 = std::chrono::steady_clock::now();
-    for (int i = 0; i < a.steps; ++i) trainer.step(batch);
+    for (int i = 0; i < a.steps; ++i) loop.steps(1);
     profile = {{"ms_per_step",
                 1e3 * std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() /
                     a.steps},
@@ -117,7 +124,7 @@ int bench_train(const BenchTrainArgs& a) {
   for (int i = 0; i < a.steps; ++i) {
     if (cuda) torch::cuda::synchronize();
     const auto t0 = std::chrono::steady_clock::now();
-    trainer.step(batch);
+    loop.steps(1);
     if (cuda) torch::cuda::synchronize();
     times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
@@ -129,12 +136,7 @@ int bench_train(const BenchTrainArgs& a) {
                         {"median_seconds", times[times.size() / 2]},
                         {"host_reads_per_step", reads},
                         {"aten_ops_per_step", op_count},
-                        {"atoms",
-                         [&] {
-                           int64_t n = 0;
-                           for (auto i : batch) n += trainer.sample(i).atoms.numbers.size();
-                           return n;
-                         }()},
+                        {"atoms", atoms},
                         {"loss", stats.loss},
                         {"edge_ops", trainer.edge_backend().name()},
                         {"recompute", a.recompute},

@@ -11,12 +11,6 @@
 namespace uma::tool {
 namespace {
 
-std::vector<int64_t> add_all(train::Trainer& trainer, const std::vector<Sample>& samples) {
-  std::vector<int64_t> ids;
-  for (const auto& s : samples) ids.push_back(trainer.add_sample(s));
-  return ids;
-}
-
 void add_all(train::TrainingLoop& loop, const std::vector<Sample>& samples, bool held_out) {
   for (const auto& s : samples) loop.add(s, held_out);
 }
@@ -49,7 +43,8 @@ int train(const TrainArgs& a) {
   train::Trainer trainer(model, o);
   const bool averaged = o.optimizer.ema_decay > 0;
 
-  train::TrainingLoop loop(trainer, train::MaxAtomsSampler(a.max_atoms, o.seed, 1, 0, a.shuffle));
+  train::TrainingLoop loop(trainer, train::MaxAtomsSampler(a.max_atoms, o.seed, 1, 0, a.shuffle),
+                           "--max-atoms");
   auto data = read_training_data(a.data, a.task);
   if (data.empty()) throw Error(a.data + " holds no frames");
   require_labels(data, a.data);
@@ -64,24 +59,15 @@ int train(const TrainArgs& a) {
               a.model.c_str(), data.size(), a.data.c_str(), static_cast<long long>(a.steps),
               static_cast<long long>(a.max_atoms),
               train::train_option_value(o, "precision").c_str());
-  const auto larger = std::count_if(data.begin(), data.end(), [&](const Sample& s) {
-    return static_cast<int64_t>(s.atoms.numbers.size()) > a.max_atoms;
-  });
-  if (larger > 0)
-    std::printf("warning: %lld of %zu frames have more than --max-atoms %lld atoms and are left "
-                "out of training\n",
-                static_cast<long long>(larger), data.size(), static_cast<long long>(a.max_atoms));
+  if (const auto left_out = loop.oversized(data, ""); !left_out.empty())
+    std::printf("warning: %s\n", left_out.c_str());
   if (!held.empty()) print_errors("start", trainer.errors(held, false));
 
   auto start = std::chrono::steady_clock::now();
   std::printf("%8s %12s %12s %12s %12s %10s %10s %8s\n", "step", "loss", "E_MAE/atom", "F_MAE",
               "S_MAE", "grad_norm", "lr", "s/step");
   for (int64_t step = 1; step <= a.steps; ++step) {
-    try {
-      loop.steps(1);
-    } catch (const train::NoBatchError&) {
-      throw Error("no frame has at most --max-atoms " + std::to_string(a.max_atoms) + " atoms");
-    }
+    loop.steps(1);  // NoBatchError: no frame fits --max-atoms
     if (step % a.print_every == 0 || step == a.steps) {
       auto s = trainer.read_stats();
       const double dt =
@@ -122,9 +108,11 @@ int test(const TestArgs& a) {
   auto data = read_training_data(a.data, a.task);
   if (data.empty()) throw Error(a.data + " holds no frames");
   require_labels(data, a.data);
-  const auto ids = add_all(trainer, data);
+  // every frame held out: scored, never trained on
+  train::TrainingLoop loop(trainer, train::MaxAtomsSampler(1, o.seed), "--max-atoms");
+  add_all(loop, data, /*held_out=*/true);
   std::printf("%s on %zu frames of %s\n", a.model.c_str(), data.size(), a.data.c_str());
-  print_errors("errors", trainer.errors(ids, false));
+  print_errors("errors", trainer.errors(loop.held_out(), false));
   return 0;
 }
 

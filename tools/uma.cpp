@@ -77,27 +77,16 @@ int cmd_eval(const EvalArgs& a) {
   // Every frame's inputs first: a bad one stops the command before any output.
   std::vector<uma::Atoms> inputs;
   for (size_t i = 0; i < frames.size(); ++i) {
-    const auto& f = frames[i];
-    uma::Atoms& atoms = inputs.emplace_back(uma::frame_atoms(f));
-    atoms.task = !a.task.empty() ? a.task : (f.info.count("task") ? f.info.at("task") : "");
+    uma::SystemInputs given;
+    given.task = a.task;
+    given.charge = a.charge;
+    given.spin = a.spin;
+    const uma::Atoms& atoms = inputs.emplace_back(
+        uma::frame_system(frames[i], a.structure + ", frame " + std::to_string(i), given));
     if (atoms.task.empty()) {
       std::string known;
       for (const auto& d : engine.model()->config().dataset_names()) known += " " + d;
       throw uma::Error("no task given: pass --task (this model has:" + known + ")");
-    }
-    const std::string where = a.structure + ", frame " + std::to_string(i) + ": label ";
-    atoms.charge = a.charge ? *a.charge
-                            : (f.info.count("charge")
-                                   ? uma::parse_integer(f.info.at("charge"), where + "'charge'")
-                                   : 0);
-    atoms.spin =
-        a.spin ? *a.spin
-               : (f.info.count("spin") ? uma::parse_integer(f.info.at("spin"), where + "'spin'")
-                                       : uma::default_spin(atoms.task));
-    try {
-      uma::validate_given_charge_spin(atoms.task, atoms.charge, atoms.spin);
-    } catch (const uma::Error& e) {
-      throw uma::Error(a.structure + ", frame " + std::to_string(i) + ": " + e.what());
     }
   }
   json out = json::array();
@@ -190,7 +179,7 @@ Command add_eval(CLI::App& app) {
                   "spin multiplicity (default: frame label, 1 for omol, else 0)");
   cmd->add_option("--device", a->device, "cpu, cuda or cuda:N");
   cmd->add_option("--precision", a->precision, "fp32, fp64 or tf32 (CUDA only)")
-      ->check(CLI::IsMember({"fp32", "fp64", "tf32"}));
+      ->check(CLI::IsMember(uma::precision_names()));
   cmd->add_flag("--json", a->json, "print JSON instead of tables");
   cmd->add_option("--memory", a->memory_gb,
                   "memory budget per evaluation in GB (default: 80% of the available memory); "
@@ -218,7 +207,7 @@ Command add_bench(CLI::App& app) {
   cmd->add_option("--repeats", bench.repeats, "timed evaluations after one warm-up")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--precision", bench.precision, "fp32, fp64 or tf32 (CUDA only)")
-      ->check(CLI::IsMember({"fp32", "fp64", "tf32"}));
+      ->check(CLI::IsMember(uma::precision_names()));
   cmd->add_option("--device", bench.device, "cpu, cuda or cuda:N");
   cmd->add_option("--memory", bench.memory_gb,
                   "memory budget per evaluation in GB (default: automatic)")
@@ -230,8 +219,7 @@ Command add_bench(CLI::App& app) {
   cmd->add_option("--edge-ops", bench.edge_ops,
                   "block edge work: lean (fused CPU operators) or "
                   "reference (the LibTorch composition)")
-      ->check(CLI::IsMember(std::vector<std::string>(std::begin(uma::nn::kEdgeOpsNames),
-                                                     std::end(uma::nn::kEdgeOpsNames))));
+      ->check(CLI::IsMember(uma::nn::edge_ops_names()));
   cmd->add_flag("--no-merge", a->no_merge, "evaluate the full expert mixture");
   cmd->add_flag("--profile", bench.profile,
                 "time the outermost ATen operators over as many more evaluations "
@@ -304,8 +292,7 @@ Command add_bench_train(CLI::App& app) {
   cmd->add_flag("--profile", bt->profile,
                 "time the outermost ATen operators over as many more steps");
   cmd->add_option("--edge-ops", bt->edge_ops, "the blocks' edge operators")
-      ->check(CLI::IsMember(std::vector<std::string>(std::begin(uma::nn::kEdgeOpsNames),
-                                                     std::end(uma::nn::kEdgeOpsNames))));
+      ->check(CLI::IsMember(uma::nn::edge_ops_names()));
   cmd->add_option("--recompute", bt->recompute,
                   "edges per chunk of edge work recomputed in the backward (0: stored)")
       ->check(CLI::NonNegativeNumber);
@@ -332,7 +319,7 @@ Command add_bench_graph(CLI::App& app) {
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--device", bg->device, "cpu, cuda or cuda:N");
   cmd->add_option("--precision", bg->precision, "fp32 or fp64")
-      ->check(CLI::IsMember({"fp32", "fp64"}));
+      ->check(CLI::IsMember(uma::precision_names(/*tf32=*/false)));
   cmd->add_flag("--json", bg->json, "print JSON");
   return {cmd, [bg] { return uma::tool::bench_graph(*bg); }};
 }

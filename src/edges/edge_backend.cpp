@@ -6,6 +6,7 @@
 #include "edges/edge_segments.h"
 #include "edges/lean_edges.h"
 #include "edges/lean_launchers.h"
+#include "core/choices.h"
 #include "core/uma_error.h"
 
 namespace uma::nn {
@@ -141,7 +142,11 @@ const EdgeBackend& lean_cuda_edges() {
 EdgeOps parse_edge_ops(const std::string& name) {
   if (name == kEdgeOpsNames[0]) return EdgeOps::kLean;
   if (name == kEdgeOpsNames[1]) return EdgeOps::kReference;
-  throw Error("the edge operators are lean or reference, got '" + name + "'");
+  throw Error("the edge operators are " + one_of(edge_ops_names()) + ", got '" + name + "'");
+}
+
+std::vector<std::string> edge_ops_names() {
+  return {std::begin(kEdgeOpsNames), std::end(kEdgeOpsNames)};
 }
 
 const char* edge_ops_name(EdgeOps ops) { return kEdgeOpsNames[ops == EdgeOps::kLean ? 0 : 1]; }

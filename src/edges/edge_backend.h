@@ -74,6 +74,7 @@ enum class EdgeOps { kLean, kReference };
 const EdgeBackend& edge_backend_for(EdgeOps ops, const torch::Device& device);
 // The names users give them, in the one place they are mapped.
 constexpr const char* kEdgeOpsNames[] = {"lean", "reference"};
+std::vector<std::string> edge_ops_names();
 // Throws uma::Error naming the accepted names for any other.
 EdgeOps parse_edge_ops(const std::string& name);
 const char* edge_ops_name(EdgeOps ops);

@@ -10,9 +10,12 @@
 #include "edges/edge_segments.h"
 #include "graph/batch.h"
 #include "runtime/device.h"
+#include "engine/outputs.h"
 #include "engine/packed_read.h"
 #include "engine/step_plan.h"
+#include "engine/step_state.h"
 #include "runtime/transfers.h"
+#include "core/choices.h"
 #include "core/uma_error.h"
 
 namespace uma {
@@ -31,23 +34,36 @@ void skip_padding_slots(const RadiusGraph& graph, int64_t blocks, EdgeInput& edg
   for (auto& n : edges.layer_edges) n = std::min(n, found);
 }
 
-// Sums rows of `x` into B systems whose rows are contiguous blocks of the
-// given host lengths: deterministic on every device (no atomics).  One sum
-// per block with `twice` (a training step's second-order backward, which
-// segment_reduce's backward is not) and off the CPU (where segment_reduce
-// adds a block's rows one after another in one thread per column).
-torch::Tensor system_sum(const torch::Tensor& x, const std::vector<int64_t>& offsets,
-                         const torch::Tensor& lengths, bool twice) {
-  const int64_t B = static_cast<int64_t>(offsets.size()) - 1;
-  if (B == 1) return x.narrow(0, 0, offsets[1]).sum(0, /*keepdim=*/true);
-  if (twice || !x.device().is_cpu()) {
-    std::vector<torch::Tensor> sums;
-    for (int64_t b = 0; b < B; ++b)
-      sums.push_back(x.narrow(0, offsets[b], offsets[b + 1] - offsets[b]).sum(0, true));
-    return torch::cat(sums);
+// The graph's status in a read: [B] edges found, the close-atoms record
+// [flag, i, j, distance] and the non-finite flag.
+void add_graph_status(PackedRead& packed, const torch::Tensor& edge_counts,
+                      const torch::Tensor& close_atoms, const torch::Tensor& nonfinite) {
+  packed.add("edge_counts", edge_counts);
+  packed.add("close_atoms", close_atoms);
+  packed.add("nonfinite", nonfinite);
+}
+
+// The one check of that status (read and edge_counts): throws on non-finite
+// positions and on two atoms closer than kMinAtomDistance; false, after
+// growing the builder's capacities, where a system overflowed its own.
+// `counts`: the edges found per system.
+bool graph_status_ok(const PackedRead& packed, const std::vector<int64_t>& capacities,
+                     const torch::Tensor& sizes, RadiusGraphBuilder& builder,
+                     std::vector<int64_t>& counts) {
+  const auto found = packed.vector("edge_counts");
+  counts.assign(found.begin(), found.end());
+  if (packed.scalar("nonfinite") > 0) throw Error("positions contain NaN or infinite values");
+  bool overflow = false;
+  for (size_t b = 0; b < counts.size(); ++b) overflow |= counts[b] > capacities[b];
+  if (overflow) {
+    builder.grow(counts, sizes);
+    return false;
   }
-  return torch::segment_reduce(x, "sum", lengths, /*indices=*/{}, /*offsets=*/{}, /*axis=*/0,
-                               /*unsafe=*/true, /*initial=*/0);
+  const auto close = packed.vector("close_atoms");
+  if (close[0] > 0)
+    throw CloseAtomsError(static_cast<int64_t>(close[1]), static_cast<int64_t>(close[2]), close[3],
+                          kMinAtomDistance);
+  return true;
 }
 
 }  // namespace
@@ -130,10 +146,9 @@ Evaluation Engine::evaluate(const std::vector<Atoms>& step, const Request& what)
   // A piece: this step's collectives and message targets (host values).
   connect_collectives(plan.in, first.piece);
   const bool empty = atom_count(first) == 0;  // runs on a placeholder atom (step_plan.h)
-  plan.layer_targets = first.piece.layer_targets;
-  if (empty && !plan.layer_targets.empty())
-    plan.layer_targets.assign(model_->config().backbone.num_layers, 1);
-  Evaluation ev = run(plan, geo, what);
+  std::vector<int64_t> layer_targets = first.piece.layer_targets;
+  if (empty && !layer_targets.empty()) layer_targets.assign(model_->config().backbone.num_layers, 1);
+  Evaluation ev = run(plan, geo, what, layer_targets);
   if (empty) {  // drop the placeholder
     ev.atom_energy = ev.atom_energy.narrow(0, 0, 0);
     ev.forces = ev.forces.narrow(0, 0, 0);
@@ -182,44 +197,61 @@ nn::MoleContext Engine::mole_context(StepPlan& plan, const torch::Tensor& system
   return ctx;
 }
 
-Evaluation Engine::run(StepPlan& plan, const Geometry& geo, const Request& what) {
-  const auto dopts = torch::TensorOptions().dtype(torch::kFloat64).device(options_.device);
-  const BatchTensors& in = plan.in;
-  const auto& pos = geo.positions;
-  const int64_t B = static_cast<int64_t>(geo.graph.size());
-  const int64_t N = pos.size(0);
-
+// An evaluation in four stages: the graph, what it sizes, the backbone, the outputs.
+Evaluation Engine::run(StepPlan& plan, const Geometry& geo, const Request& what,
+                       const std::vector<int64_t>& layer_targets) {
   stages_.clear();  // cuts of an evaluation that failed half-way
+  StepState step = build_graph(geo, what);
+  size_step(plan, step, layer_targets);
+  run_backbone(plan, step, what);
+  return assemble_outputs(plan, step, geo, what, stages_);
+}
+
+// Stage "graph": the neighbour graph (with the capacities a training step
+// measured, if any) and the edge vectors, the leaves the energy is
+// differentiated by: forces and virials both follow from dE/dr_edge.
+StepState Engine::build_graph(const Geometry& geo, const Request& what) {
+  StepState step;
+  step.systems = static_cast<int64_t>(geo.graph.size());
+  step.nodes = geo.positions.size(0);
   std::vector<GraphCapacity> measured;  // Request::edge_capacities
   for (int64_t edges : what.edge_capacities) measured.push_back({edges, 0, 0, 0});
-  RadiusGraph graph = measured.empty() ? graph_.build(pos, geo.cells, geo.graph)
-                                       : graph_.build_with(pos, geo.cells, geo.graph, measured);
-  if (graph.row_offsets != plan.edge_rows) {  // the capacities changed: new block lengths
+  step.graph = measured.empty() ? graph_.build(geo.positions, geo.cells, geo.graph)
+                                : graph_.build_with(geo.positions, geo.cells, geo.graph, measured);
+  const RadiusGraph& graph = step.graph;
+  step.vec = edge_vectors(geo.positions, graph, geo.cells);
+  step.vec.requires_grad_(true);
+  step.edges = {graph.src, graph.tgt, graph.valid, graph.edge_system, step.vec, graph.row_offsets, {}};
+  return step;
+}
+
+// Stage "plan": what the graph's capacities size (the edge blocks and the
+// memory plan, kept in the plan while they hold) and each block's edges.
+void Engine::size_step(StepPlan& plan, StepState& step, const std::vector<int64_t>& layer_targets) {
+  const RadiusGraph& graph = step.graph;
+  GraphSized& sized = plan.sized;
+  if (graph.row_offsets != sized.edge_rows) {  // the capacities changed: new block lengths
     std::vector<int64_t> lengths;
-    for (int64_t b = 0; b < B; ++b)
+    for (int64_t b = 0; b < step.systems; ++b)
       lengths.push_back(graph.row_offsets[b + 1] - graph.row_offsets[b]);
-    plan.edge_block_lengths = upload(lengths, dopts.dtype(torch::kLong));
-    plan.edge_rows = graph.row_offsets;
+    sized.edge_block_lengths = upload(lengths, torch::TensorOptions().dtype(torch::kLong).device(options_.device));
+    sized.edge_rows = graph.row_offsets;
   }
-  // The edge vectors are the leaves the energy is differentiated by: forces
-  // and virials both follow from dE/dr_edge.
-  torch::Tensor vec = edge_vectors(pos, graph, geo.cells);
-  vec.requires_grad_(true);
-  EdgeInput edges{graph.src, graph.tgt, graph.valid, graph.edge_system, vec, graph.row_offsets, {}};
   const int64_t edge_slots = graph.src.size(0);
-  if (!plan.planned || plan.memory.nodes != N || plan.memory.edges != edge_slots) {
-    plan.memory = plan_memory(memory_model_, N, edge_slots, budget_, options_.recompute_chunk);
-    if (options_.memory_budget > budget_) plan.memory.asked_bytes = options_.memory_budget;
-    plan.planned = true;
+  if (!sized.planned || sized.memory.nodes != step.nodes || sized.memory.edges != edge_slots) {
+    sized.memory = plan_memory(memory_model_, step.nodes, edge_slots, budget_, options_.recompute_chunk);
+    if (options_.memory_budget > budget_) sized.memory.asked_bytes = options_.memory_budget;
+    sized.planned = true;
     ++stats_.memory_plans;
   }
-  edges.recompute_chunk = plan.memory.recompute ? plan.memory.chunk_edges : 0;
+  EdgeInput& edges = step.edges;
+  edges.recompute_chunk = sized.memory.recompute ? sized.memory.chunk_edges : 0;
   edges.backend = edge_backend_;
-  if (!plan.layer_targets.empty()) {
+  if (!layer_targets.empty()) {
     // Edges are ordered by target: those into atoms [0, t) are a prefix.
     // One counted read of L numbers sizes the per-block edge sets.
     std::vector<torch::Tensor> counts;
-    for (int64_t t : plan.layer_targets) counts.push_back((graph.valid & (graph.tgt < t)).sum());
+    for (int64_t t : layer_targets) counts.push_back((graph.valid & (graph.tgt < t)).sum());
     auto host = to_host(torch::stack(counts));
     const int64_t* found = host.data_ptr<int64_t>();  // host data
     edges.layer_edges.assign(found, found + host.numel());
@@ -227,79 +259,24 @@ Evaluation Engine::run(StepPlan& plan, const Geometry& geo, const Request& what)
     // only changes features nothing reads afterwards.
     for (auto& n : edges.layer_edges) n = std::max<int64_t>(n, 1);
   }
-  if (edge_backend_->skips_padding() && B == 1 && !in.exchange)
+  if (edge_backend_->skips_padding() && step.systems == 1 && !plan.in.exchange)
     skip_padding_slots(graph, model_->config().backbone.num_layers, edges);
+}
 
+// Stage "backbone": each atom's energy in the model's units, and their sums.
+void Engine::run_backbone(StepPlan& plan, StepState& step, const Request& what) {
+  const BatchTensors& in = plan.in;
   auto backbone = model_->backbone();
   auto system_emb = backbone->system_embedding(in);
-  auto ctx = mole_context(plan, system_emb, graph.row_offsets, what.routing_dropout);
-  torch::Tensor features;
-  auto raw_atom =
-      model_->atom_energies(in, edges, system_emb, ctx, what.features ? &features : nullptr)
-          .to(torch::kFloat64);  // [N]
+  auto ctx = mole_context(plan, system_emb, step.graph.row_offsets, what.routing_dropout);
+  auto raw_atom = model_->atom_energies(in, step.edges, system_emb, ctx,
+                                        what.features ? &step.features : nullptr)
+                      .to(torch::kFloat64);  // [N]
   if (in.owned >= 0)  // ghosts carry no energy of their own
-    raw_atom = torch::cat({raw_atom.narrow(0, 0, in.owned), torch::zeros({N - in.owned}, dopts)});
-  const bool twice = what.create_graph;
-  auto raw_energy = system_sum(raw_atom, in.atom_offsets, in.natoms, twice);
-
-  Evaluation ev;
-  ev.request = what;
-  const auto& escale = plan.energy_scale;
-  const bool raw = plan.identity;  // training: the raw outputs, no scale or shift to apply
-  ev.energy = raw ? raw_energy : raw_energy * escale + plan.energy_shift;
-  ev.atom_energy =
-      raw ? raw_atom
-          : raw_atom * (B == 1 ? escale : escale.index_select(0, in.batch)) + plan.atom_shift;
-  if (features.defined()) ev.features = features.detach();
-  ev.natoms = in.natoms;
-  ev.batch = in.batch;
-  ev.edge_counts = graph.counts;
-  ev.close_atoms = graph.close_atoms;
-  ev.nonfinite = geo.nonfinite;
-  ev.graph_sizes = graph.sizes;
-  ev.capacities.clear();
-  for (const auto& c : graph.capacity) ev.capacities.push_back(c.edges);
-  if (!what.gradients) return ev;
-
-  // [E, 3] dE/dr_edge; stage by stage where the model called collectives,
-  // which then run here, on this thread (staged_backward.h).  A training
-  // step keeps its graph for the second-order backward (whole systems: no
-  // collectives).
-  auto g = twice ? torch::autograd::grad({raw_energy.sum()}, {vec}, {}, /*retain_graph=*/true,
-                                         /*create_graph=*/true)[0]
-                 : stages_.grad(raw_energy.sum(), {vec})[0];
-  const auto& fscale = plan.force_scale;
-  torch::Tensor pair_force = g;
-  if (!raw) {
-    auto edge_fscale = B == 1 ? fscale.to(options_.dtype)
-                              : fscale.to(options_.dtype).index_select(0, graph.edge_system);
-    pair_force = g * edge_fscale.unsqueeze(1);
-  }
-  // Sums into atoms in each atom's edge order (no float atomics on a GPU):
-  // the same forces on every run, and a training step's second backward too.
-  // The padding slots (zero rows, all at a system's last atom) are left out.
-  const nn::NodeSums into_targets(nn::leave_out(graph.tgt, graph.valid, N), N);
-  const nn::NodeSums into_sources(nn::leave_out(graph.src, graph.valid, N), N);
-  ev.forces = into_targets(pair_force) - into_sources(pair_force);
-  {
-    // dE/d strain = sum_edges r (x) dE/dr; the virial W = -dE/d strain.
-    auto r_g = vec.detach().to(torch::kFloat64).unsqueeze(2) * g.to(torch::kFloat64).unsqueeze(1);
-    auto de_dstrain = system_sum(r_g, graph.row_offsets, plan.edge_block_lengths, twice);
-    de_dstrain = (de_dstrain + de_dstrain.transpose(1, 2)) / 2;
-    ev.virial = raw ? -de_dstrain : -de_dstrain * fscale.view({B, 1, 1});
-    if (in.owned < 0 && raw)  // 0 instead of NaN without volume: a NaN would reach the gradient
-      ev.stress = de_dstrain * torch::nan_to_num(geo.inv_volume, 0.0, 0.0, 0.0).view({B, 1, 1});
-    else if (in.owned < 0)
-      ev.stress = de_dstrain * (geo.inv_volume * plan.stress_scale).view({B, 1, 1}) +
-                  plan.stress_shift.view({B, 1, 1});
-    if (what.atom_virial) {
-      auto edge_half = B == 1 ? fscale * -0.5 : fscale.index_select(0, graph.edge_system) * -0.5;
-      auto w = r_g * edge_half.view({-1, 1, 1});
-      w = (w + w.transpose(1, 2)) / 2;
-      ev.atom_virial = into_sources(w) + into_targets(w);
-    }
-  }
-  return ev;
+    raw_atom = torch::cat({raw_atom.narrow(0, 0, in.owned),
+                           torch::zeros({step.nodes - in.owned}, raw_atom.options())});
+  step.raw_atom = raw_atom;
+  step.raw_energy = system_sum(raw_atom, in.atom_offsets, in.natoms, what.create_graph);
 }
 
 // What a capture depends on besides the positions and cells, within the
@@ -307,7 +284,7 @@ Evaluation Engine::run(StepPlan& plan, const Geometry& geo, const Request& what)
 // whether the experts are merged yet.
 std::vector<int64_t> Engine::replay_epoch(const StepPlan& plan) const {
   std::vector<int64_t> epoch{plan.merged ? 1 : 0,
-                             plan.memory.recompute ? plan.memory.chunk_edges : 0};
+                             plan.sized.memory.recompute ? plan.sized.memory.chunk_edges : 0};
   for (const auto& c : graph_.graph_capacities())
     epoch.insert(epoch.end(), {c.edges, c.candidates, c.neighbors, c.free_bins});
   return epoch;
@@ -359,7 +336,7 @@ Evaluation Engine::run_or_replay(StepPlan& plan, const Geometry& geo, const Requ
   }
   stats_.graph_nodes = r->graph->nodes();
   r->graph_tables = graph_.device_tables();
-  r->edge_block_lengths = plan.edge_block_lengths;
+  r->edge_block_lengths = plan.sized.edge_block_lengths;
   const double bytes = r->graph->pool_bytes();
   Replay& held = plan.replays.captured(std::move(r), bytes);
   held.graph->replay();
@@ -377,7 +354,7 @@ void Engine::update_weights(const std::function<void(UmaModel&)>& copy) {
 EngineStats Engine::stats() const {
   EngineStats s = stats_;
   if (plan_) {
-    s.memory_plan = plan_->memory;
+    s.memory_plan = plan_->sized.memory;
     s.graph_captures += plan_->replays.captures();
     s.graph_replays += plan_->replays.replays();
     s.graph_held = static_cast<int64_t>(plan_->replays.held());
@@ -391,9 +368,7 @@ bool Engine::read(const Evaluation& ev, HostEvaluation& out, const torch::Tensor
   const Request& what = ev.request;
   PackedRead packed;
   if (extra.defined()) packed.add("extra", extra);
-  packed.add("edge_counts", ev.edge_counts);
-  packed.add("close_atoms", ev.close_atoms);  // [flag, i, j, distance]
-  packed.add("nonfinite", ev.nonfinite);
+  add_graph_status(packed, ev.edge_counts, ev.close_atoms, ev.nonfinite);
   if (what.energy) packed.add("energy", ev.energy);
   if (what.forces) packed.add("forces", ev.forces);
   if (what.atom_energy) packed.add("atom_energy", ev.atom_energy);
@@ -402,19 +377,8 @@ bool Engine::read(const Evaluation& ev, HostEvaluation& out, const torch::Tensor
   if (what.atom_virial) packed.add("atom_virial", ev.atom_virial);
   packed.read();
 
-  const auto found = packed.vector("edge_counts");
-  std::vector<int64_t> counts(found.begin(), found.end());
-  bool overflow = false;
-  for (size_t b = 0; b < counts.size(); ++b) overflow |= counts[b] > ev.capacities[b];
-  if (packed.scalar("nonfinite") > 0) throw Error("positions contain NaN or infinite values");
-  if (overflow) {
-    graph_.grow(counts, ev.graph_sizes);
-    return false;
-  }
-  const auto close = packed.vector("close_atoms");
-  if (close[0] > 0)
-    throw CloseAtomsError(static_cast<int64_t>(close[1]), static_cast<int64_t>(close[2]), close[3],
-                          kMinAtomDistance);
+  std::vector<int64_t> counts;
+  if (!graph_status_ok(packed, ev.capacities, ev.graph_sizes, graph_, counts)) return false;
   out = HostEvaluation();
   out.edges = counts;
   if (packed.has("energy")) out.energy = packed.vector("energy");
@@ -438,33 +402,32 @@ std::vector<int64_t> Engine::edge_counts(const std::vector<Atoms>& step) {
   until_capacity_fits([&] {
     RadiusGraph graph = graph_.build(geo.positions, geo.cells, geo.graph);
     PackedRead packed;
-    packed.add("edge_counts", graph.counts);
-    packed.add("close_atoms", graph.close_atoms);
-    packed.add("nonfinite", geo.nonfinite);
+    add_graph_status(packed, graph.counts, graph.close_atoms, geo.nonfinite);
     packed.read();
-    const auto found = packed.vector("edge_counts");
-    counts.assign(found.begin(), found.end());
-    if (packed.scalar("nonfinite") > 0) throw Error("positions contain NaN or infinite values");
-    bool overflow = false;
-    for (size_t b = 0; b < counts.size(); ++b) overflow |= counts[b] > graph.capacity[b].edges;
-    if (overflow) {
-      graph_.grow(counts, graph.sizes);
-      return false;
-    }
-    const auto close = packed.vector("close_atoms");
-    if (close[0] > 0)
-      throw CloseAtomsError(static_cast<int64_t>(close[1]), static_cast<int64_t>(close[2]),
-                            close[3], kMinAtomDistance);
-    return true;
+    std::vector<int64_t> capacities;
+    for (const auto& c : graph.capacity) capacities.push_back(c.edges);
+    return graph_status_ok(packed, capacities, graph.sizes, graph_, counts);
   });
   return counts;
 }
 
+std::vector<std::string> precision_names(bool tf32) {
+  std::vector<std::string> names;
+  for (const auto& p : kPrecisions)
+    if (tf32 || !p.precision.tf32) names.push_back(p.name);
+  return names;
+}
+
+std::string precision_name(torch::ScalarType dtype) {
+  for (const auto& p : kPrecisions)
+    if (p.precision.dtype == dtype && !p.precision.tf32) return p.name;
+  throw Error("internal: no precision named for " + std::string(c10::toString(dtype)));
+}
+
 Precision parse_precision(const std::string& name) {
-  if (name == "fp32") return {torch::kFloat32, false};
-  if (name == "fp64") return {torch::kFloat64, false};
-  if (name == "tf32") return {torch::kFloat32, true};
-  throw Error("precision must be fp32, fp64 or tf32, got '" + name + "'");
+  for (const auto& p : kPrecisions)
+    if (name == p.name) return p.precision;
+  throw Error("precision must be " + one_of(precision_names()) + ", got '" + name + "'");
 }
 
 Error capacity_exhausted() {

@@ -31,8 +31,9 @@
 
 namespace uma {
 
-struct Geometry;  // batch.h
-struct StepPlan;  // step_plan.h
+struct Geometry;   // batch.h
+struct StepPlan;   // step_plan.h
+struct StepState;  // step_state.h
 
 // Periodic cells whose lattice planes lie closer than this (Angstrom) along a
 // periodic direction are refused: a 0.5 A spacing already means 25 images per
@@ -40,11 +41,24 @@ struct StepPlan;  // step_plan.h
 constexpr double kMinPlaneSpacing = 0.5;
 
 // A precision by the name users give it: "fp32", "fp64", or "tf32" (float32
-// with TF32 matrix products on CUDA).  The one place such names are mapped.
+// with TF32 matrix products on CUDA).  kPrecisions is the one place such
+// names are mapped.
 struct Precision {
   torch::ScalarType dtype = torch::kFloat32;
   bool tf32 = false;
 };
+struct PrecisionName {
+  const char* name;
+  Precision precision;
+};
+inline constexpr PrecisionName kPrecisions[] = {{"fp32", {torch::kFloat32, false}},
+                                                {"fp64", {torch::kFloat64, false}},
+                                                {"tf32", {torch::kFloat32, true}}};
+// The names, in the table's order; `tf32`: false leaves out the TF32 ones
+// (training runs in fp32 or fp64).
+std::vector<std::string> precision_names(bool tf32 = true);
+// The name of a precision without TF32 ("fp32" or "fp64").
+std::string precision_name(torch::ScalarType dtype);
 // Throws uma::Error naming the accepted names for any other.
 Precision parse_precision(const std::string& name);
 
@@ -163,8 +177,14 @@ class Engine {
   void connect_collectives(BatchTensors& in, const Piece& piece);
   nn::MoleContext mole_context(StepPlan& plan, const torch::Tensor& system_emb,
                                const std::vector<int64_t>& edge_rows, double routing_dropout);
-  // Graph, model and gradients with respect to the edge vectors.
-  Evaluation run(StepPlan& plan, const Geometry& geo, const Request& what);
+  // One evaluation, as named stages (engine.cpp): build_graph, size_step,
+  // run_backbone, then assemble_outputs (outputs.h).  `layer_targets`: a
+  // piece's (see Piece).
+  Evaluation run(StepPlan& plan, const Geometry& geo, const Request& what,
+                 const std::vector<int64_t>& layer_targets = {});
+  StepState build_graph(const Geometry& geo, const Request& what);
+  void size_step(StepPlan& plan, StepState& step, const std::vector<int64_t>& layer_targets);
+  void run_backbone(StepPlan& plan, StepState& step, const Request& what);
   // run(), or its CUDA graph (EngineOptions::cuda_graph).
   Evaluation run_or_replay(StepPlan& plan, const Geometry& geo, const Request& what);
   // What the plan's captures depend on (replay_cache.h's epoch).

@@ -192,12 +192,7 @@ std::shared_ptr<StepPlan> build_plan(const UmaModel& model, const std::vector<At
   if (uniform) plan->merge_key = merge_keys[0];
   if (previous && !plan->merge_key.empty() && previous->merge_key == plan->merge_key)
     plan->merged = previous->merged;
-  if (previous) {  // what the graph sized: checked against the graph at every step
-    plan->edge_rows = previous->edge_rows;
-    plan->edge_block_lengths = previous->edge_block_lengths;
-    plan->memory = previous->memory;
-    plan->planned = previous->planned;
-  }
+  if (previous) plan->sized = previous->sized;  // checked against the graph at every step
   return plan;
 }
 

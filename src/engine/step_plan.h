@@ -48,6 +48,15 @@ struct Replay {
   torch::Tensor edge_block_lengths;
 };
 
+// What the neighbour graph's edge capacities size: kept from step to step and
+// made again only when the capacities or the atom count change.
+struct GraphSized {
+  std::vector<int64_t> edge_rows;    // [B + 1] host: each system's block of edge slots
+  torch::Tensor edge_block_lengths;  // [B] long on the device
+  MemoryPlan memory;
+  bool planned = false;  // memory holds a plan
+};
+
 struct StepPlan {
   std::vector<int64_t> key;
   BatchTensors in;           // device integers of the atoms; a piece's collectives are set per step
@@ -62,14 +71,7 @@ struct StepPlan {
   // (their experts merge into one set of weights); empty otherwise.
   std::vector<int64_t> merge_key;
   std::shared_ptr<nn::MergedExperts> merged;
-  std::vector<int64_t> layer_targets;  // this step's (a piece's; see Piece)
-
-  // Sized by the graph's capacities, made again when they change.
-  std::vector<int64_t> edge_rows;    // [B + 1] host: each system's block of edge slots
-  torch::Tensor edge_block_lengths;  // [B] long on the device
-  MemoryPlan memory;
-  bool planned = false;  // memory holds a plan
-
+  GraphSized sized;  // checked against the graph at every step (Engine::run's stage "plan")
   ReplayCache<Replay> replays;
 };
 

@@ -69,7 +69,7 @@ void validate_labels(const UmaModel& model, const Atoms& a, const std::string& w
                   " is not covered by the model (1.." +
                   std::to_string(cfg.backbone.max_num_elements - 1) + ")");
   if (!model->has_dataset(a.task))
-    throw Error(where + "unknown task '" + a.task + "'; the model has: " + cfg.dataset_list());
+    throw Error(where + cfg.unknown_task(a.task));
   try {
     validate_charge_spin(a.task, a.charge, a.spin);
   } catch (const Error& e) {

@@ -20,6 +20,12 @@ int64_t integer(const std::string& text, const std::string& where, const std::st
   return parse_integer(text, where + ": label '" + key + "'");
 }
 
+// The frame's info label `key`, or null.
+const std::string* label(const Frame& f, const std::string& key) {
+  auto it = f.info.find(key);
+  return it == f.info.end() ? nullptr : &it->second;
+}
+
 }  // namespace
 
 Atoms frame_atoms(const Frame& f) {
@@ -29,6 +35,29 @@ Atoms frame_atoms(const Frame& f) {
   a.positions = torch::tensor(f.positions, torch::kFloat64).view({n, 3});  // host data
   a.cell = f.cell;
   a.pbc = f.pbc;
+  return a;
+}
+
+Atoms frame_system(const Frame& f, const std::string& where, const SystemInputs& given) {
+  Atoms a = frame_atoms(f);
+  auto info = [&](const std::string& key) { return label(f, key); };
+  if (!given.task.empty())
+    a.task = given.task;
+  else
+    a.task = info("task") ? *info("task") : given.default_task;
+  if (given.charge)
+    a.charge = *given.charge;
+  else if (info("charge"))
+    a.charge = integer(*info("charge"), where, "charge");
+  if (given.spin)
+    a.spin = *given.spin;
+  else
+    a.spin = info("spin") ? integer(*info("spin"), where, "spin") : default_spin(a.task);
+  try {
+    validate_given_charge_spin(a.task, a.charge, a.spin);
+  } catch (const Error& e) {
+    throw Error(where + ": " + e.what());
+  }
   return a;
 }
 
@@ -45,21 +74,11 @@ std::vector<Sample> read_training_data(const std::string& path, const std::strin
     const Frame& f = frames[k];
     const std::string where = path + ", frame " + std::to_string(k);
     Sample s;
-    s.atoms = frame_atoms(f);
-    auto info = [&](const std::string& key) -> const std::string* {
-      auto it = f.info.find(key);
-      return it == f.info.end() ? nullptr : &it->second;
-    };
-    s.atoms.task = info("task") ? *info("task") : default_task;
+    SystemInputs given;
+    given.default_task = default_task;
+    s.atoms = frame_system(f, where, given);
     if (s.atoms.task.empty()) throw Error(where + ": no 'task' label and no default task");
-    s.atoms.charge = info("charge") ? integer(*info("charge"), where, "charge") : 0;
-    s.atoms.spin =
-        info("spin") ? integer(*info("spin"), where, "spin") : default_spin(s.atoms.task);
-    try {
-      validate_given_charge_spin(s.atoms.task, s.atoms.charge, s.atoms.spin);
-    } catch (const Error& e) {
-      throw Error(where + ": " + e.what());
-    }
+    auto info = [&](const std::string& key) { return label(f, key); };
 
     if (const auto* e = info("energy")) {
       const auto v = numbers(*e, where, "energy");

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <array>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -29,13 +30,29 @@ struct Sample {
   Labels labels;
 };
 
-// Reads every frame of `path`.  `default_task` is used for frames without a
-// `task` label; charge defaults to 0, spin to the task's default.  Throws
-// uma::Error naming the file and frame on a malformed label.
 // A frame's atoms: numbers, positions (host, float64), cell and
 // periodicity; task, charge and spin are the caller's (labels or options).
 Atoms frame_atoms(const Frame& f);
 
+// What a caller gives of a frame's task, charge and spin, over the frame's
+// own labels: each set one replaces the frame's label; `default_task` is the
+// task where neither gives one.
+struct SystemInputs {
+  std::string task, default_task;
+  std::optional<int64_t> charge, spin;
+};
+
+// frame_atoms with the task, charge and spin that `given` and the frame's
+// labels 'task', 'charge' and 'spin' say (charge 0 and the task's spin where
+// neither does), checked by validate_given_charge_spin.  The task may come
+// out empty: the caller says what was missing.  Throws uma::Error naming
+// `where` (the file and frame) on a malformed label or a charge or spin the
+// task refuses.
+Atoms frame_system(const Frame& f, const std::string& where, const SystemInputs& given = {});
+
+// Reads every frame of `path` (frame_system, with `default_task`).  Throws
+// uma::Error naming the file and frame on a malformed label or a frame
+// without a task.
 std::vector<Sample> read_training_data(const std::string& path,
                                        const std::string& default_task = "");
 

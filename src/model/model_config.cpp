@@ -90,6 +90,10 @@ std::string ModelConfig::dataset_list() const {
   return list;
 }
 
+std::string ModelConfig::unknown_task(const std::string& task) const {
+  return "unknown task '" + task + "'; the model has: " + dataset_list();
+}
+
 namespace {
 
 ModelConfig config_from_json(const json& j, const std::string& json_text) {

@@ -67,6 +67,8 @@ struct ModelConfig {
   // Dataset names a user may ask for (the keys of dataset_mapping, sorted).
   std::vector<std::string> dataset_names() const;
   std::string dataset_list() const;  // the names joined with ", ", for messages
+  // The one message for a task the model has no head for ("unknown task ...").
+  std::string unknown_task(const std::string& task) const;
 };
 
 // Parses and validates; throws uma::Error naming the offending key.

@@ -1,11 +1,13 @@
 #include "train/option_table.h"
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <sstream>
 
-#include "engine/engine.h"
+#include "core/choices.h"
 #include "core/uma_error.h"
+#include "engine/engine.h"
 
 namespace uma::train {
 namespace {
@@ -133,21 +135,22 @@ const std::vector<Row>& rows() {
           [](int64_t v) { return v == 0 || v >= 2; },
           [](TrainOptions& o, int64_t v) { o.committee_members = v; },
           [](const TrainOptions& o) { return o.committee_members; }),
-      {{"precision", "the training's floating-point precision (fp32 or fp64)"},
+      {{"precision",
+        "the training's floating-point precision (" + one_of(precision_names(/*tf32=*/false)) + ")"},
        [](TrainOptions& o, const std::string& v) {
-         if (v != "fp32" && v != "fp64") refuse("precision", "fp32 or fp64", v);
+         const auto names = precision_names(/*tf32=*/false);
+         if (std::find(names.begin(), names.end(), v) == names.end())
+           refuse("precision", one_of(names), v);
          o.dtype = parse_precision(v).dtype;
        },
-       [](const TrainOptions& o) {
-         return std::string(o.dtype == torch::kFloat64 ? "fp64" : "fp32");
-       }},
+       [](const TrainOptions& o) { return precision_name(o.dtype); }},
       {{"edge_ops",
         "the blocks' edge operators (lean: fused on the CPU; reference: the LibTorch ops)"},
        [](TrainOptions& o, const std::string& v) {
          try {
            o.edge_ops = nn::parse_edge_ops(v);
          } catch (const Error&) {
-           refuse("edge_ops", "lean or reference", v);
+           refuse("edge_ops", one_of(nn::edge_ops_names()), v);
          }
        },
        [](const TrainOptions& o) { return std::string(nn::edge_ops_name(o.edge_ops)); }},

@@ -16,20 +16,29 @@
 
 namespace uma::train {
 
-// No training frame has at most the sampler's max_atoms atoms; callers name
-// their own option (fix uma/train's max_atoms, uma train's --max-atoms).
+// No training frame has at most the sampler's max_atoms atoms; the message
+// names the caller's option (TrainingLoop's `max_atoms_option`).
 class NoBatchError : public Error {
  public:
-  explicit NoBatchError(int64_t max_atoms)
-      : Error("no frame has at most " + std::to_string(max_atoms) + " atoms"),
+  NoBatchError(int64_t max_atoms, const std::string& option)
+      : Error("no frame has at most " + option + " " + std::to_string(max_atoms) + " atoms; raise " +
+              option),
         max_atoms(max_atoms) {}
   int64_t max_atoms;
 };
 
 class TrainingLoop {
  public:
-  TrainingLoop(Trainer& trainer, MaxAtomsSampler sampler)
-      : trainer_(trainer), sampler_(std::move(sampler)) {}
+  // `max_atoms_option`: how the user sets the sampler's max_atoms (fix
+  // uma/train's "max_atoms", uma train's "--max-atoms"), for the messages.
+  TrainingLoop(Trainer& trainer, MaxAtomsSampler sampler, std::string max_atoms_option)
+      : trainer_(trainer), sampler_(std::move(sampler)), option_(std::move(max_atoms_option)) {}
+
+  // The warning for frames that no batch can hold (the sampler leaves them
+  // out), e.g. "2 of 5 frames from F have more than max_atoms 10 atoms and
+  // are left out of training; raise max_atoms to train on them" (`from`
+  // empty: no "from F"); empty when every frame fits.
+  std::string oversized(const std::vector<Sample>& samples, const std::string& from) const;
 
   // Adds a frame to the trainer (Trainer::add_sample, which measures its
   // edges): one to train on, or one held out (never trained on).  Returns
@@ -49,6 +58,7 @@ class TrainingLoop {
  private:
   Trainer& trainer_;
   MaxAtomsSampler sampler_;
+  std::string option_;
   std::vector<int64_t> train_ids_, train_atoms_;  // what the sampler draws from, their sizes
   std::vector<int64_t> held_ids_;
 };

@@ -22,7 +22,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 SUITES = {
     "pair": (("cases_ranks_halo", "cases_kokkos", "cases_md_physics", "cases_inputs_errors", "cases_examples",
               "cases_gpu_path", "cases_workflows"), ""),
-    "train": (("cases_fix_train", "cases_gate"), "train_"),
+    "train": (("cases_fix_train", "cases_fix_train_errors", "cases_gate"), "train_"),
 }
 
 
