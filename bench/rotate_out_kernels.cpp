@@ -20,7 +20,7 @@
 
 namespace {
 
-using uma::nn::kernels::Rows;
+using uma::edges::kernels::Rows;
 
 constexpr int64_t kNodes = 500, kEdges = 40000, kChannels = 128;
 constexpr int kRows = 9;
@@ -105,7 +105,7 @@ double best_ms(int calls, Call call) {
 
 template <typename T>
 void run(const char* type, int calls) {
-  namespace k = uma::nn::kernels;
+  namespace k = uma::edges::kernels;
   Inputs<T> in;
   const Rows<const T> y = in.y.const_rows(), dy = in.dy.const_rows();
   const Rows<T> gy = in.gy.rows(), no_gy;

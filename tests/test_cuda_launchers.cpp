@@ -15,7 +15,7 @@
 #include "edges/edge_segments.h"
 #include "edges/lean_launchers.h"
 
-namespace uma::nn {
+namespace uma::edges {
 namespace {
 
 constexpr int64_t kNodes = 9, kGraphEdges = 41, kEdges = 37, C = 6, H = 5;
@@ -205,4 +205,4 @@ TEST(CudaLaunchers, GiveTheCpuLaunchersResultsOnTheHost) {
 }
 
 }  // namespace
-}  // namespace uma::nn
+}  // namespace uma::edges

@@ -9,7 +9,7 @@
 #include "edges/radial.h"
 #include "test_util.h"
 
-namespace uma::nn {
+namespace uma::edges {
 namespace {
 
 using torch::autograd::grad;
@@ -254,4 +254,4 @@ TEST(LayerNormSiLU, KeepsOnlyItsInputForTheBackward) {
 }
 
 }  // namespace
-}  // namespace uma::nn
+}  // namespace uma::edges

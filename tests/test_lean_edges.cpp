@@ -21,7 +21,7 @@
 #include "model/nn/so3.h"
 #include "test_util.h"
 
-namespace uma::nn {
+namespace uma::edges {
 namespace {
 
 using torch::autograd::grad;
@@ -294,7 +294,7 @@ TEST(LeanEdges, RefuseThirdDerivatives) {
 }
 
 }  // namespace
-}  // namespace uma::nn
+}  // namespace uma::edges
 
 namespace uma {
 namespace {
@@ -313,7 +313,7 @@ TEST(EdgeBackends, ChosenOnceAndAgreeInFloat64) {
     Engine lean(test::random_model(test::small_config()), lean_options);
     Engine reference(test::random_model(test::small_config()), reference_options);
     EXPECT_EQ(lean.stats().edge_backend,
-              &nn::edge_backend_for(nn::EdgeOps::kLean, test::test_device()));
+              &edges::edge_backend_for(edges::EdgeOps::kLean, test::test_device()));
     EXPECT_STREQ(reference.stats().edge_backend->name(), "reference");
     EXPECT_TRUE(lean.stats().edge_backend->second_derivatives());
     EXPECT_TRUE(reference.stats().edge_backend->second_derivatives());
@@ -345,15 +345,15 @@ TEST(EdgeBackends, ChosenOnceAndAgreeInFloat64) {
 TEST(EdgeBackends, LeanSegmentsLeaveThePaddingOut) {
   constexpr int64_t N = 6, E = 40;
   torch::manual_seed(3);
-  nn::EdgeFrame frame;
+  edges::EdgeFrame frame;
   frame.src = torch::randint(0, N, {E}, torch::kLong);
   frame.tgt = torch::randint(0, N, {E}, torch::kLong);
   frame.valid = torch::rand({E}) < 0.7;
   frame.src.masked_fill_(frame.valid.logical_not(), N - 1);  // padding, as the graph lays it out
   frame.tgt.masked_fill_(frame.valid.logical_not(), N - 1);
   const auto D = torch::randn({E, 9, 9}, torch::kFloat64), envelope = torch::rand({E});
-  for (const nn::EdgeBackend* lean : {&nn::lean_cpu_edges(), &nn::lean_cuda_edges()}) {
-    nn::EdgeFrame f = frame;
+  for (const edges::EdgeBackend* lean : {&edges::lean_cpu_edges(), &edges::lean_cuda_edges()}) {
+    edges::EdgeFrame f = frame;
     lean->prepare(f, D, envelope, N);
     for (const auto& [segments, node] : {std::pair{f.by_source, f.src}, {f.by_target, f.tgt}}) {
       const auto found = segments.order.narrow(0, 0, segments.offsets[N].item<int64_t>());
@@ -372,20 +372,20 @@ TEST(EdgeBackends, LeanSegmentsLeaveThePaddingOut) {
 // the engine has their CUDA launchers (there over the graph's padding too:
 // the count of edges found stays on the device); the composition otherwise.
 TEST(EdgeBackends, LeanOnCudaOnlyWithItsLaunchers) {
-  using nn::EdgeOps;
+  using edges::EdgeOps;
   const torch::Device cpu(torch::kCPU), cuda(torch::kCUDA, 0);
-  EXPECT_EQ(&nn::edge_backend_for(EdgeOps::kLean, cpu), &nn::lean_cpu_edges());
-  EXPECT_TRUE(nn::lean_cpu_edges().skips_padding());
-  EXPECT_EQ(&nn::edge_backend_for(EdgeOps::kReference, cpu), &nn::reference_edges());
-  EXPECT_EQ(&nn::edge_backend_for(EdgeOps::kReference, cuda), &nn::reference_edges());
-  if (nn::cuda_lean_launchers()) {
-    EXPECT_EQ(&nn::edge_backend_for(EdgeOps::kLean, cuda), &nn::lean_cuda_edges());
-    EXPECT_STREQ(nn::lean_cuda_edges().name(), "lean");
-    EXPECT_FALSE(nn::lean_cuda_edges().skips_padding());
+  EXPECT_EQ(&edges::edge_backend_for(EdgeOps::kLean, cpu), &edges::lean_cpu_edges());
+  EXPECT_TRUE(edges::lean_cpu_edges().skips_padding());
+  EXPECT_EQ(&edges::edge_backend_for(EdgeOps::kReference, cpu), &edges::reference_edges());
+  EXPECT_EQ(&edges::edge_backend_for(EdgeOps::kReference, cuda), &edges::reference_edges());
+  if (edges::cuda_lean_launchers()) {
+    EXPECT_EQ(&edges::edge_backend_for(EdgeOps::kLean, cuda), &edges::lean_cuda_edges());
+    EXPECT_STREQ(edges::lean_cuda_edges().name(), "lean");
+    EXPECT_FALSE(edges::lean_cuda_edges().skips_padding());
   } else {
-    EXPECT_EQ(&nn::edge_backend_for(EdgeOps::kLean, cuda), &nn::reference_edges());
+    EXPECT_EQ(&edges::edge_backend_for(EdgeOps::kLean, cuda), &edges::reference_edges());
     // and the operators themselves refuse CUDA tensors, naming the way out
-    test::expect_error([&] { nn::lean_launchers_for(cuda); }, "need an engine built with nvcc");
+    test::expect_error([&] { edges::lean_launchers_for(cuda); }, "need an engine built with nvcc");
   }
 }
 
@@ -396,7 +396,7 @@ TEST(EdgeBackends, LeanOnCudaOnlyWithItsLaunchers) {
 // the CUDA launchers use, agree: every M row once, in ascending order, with
 // its degree and its radial row.
 TEST(LeanLayout, InversesAgreeWithTheTables) {
-  using namespace uma::nn::kernels;
+  using namespace uma::edges::kernels;
   std::vector<int> by_degree, by_radial;
   for (int l = 0; l < 3; ++l)
     for (int i = 0; i < rows_of_degree(l); ++i) {

@@ -67,8 +67,9 @@ TEST(Recompute, EqualsTheStoredPath) {
 // The budget decides: a generous one keeps the stored path, a small one
 // recomputes with the chunk that fits, an impossible one is refused.
 TEST(MemoryPlan, PicksStoredRecomputedOrRefuses) {
-  const auto model = memory_model(parse_model_config(small_config().dump()).backbone,
-                                  torch::kFloat32, nn::lean_cpu_edges(), /*weights_trained=*/false);
+  const auto model =
+      memory_model(parse_model_config(small_config().dump()).backbone, torch::kFloat32,
+                   edges::lean_cpu_edges(), /*weights_trained=*/false);
   const int64_t nodes = 1000, edges = 80000;
   const double fixed = model.per_node * nodes + model.per_edge_graph * edges;
   const double stored = fixed + model.per_edge_stored * edges;
@@ -92,18 +93,18 @@ TEST(MemoryPlan, PicksStoredRecomputedOrRefuses) {
   // twice a recomputed chunk's; trained weights also keep their layers' inputs
   // and the radial MLPs' layer norm outputs (unfused there).
   const BackboneConfig uma_s;
-  const auto full = memory_model(uma_s, torch::kFloat32, nn::lean_cpu_edges(), false);
+  const auto full = memory_model(uma_s, torch::kFloat32, edges::lean_cpu_edges(), false);
   EXPECT_GT(full.per_edge_stored, 50e3);
   EXPECT_GT(full.per_edge_stored, 2 * full.per_edge_chunk);
-  const auto trained = memory_model(uma_s, torch::kFloat32, nn::lean_cpu_edges(), true);
+  const auto trained = memory_model(uma_s, torch::kFloat32, edges::lean_cpu_edges(), true);
   const double C = uma_s.sphere_channels, H = uma_s.hidden_channels, Ec = uma_s.edge_channels;
   EXPECT_DOUBLE_EQ(trained.per_edge_stored - full.per_edge_stored,
                    4 * (uma_s.num_layers * (18 * C + 9 * H + 4 * Ec) + 4 * Ec));
   EXPECT_DOUBLE_EQ(trained.per_edge_chunk - full.per_edge_chunk, 4 * (18 * C + 9 * H + 4 * Ec));
   // On a GPU the gate's sigmoids (3H per edge and block) are recomputed at
   // inference, but a training step's first backward keeps them.
-  const auto gpu = memory_model(uma_s, torch::kFloat32, nn::lean_cuda_edges(), false);
-  const auto gpu_trained = memory_model(uma_s, torch::kFloat32, nn::lean_cuda_edges(), true);
+  const auto gpu = memory_model(uma_s, torch::kFloat32, edges::lean_cuda_edges(), false);
+  const auto gpu_trained = memory_model(uma_s, torch::kFloat32, edges::lean_cuda_edges(), true);
   EXPECT_DOUBLE_EQ(full.per_edge_stored - gpu.per_edge_stored, 4 * uma_s.num_layers * 3 * H);
   EXPECT_DOUBLE_EQ(full.per_edge_chunk - gpu.per_edge_chunk, 4 * 3 * H);
   EXPECT_DOUBLE_EQ(gpu_trained.per_edge_stored, trained.per_edge_stored);
@@ -226,11 +227,11 @@ TEST(MemoryPlan, PredictedPeakWithinTenPercentAtUmaSWidths) {
   config["backbone"]["num_layers"] = 4;
   config["backbone"]["cutoff"] = 6.0;
   struct Case {
-    nn::EdgeOps ops;
+    edges::EdgeOps ops;
     int64_t chunk, cells;
   };
-  for (const Case c : {Case{nn::EdgeOps::kLean, 0, 2}, Case{nn::EdgeOps::kReference, 0, 2},
-                       Case{nn::EdgeOps::kLean, 256, 4}}) {
+  for (const Case c : {Case{edges::EdgeOps::kLean, 0, 2}, Case{edges::EdgeOps::kReference, 0, 2},
+                       Case{edges::EdgeOps::kLean, 256, 4}}) {
     EngineOptions opts;
     opts.device = torch::kCPU;  // the meter sees CPU storage
     opts.dtype = torch::kFloat32;
@@ -288,10 +289,10 @@ TEST(Recompute, SecondDerivativesEqualTheWholeSums) {
     auto x = torch::tanh(q);
     auto c = p * w.sum();  // no leaf, and a function of another read
     auto vec = pos.narrow(0, 1, 7) - pos.narrow(0, 0, 7);
-    auto out = chunked ? nn::chunked_edge_sum(x, vec, 6, 3, {4, 1, 2}, {w, c},
-                                              [&](const torch::Tensor& h, const torch::Tensor& v,
-                                                  const std::vector<torch::Tensor>& r, int64_t b,
-                                                  int64_t e) { return work(h, v, r[1], b, e); })
+    auto out = chunked ? edges::chunked_edge_sum(x, vec, 6, 3, {4, 1, 2}, {w, c},
+                                                 [&](const torch::Tensor& h, const torch::Tensor& v,
+                                                     const std::vector<torch::Tensor>& r, int64_t b,
+                                                     int64_t e) { return work(h, v, r[1], b, e); })
                        : work(x, vec.narrow(0, 0, 6), c, 0, 6);
     auto energy = (out * head).sum() + x.pow(2).sum();
     auto forces = torch::autograd::grad({energy}, {pos}, {}, /*retain_graph=*/true,
@@ -313,7 +314,7 @@ TEST(Recompute, SecondDerivativesEqualTheWholeSums) {
 
   auto x = torch::tanh(q);
   auto vec = pos.narrow(0, 1, 7) - pos.narrow(0, 0, 7);
-  auto out = nn::chunked_edge_sum(
+  auto out = edges::chunked_edge_sum(
       x, vec, 6, 3, {4, 1, 2}, {w},
       [&](const torch::Tensor& h, const torch::Tensor& v, const std::vector<torch::Tensor>&,
           int64_t b, int64_t e) { return work(h, v, p, b, e); });

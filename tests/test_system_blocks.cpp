@@ -6,7 +6,7 @@
 
 #include "edges/system_blocks.h"
 
-namespace uma::nn {
+namespace uma::edges {
 namespace {
 
 using torch::autograd::grad;
@@ -75,4 +75,4 @@ TEST(SystemBlocks, RefusesOffsetsThatDoNotCoverTheRows) {
 }
 
 }  // namespace
-}  // namespace uma::nn
+}  // namespace uma::edges

@@ -163,17 +163,17 @@ TEST(Training, LeanEdgeOpsGiveTheCompositionsStep) {
   // LibTorch composition: the same losses and the same gradient, in float64,
   // on the test device (on CUDA the lean operators' CUDA launchers, where the
   // engine has them).
-  auto run = [](nn::EdgeOps ops, const char* name) {
+  auto run = [](edges::EdgeOps ops, const char* name) {
     auto o = evaluation_options(torch::kFloat64);
     o.edge_ops = ops;
     Trainer trainer(random_model(small_config(4, true)), o);
-    EXPECT_EQ(&trainer.edge_backend(), &nn::edge_backend_for(ops, o.device)) << name;
+    EXPECT_EQ(&trainer.edge_backend(), &edges::edge_backend_for(ops, o.device)) << name;
     auto ids = add_samples(trainer);
     trainer.step(ids);
     return std::make_pair(trainer.gradient().clone(), trainer.read_stats());
   };
-  const auto [lean, lean_stats] = run(nn::EdgeOps::kLean, "lean");
-  const auto [reference, reference_stats] = run(nn::EdgeOps::kReference, "reference");
+  const auto [lean, lean_stats] = run(edges::EdgeOps::kLean, "lean");
+  const auto [reference, reference_stats] = run(edges::EdgeOps::kReference, "reference");
   const double scale = reference.abs().max().item<double>();
   ASSERT_GT(scale, 0.0);
   EXPECT_LE((lean - reference).abs().max().item<double>(), 1e-12 * scale);
@@ -197,7 +197,7 @@ TEST(Training, RecomputedEdgeWorkGivesTheStoredStep) {
     double peak_bytes;
   };
   const bool cpu = test_device().is_cpu();  // the meter sees CPU storage only
-  auto run = [](nn::EdgeOps ops, int64_t chunk) {
+  auto run = [](edges::EdgeOps ops, int64_t chunk) {
     auto o = evaluation_options(torch::kFloat64);
     o.edge_ops = ops;
     o.recompute_chunk = chunk;
@@ -211,11 +211,11 @@ TEST(Training, RecomputedEdgeWorkGivesTheStoredStep) {
     const double peak = static_cast<double>(meter.peak() - before);
     return Step{trainer.gradient().clone(), trainer.read_stats(), peak};
   };
-  for (auto ops : {nn::EdgeOps::kLean, nn::EdgeOps::kReference}) {
+  for (auto ops : {edges::EdgeOps::kLean, edges::EdgeOps::kReference}) {
     const Step stored = run(ops, 0), chunked = run(ops, 37);
     const double scale = stored.gradient.abs().max().item<double>();
     ASSERT_GT(scale, 0.0);
-    const auto where = ops == nn::EdgeOps::kLean ? "edge_ops lean" : "edge_ops reference";
+    const auto where = ops == edges::EdgeOps::kLean ? "edge_ops lean" : "edge_ops reference";
     EXPECT_LE((chunked.gradient - stored.gradient).abs().max().item<double>(), 1e-12 * scale)
         << where;
     EXPECT_NEAR(chunked.stats.loss, stored.stats.loss, 1e-12 * std::abs(stored.stats.loss))

@@ -71,7 +71,7 @@ int bench(const BenchArgs& a) {
   opt.merge_mole = a.merge;
   opt.memory_budget = a.memory_gb * 1e9;
   if (a.chunk > 0) opt.recompute_chunk = a.chunk;
-  opt.edge_ops = nn::parse_edge_ops(a.edge_ops);
+  opt.edge_ops = edges::parse_edge_ops(a.edge_ops);
   opt.cuda_graph = a.cuda_graph;
   const auto t_load = Clock::now();
   Engine engine(load_model(a.model), opt);

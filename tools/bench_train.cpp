@@ -77,7 +77,7 @@ int bench_train(const BenchTrainArgs& a) {
   o.optimizer.weight_decay = 0;
   o.optimizer.ema_decay = 0.999;
   o.optimizer.clip_norm = 100;
-  o.edge_ops = nn::parse_edge_ops(a.edge_ops);
+  o.edge_ops = edges::parse_edge_ops(a.edge_ops);
   o.recompute_chunk = a.recompute;
   train::Trainer trainer(load_model(a.model), o);
   const auto data = read_training_data(a.data, "omat");

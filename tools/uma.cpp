@@ -219,7 +219,7 @@ Command add_bench(CLI::App& app) {
   cmd->add_option("--edge-ops", bench.edge_ops,
                   "block edge work: lean (fused CPU operators) or "
                   "reference (the LibTorch composition)")
-      ->check(CLI::IsMember(uma::nn::edge_ops_names()));
+      ->check(CLI::IsMember(uma::edges::edge_ops_names()));
   cmd->add_flag("--no-merge", a->no_merge, "evaluate the full expert mixture");
   cmd->add_flag("--profile", bench.profile,
                 "time the outermost ATen operators over as many more evaluations "
@@ -292,7 +292,7 @@ Command add_bench_train(CLI::App& app) {
   cmd->add_flag("--profile", bt->profile,
                 "time the outermost ATen operators over as many more steps");
   cmd->add_option("--edge-ops", bt->edge_ops, "the blocks' edge operators")
-      ->check(CLI::IsMember(uma::nn::edge_ops_names()));
+      ->check(CLI::IsMember(uma::edges::edge_ops_names()));
   cmd->add_option("--recompute", bt->recompute,
                   "edges per chunk of edge work recomputed in the backward (0: stored)")
       ->check(CLI::NonNegativeNumber);

@@ -19,8 +19,8 @@
 
 #include "edges/cuda/lean_kernels.h"
 
-namespace cu = uma::nn::kernels::cuda;
-using uma::nn::kernels::Rows;
+namespace cu = uma::edges::kernels::cuda;
+using uma::edges::kernels::Rows;
 
 namespace {
 

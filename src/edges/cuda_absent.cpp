@@ -3,8 +3,8 @@
 // engines take the composition (edge_backend_for).
 #include "edges/lean_launchers.h"
 
-namespace uma::nn {
+namespace uma::edges {
 
 const LeanLaunchers* cuda_lean_launchers() { return nullptr; }
 
-}  // namespace uma::nn
+}  // namespace uma::edges

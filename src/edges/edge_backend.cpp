@@ -9,7 +9,7 @@
 #include "core/choices.h"
 #include "core/uma_error.h"
 
-namespace uma::nn {
+namespace uma::edges {
 namespace {
 
 class ReferenceEdges final : public EdgeBackend {
@@ -158,4 +158,4 @@ const EdgeBackend& edge_backend_for(EdgeOps ops, const torch::Device& device) {
   return reference_edges();
 }
 
-}  // namespace uma::nn
+}  // namespace uma::edges

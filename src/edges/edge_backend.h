@@ -18,7 +18,7 @@
 
 #include "edges/mole.h"
 
-namespace uma::nn {
+namespace uma::edges {
 
 struct EdgeFrame;
 class EdgewiseImpl;
@@ -79,4 +79,4 @@ std::vector<std::string> edge_ops_names();
 EdgeOps parse_edge_ops(const std::string& name);
 const char* edge_ops_name(EdgeOps ops);
 
-}  // namespace uma::nn
+}  // namespace uma::edges

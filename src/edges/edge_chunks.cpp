@@ -4,7 +4,7 @@
 
 #include "core/uma_error.h"
 
-namespace uma::nn {
+namespace uma::edges {
 namespace {
 
 using torch::autograd::AutogradContext;
@@ -248,4 +248,4 @@ torch::Tensor chunked_edge_sum(const torch::Tensor& x, const torch::Tensor& vec,
                                at::TensorList(reads), std::move(work), out_shape);
 }
 
-}  // namespace uma::nn
+}  // namespace uma::edges

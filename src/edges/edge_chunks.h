@@ -18,7 +18,7 @@
 
 #include <torch/torch.h>
 
-namespace uma::nn {
+namespace uma::edges {
 
 // Contributions of edges [begin, end): x is the whole node tensor (or an
 // empty tensor when the work does not read nodes), vec the chunk's edge
@@ -40,4 +40,4 @@ torch::Tensor chunked_edge_sum(const torch::Tensor& x, const torch::Tensor& vec,
                                const std::vector<torch::Tensor>& reads,
                                EdgeContribution contribution);
 
-}  // namespace uma::nn
+}  // namespace uma::edges

@@ -1,6 +1,6 @@
 #include "edges/edge_matmul.h"
 
-namespace uma::nn {
+namespace uma::edges {
 namespace {
 
 using torch::autograd::AutogradContext;
@@ -44,4 +44,4 @@ torch::Tensor edge_gather_matmul(const torch::Tensor& A, const torch::Tensor& x,
   return EdgeGatherMatmul::apply(A, x, src, tgt);
 }
 
-}  // namespace uma::nn
+}  // namespace uma::edges

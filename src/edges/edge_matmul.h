@@ -4,7 +4,7 @@
 
 #include <torch/torch.h>
 
-namespace uma::nn {
+namespace uma::edges {
 
 // y[e] = A[e] @ x[e], or A[e]^T @ x[e] when `transpose`.
 // A: [E, R, S] (or [E, S, R]), x: [E, S, K] -> [E, R, K].
@@ -18,4 +18,4 @@ torch::Tensor edge_matmul(const torch::Tensor& A, const torch::Tensor& x, bool t
 torch::Tensor edge_gather_matmul(const torch::Tensor& A, const torch::Tensor& x,
                                  const torch::Tensor& src, const torch::Tensor& tgt);
 
-}  // namespace uma::nn
+}  // namespace uma::edges

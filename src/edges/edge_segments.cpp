@@ -1,6 +1,6 @@
 #include "edges/edge_segments.h"
 
-namespace uma::nn {
+namespace uma::edges {
 
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
@@ -104,4 +104,4 @@ torch::Tensor gather_from_nodes(const torch::Tensor& table, const torch::Tensor&
   return gather_rows(table, node, segments_by_node(node, table.size(0)));
 }
 
-}  // namespace uma::nn
+}  // namespace uma::edges

@@ -4,7 +4,7 @@
 
 #include <torch/torch.h>
 
-namespace uma::nn {
+namespace uma::edges {
 
 struct EdgeSegments {
   torch::Tensor order;    // [E] long: edge indices sorted by node (stable)
@@ -60,4 +60,4 @@ class NodeSums {
 torch::Tensor sum_into_nodes(const torch::Tensor& values, const torch::Tensor& node, int64_t nodes);
 torch::Tensor gather_from_nodes(const torch::Tensor& table, const torch::Tensor& node);
 
-}  // namespace uma::nn
+}  // namespace uma::edges

@@ -3,7 +3,7 @@
 #include "edges/edge_matmul.h"
 #include "edges/gate_activation.h"
 
-namespace uma::nn {
+namespace uma::edges {
 
 EdgewiseImpl::EdgewiseImpl(int64_t sphere_channels, int64_t hidden_channels,
                            const std::vector<int64_t>& radial_channels, int64_t num_experts) {
@@ -46,4 +46,4 @@ std::vector<MoleLinear> EdgewiseImpl::mole_layers() const {
   return a;
 }
 
-}  // namespace uma::nn
+}  // namespace uma::edges

@@ -12,7 +12,7 @@
 #include "edges/mole.h"
 #include "edges/so2_conv.h"
 
-namespace uma::nn {
+namespace uma::edges {
 
 // What every block needs to know about the edges: the indices and radial
 // inputs, and the rotations in the form its backend (edges/edge_backend.h)
@@ -53,4 +53,4 @@ class EdgewiseImpl : public torch::nn::Module {
 };
 TORCH_MODULE(Edgewise);
 
-}  // namespace uma::nn
+}  // namespace uma::edges

@@ -1,6 +1,6 @@
 #include "edges/gate_activation.h"
 
-namespace uma::nn {
+namespace uma::edges {
 
 torch::Tensor gate_activation(const torch::Tensor& gates, const torch::Tensor& x, Layout layout) {
   const int64_t rows = x.size(0), channels = x.size(2);
@@ -17,4 +17,4 @@ torch::Tensor gate_activation(const torch::Tensor& gates, const torch::Tensor& x
   return torch::cat({torch::silu(parts[0]), parts[1] * g, m1, parts[3] * g2}, 1);
 }
 
-}  // namespace uma::nn
+}  // namespace uma::edges

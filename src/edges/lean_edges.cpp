@@ -5,7 +5,7 @@
 #include "edges/lean_launchers.h"
 #include "core/uma_error.h"
 
-namespace uma::nn {
+namespace uma::edges {
 namespace {
 
 using torch::autograd::AutogradContext;
@@ -373,4 +373,4 @@ torch::Tensor rotate_to_nodes_summed(const torch::Tensor& D, const torch::Tensor
                                     by_target.order, by_target.offsets, nodes);
 }
 
-}  // namespace uma::nn
+}  // namespace uma::edges

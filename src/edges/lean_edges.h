@@ -31,7 +31,7 @@
 
 #include "edges/edge_segments.h"
 
-namespace uma::nn {
+namespace uma::edges {
 
 using MPieces = std::array<torch::Tensor, 3>;  // [E, 3, ch], [E, 4, ch], [E, 2, ch]
 
@@ -62,4 +62,4 @@ torch::Tensor rotate_to_nodes_summed(const torch::Tensor& D, const torch::Tensor
                                      const MPieces& pieces, const torch::Tensor& tgt,
                                      const EdgeSegments& by_target, int64_t nodes);
 
-}  // namespace uma::nn
+}  // namespace uma::edges

@@ -19,7 +19,7 @@
 #include "edges/lean_edges.h"
 #include "core/uma_error.h"
 
-namespace uma::nn {
+namespace uma::edges {
 
 // The graph the operators run over: edges [E] and their segments by source
 // and by target (possibly over a longer graph: entries >= E are skipped).
@@ -140,4 +140,4 @@ kernels::Rows<T> rows_of(const MPieces& p) {
   return r;
 }
 
-}  // namespace uma::nn
+}  // namespace uma::edges

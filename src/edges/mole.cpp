@@ -5,7 +5,7 @@
 #include "edges/system_blocks.h"
 #include "core/uma_error.h"
 
-namespace uma::nn {
+namespace uma::edges {
 
 MoleLinearImpl::MoleLinearImpl(int64_t num_experts, int64_t in, int64_t out, bool bias)
     : num_experts_(num_experts), in_(in), out_(out) {
@@ -109,4 +109,4 @@ torch::Tensor MoleLinearImpl::forward(const torch::Tensor& x, const MoleContext&
   return per_system_linear(x, mixed_weights(ctx.coefficients), bias_, ctx.row_offsets);
 }
 
-}  // namespace uma::nn
+}  // namespace uma::edges

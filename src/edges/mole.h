@@ -7,7 +7,7 @@
 
 #include <torch/torch.h>
 
-namespace uma::nn {
+namespace uma::edges {
 
 class MoleLinearImpl;
 class MergedExperts;
@@ -77,4 +77,4 @@ class MergedExperts {
   std::map<const MoleLinearImpl*, Merged> layers_;
 };
 
-}  // namespace uma::nn
+}  // namespace uma::edges

@@ -2,7 +2,7 @@
 
 #include "runtime/transfers.h"
 
-namespace uma::nn {
+namespace uma::edges {
 
 namespace {
 
@@ -130,4 +130,4 @@ torch::Tensor RadialMLPImpl::forward(const RadialInput& in) {
   return h;
 }
 
-}  // namespace uma::nn
+}  // namespace uma::edges

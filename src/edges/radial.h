@@ -5,7 +5,7 @@
 
 #include <torch/torch.h>
 
-namespace uma::nn {
+namespace uma::edges {
 
 // K Gaussians centred on linspace(0, cutoff, K), width 2 * spacing, no
 // prefactor: g_k(d) = exp(coeff * (d - mu_k)^2), coeff = -0.5 / (2 spacing)^2.
@@ -61,4 +61,4 @@ class RadialMLPImpl : public torch::nn::Module {
 };
 TORCH_MODULE(RadialMLP);
 
-}  // namespace uma::nn
+}  // namespace uma::edges

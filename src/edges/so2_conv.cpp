@@ -1,6 +1,6 @@
 #include "edges/so2_conv.h"
 
-namespace uma::nn {
+namespace uma::edges {
 
 SO2mConvImpl::SO2mConvImpl(int64_t m, int64_t in_channels, int64_t out_channels,
                            int64_t num_experts)
@@ -81,4 +81,4 @@ std::vector<MoleLinear> SO2ConvImpl::mole_layers() const {
   return {fc_m0, m_convs_[0]->fc, m_convs_[1]->fc};
 }
 
-}  // namespace uma::nn
+}  // namespace uma::edges

@@ -14,7 +14,7 @@
 #include "edges/mole.h"
 #include "edges/radial.h"
 
-namespace uma::nn {
+namespace uma::edges {
 
 // One m > 0 block: parameter "fc" = [W_re; W_im] with 2 * num_l * out rows.
 // It maps (x_re, x_im) to (W_re x_re - W_im x_im, W_im x_re + W_re x_im) as one
@@ -64,4 +64,4 @@ class SO2ConvImpl : public torch::nn::Module {
 };
 TORCH_MODULE(SO2Conv);
 
-}  // namespace uma::nn
+}  // namespace uma::edges

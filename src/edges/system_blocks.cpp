@@ -1,6 +1,6 @@
 #include "edges/system_blocks.h"
 
-namespace uma::nn {
+namespace uma::edges {
 namespace {
 
 using torch::autograd::AutogradContext;
@@ -92,4 +92,4 @@ torch::Tensor system_blocks_outer(const torch::Tensor& a, const torch::Tensor& c
   return BlocksOuter::apply(a, c, row_offsets);
 }
 
-}  // namespace uma::nn
+}  // namespace uma::edges

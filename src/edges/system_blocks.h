@@ -9,7 +9,7 @@
 
 #include <torch/torch.h>
 
-namespace uma::nn {
+namespace uma::edges {
 
 // y[rows of b] = x[rows of b] w[b]^T.  x: [N, in], w: [B, out, in] -> [N, out];
 // row_offsets: B + 1 host offsets (0 first, N last).
@@ -21,4 +21,4 @@ torch::Tensor system_blocks_linear(const torch::Tensor& x, const torch::Tensor& 
 torch::Tensor system_blocks_outer(const torch::Tensor& a, const torch::Tensor& c,
                                   const std::vector<int64_t>& row_offsets);
 
-}  // namespace uma::nn
+}  // namespace uma::edges

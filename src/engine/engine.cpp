@@ -101,7 +101,7 @@ Engine::Engine(UmaModel model, EngineOptions options)
     model_->eval();
     for (auto& p : model_->parameters()) p.requires_grad_(false);
   }
-  edge_backend_ = &nn::edge_backend_for(options_.edge_ops, options_.device);
+  edge_backend_ = &edges::edge_backend_for(options_.edge_ops, options_.device);
   memory_model_ =
       memory_model(model_->config().backbone, options_.dtype, *edge_backend_, options_.training);
   if (options_.memory_budget < 0) throw Error("the memory budget must be positive");
@@ -147,7 +147,8 @@ Evaluation Engine::evaluate(const std::vector<Atoms>& step, const Request& what)
   connect_collectives(plan.in, first.piece);
   const bool empty = atom_count(first) == 0;  // runs on a placeholder atom (step_plan.h)
   std::vector<int64_t> layer_targets = first.piece.layer_targets;
-  if (empty && !layer_targets.empty()) layer_targets.assign(model_->config().backbone.num_layers, 1);
+  if (empty && !layer_targets.empty())
+    layer_targets.assign(model_->config().backbone.num_layers, 1);
   Evaluation ev = run(plan, geo, what, layer_targets);
   if (empty) {  // drop the placeholder
     ev.atom_energy = ev.atom_energy.narrow(0, 0, 0);
@@ -175,22 +176,21 @@ void Engine::connect_collectives(BatchTensors& in, const Piece& piece) {
     in.share = [this](const std::vector<torch::Tensor>& x) { return stages_.share(x); };
 }
 
-nn::MoleContext Engine::mole_context(StepPlan& plan, const torch::Tensor& system_emb,
-                                     const std::vector<int64_t>& edge_rows,
-                                     double routing_dropout) {
-  nn::MoleContext ctx;
+edges::MoleContext Engine::mole_context(StepPlan& plan, const torch::Tensor& system_emb,
+                                        const std::vector<int64_t>& edge_rows,
+                                        double routing_dropout) {
+  edges::MoleContext ctx;
   auto backbone = model_->backbone();
   if (backbone->config().num_experts == 0) return ctx;
   ctx.row_offsets = edge_rows;
   if (!options_.merge_mole || plan.merge_key.empty()) {
-    ctx.coefficients =
-        backbone->expert_coefficients(plan.composition, system_emb, routing_dropout);
+    ctx.coefficients = backbone->expert_coefficients(plan.composition, system_emb, routing_dropout);
     return ctx;
   }
   if (!plan.merged) {
     torch::NoGradGuard no_grad;
     auto coeff = backbone->expert_coefficients(plan.composition, system_emb)[0];
-    plan.merged = std::make_shared<nn::MergedExperts>(backbone->mole_layers(), coeff);
+    plan.merged = std::make_shared<edges::MergedExperts>(backbone->mole_layers(), coeff);
     ++stats_.merges;
   }
   ctx.merged = plan.merged.get();
@@ -221,7 +221,8 @@ StepState Engine::build_graph(const Geometry& geo, const Request& what) {
   const RadiusGraph& graph = step.graph;
   step.vec = edge_vectors(geo.positions, graph, geo.cells);
   step.vec.requires_grad_(true);
-  step.edges = {graph.src, graph.tgt, graph.valid, graph.edge_system, step.vec, graph.row_offsets, {}};
+  step.edges = {graph.src, graph.tgt,         graph.valid, graph.edge_system,
+                step.vec,  graph.row_offsets, {}};
   return step;
 }
 
@@ -234,12 +235,14 @@ void Engine::size_step(StepPlan& plan, StepState& step, const std::vector<int64_
     std::vector<int64_t> lengths;
     for (int64_t b = 0; b < step.systems; ++b)
       lengths.push_back(graph.row_offsets[b + 1] - graph.row_offsets[b]);
-    sized.edge_block_lengths = upload(lengths, torch::TensorOptions().dtype(torch::kLong).device(options_.device));
+    sized.edge_block_lengths =
+        upload(lengths, torch::TensorOptions().dtype(torch::kLong).device(options_.device));
     sized.edge_rows = graph.row_offsets;
   }
   const int64_t edge_slots = graph.src.size(0);
   if (!sized.planned || sized.memory.nodes != step.nodes || sized.memory.edges != edge_slots) {
-    sized.memory = plan_memory(memory_model_, step.nodes, edge_slots, budget_, options_.recompute_chunk);
+    sized.memory =
+        plan_memory(memory_model_, step.nodes, edge_slots, budget_, options_.recompute_chunk);
     if (options_.memory_budget > budget_) sized.memory.asked_bytes = options_.memory_budget;
     sized.planned = true;
     ++stats_.memory_plans;
@@ -269,10 +272,11 @@ void Engine::run_backbone(StepPlan& plan, StepState& step, const Request& what) 
   auto backbone = model_->backbone();
   auto system_emb = backbone->system_embedding(in);
   auto ctx = mole_context(plan, system_emb, step.graph.row_offsets, what.routing_dropout);
-  auto raw_atom = model_->atom_energies(in, step.edges, system_emb, ctx,
-                                        what.features ? &step.features : nullptr)
+  auto raw_atom = model_
+                      ->atom_energies(in, step.edges, system_emb, ctx,
+                                      what.features ? &step.features : nullptr)
                       .to(torch::kFloat64);  // [N]
-  if (in.owned >= 0)  // ghosts carry no energy of their own
+  if (in.owned >= 0)                         // ghosts carry no energy of their own
     raw_atom = torch::cat({raw_atom.narrow(0, 0, in.owned),
                            torch::zeros({step.nodes - in.owned}, raw_atom.options())});
   step.raw_atom = raw_atom;

@@ -96,7 +96,7 @@ struct EngineOptions {
   // stored; > 0: always recomputed in chunks of this many edges.
   int64_t recompute_chunk = -1;
   // The blocks' edge work (edges/edge_backend.h, edge_backend_for).
-  using EdgeOps = nn::EdgeOps;
+  using EdgeOps = edges::EdgeOps;
   EdgeOps edge_ops = EdgeOps::kLean;
   // Whole-system evaluations (evaluate()) on a CUDA device replay a CUDA
   // graph of the step once its key has held for two steps (replay_cache.h):
@@ -120,7 +120,7 @@ struct EngineStats {
   MemoryPlan memory_plan;                // the latest
   double memory_budget = 0;              // bytes, of one evaluation
   std::vector<int64_t> edge_capacities;  // per system of the latest step
-  const nn::EdgeBackend* edge_backend = nullptr;  // chosen when the engine was made
+  const edges::EdgeBackend* edge_backend = nullptr;  // chosen when the engine was made
   // CUDA-graph replay (EngineOptions::cuda_graph): captures made, replays
   // done, captures held now and their device memory in bytes, and why the
   // latest capture failed (empty: none did).
@@ -175,8 +175,8 @@ class Engine {
   StepPlan& plan_for(const std::vector<Atoms>& step);
   // A piece's collectives, cut out of the autograd graph (stages_).
   void connect_collectives(BatchTensors& in, const Piece& piece);
-  nn::MoleContext mole_context(StepPlan& plan, const torch::Tensor& system_emb,
-                               const std::vector<int64_t>& edge_rows, double routing_dropout);
+  edges::MoleContext mole_context(StepPlan& plan, const torch::Tensor& system_emb,
+                                  const std::vector<int64_t>& edge_rows, double routing_dropout);
   // One evaluation, as named stages (engine.cpp): build_graph, size_step,
   // run_backbone, then assemble_outputs (outputs.h).  `layer_targets`: a
   // piece's (see Piece).
@@ -198,7 +198,7 @@ class Engine {
   std::shared_ptr<StepPlan> plan_;
   StagingBuffer staging_;
   StagedBackward stages_;  // this evaluation's collectives (pieces)
-  const nn::EdgeBackend* edge_backend_ = nullptr;
+  const edges::EdgeBackend* edge_backend_ = nullptr;
   MemoryModel memory_model_;
   double budget_ = 0;
   EngineStats stats_;  // counters of plans, merges and memory plans; captures of earlier plans

@@ -15,7 +15,7 @@
 namespace uma {
 
 MemoryModel memory_model(const BackboneConfig& c, torch::ScalarType dtype,
-                         const nn::EdgeBackend& edges, bool weights_trained) {
+                         const edges::EdgeBackend& edges, bool weights_trained) {
   const double s = static_cast<double>(c10::elementSize(dtype));
   const double C = c.sphere_channels, H = c.hidden_channels, Ec = c.edge_channels,
                K = c.num_distance_basis;
@@ -29,7 +29,7 @@ MemoryModel memory_model(const BackboneConfig& c, torch::ScalarType dtype,
   if (weights_trained) m.per_node += s * L * (9 * C + 9 * H);
   // Indices (3 x int64 + a flag), the edge vector, dE/dr and r (x) dE/dr in float64.
   m.per_edge_graph = 3 * 8 + 1 + 6 * s + 2 * 9 * 8;
-  const nn::EdgeWidths widths{C, H, Ec, K};
+  const edges::EdgeWidths widths{C, H, Ec, K};
   const double frame = edges.frame_bytes(widths, s);
   double block = edges.block_bytes(widths, s, weights_trained);
   // The degree embedding's radial MLP (its two fused layer norms' and

@@ -32,7 +32,7 @@ struct MemoryModel {
 };
 // edges: the backend of the blocks' edge work (its per-edge bytes).
 MemoryModel memory_model(const BackboneConfig& config, torch::ScalarType dtype,
-                         const nn::EdgeBackend& edges, bool weights_trained);
+                         const edges::EdgeBackend& edges, bool weights_trained);
 
 struct MemoryPlan {
   bool recompute = false;

@@ -63,8 +63,8 @@ Evaluation assemble_outputs(const StepPlan& plan, const StepState& step, const G
   // Sums into atoms in each atom's edge order (no float atomics on a GPU):
   // the same forces on every run, and a training step's second backward too.
   // The padding slots (zero rows, all at a system's last atom) are left out.
-  const nn::NodeSums into_targets(nn::leave_out(graph.tgt, graph.valid, N), N);
-  const nn::NodeSums into_sources(nn::leave_out(graph.src, graph.valid, N), N);
+  const edges::NodeSums into_targets(edges::leave_out(graph.tgt, graph.valid, N), N);
+  const edges::NodeSums into_sources(edges::leave_out(graph.src, graph.valid, N), N);
   ev.forces = into_targets(pair_force) - into_sources(pair_force);
 
   // dE/d strain = sum_edges r (x) dE/dr; the virial W = -dE/d strain.

@@ -70,7 +70,7 @@ struct StepPlan {
   // Composition, charge, spin and task, when every system has the same
   // (their experts merge into one set of weights); empty otherwise.
   std::vector<int64_t> merge_key;
-  std::shared_ptr<nn::MergedExperts> merged;
+  std::shared_ptr<edges::MergedExperts> merged;
   GraphSized sized;  // checked against the graph at every step (Engine::run's stage "plan")
   ReplayCache<Replay> replays;
 };

@@ -35,7 +35,7 @@ BackboneImpl::BackboneImpl(const BackboneConfig& c)
   auto ede = register_module("edge_degree_embedding", NamedModule());
   auto rad = radial;
   rad.push_back(3 * C);
-  edge_degree_rad = ede->add("rad_func", nn::RadialMLP(rad));
+  edge_degree_rad = ede->add("rad_func", edges::RadialMLP(rad));
 
   auto blocks = register_module("blocks", torch::nn::ModuleList());
   for (int i = 0; i < c.num_layers; ++i) {
@@ -77,7 +77,7 @@ torch::Tensor BackboneImpl::expert_coefficients(const BatchTensors& in,
   torch::Tensor routing_in = system_emb;
   if (config_.use_composition_embedding) {
     auto per_atom = composition_embedding->forward(in.numbers);
-    auto sums = nn::sum_into_nodes(per_atom, in.batch, B);
+    auto sums = edges::sum_into_nodes(per_atom, in.batch, B);
     auto denom =
         in.natoms.to(per_atom.scalar_type()) + (config_.composition_include_self ? 1.0 : 0.0);
     routing_in = torch::cat({sums / denom.unsqueeze(1), system_emb}, 1);
@@ -101,12 +101,12 @@ torch::Tensor BackboneImpl::balance_channels(const torch::Tensor& x, const Batch
     const bool all_owned = in.owned < 0;
     auto owned = all_owned ? ch : ch.narrow(0, 0, in.owned);
     auto owned_batch = all_owned ? in.batch : in.batch.narrow(0, 0, in.owned);
-    auto sums = nn::sum_into_nodes(owned, owned_batch, B);
+    auto sums = edges::sum_into_nodes(owned, owned_batch, B);
     if (in.reduce) sums = in.reduce(sums);
     auto corr = (sums - target.to(ch.scalar_type()).unsqueeze(1)) /
                 in.natoms.to(ch.scalar_type()).unsqueeze(1);
     auto row0 = out.select(1, 0);
-    row0 = torch::cat({row0.narrow(1, 0, begin), ch - nn::gather_from_nodes(corr, in.batch),
+    row0 = torch::cat({row0.narrow(1, 0, begin), ch - edges::gather_from_nodes(corr, in.batch),
                        row0.narrow(1, end, row0.size(1) - end)},
                       1);
     out = torch::cat({row0.unsqueeze(1), out.narrow(1, 1, 8)}, 1);
@@ -118,10 +118,10 @@ torch::Tensor BackboneImpl::balance_channels(const torch::Tensor& x, const Batch
   return out;
 }
 
-nn::EdgeFrame BackboneImpl::edge_frame(const BatchTensors& in, const EdgeInput& e,
-                                       const torch::Tensor& vec, int64_t begin) {
+edges::EdgeFrame BackboneImpl::edge_frame(const BatchTensors& in, const EdgeInput& e,
+                                          const torch::Tensor& vec, int64_t begin) {
   const int64_t n = vec.size(0);
-  nn::EdgeFrame frame;
+  edges::EdgeFrame frame;
   frame.src = e.src.narrow(0, begin, n);
   frame.tgt = e.tgt.narrow(0, begin, n);
   frame.valid = e.valid.narrow(0, begin, n);
@@ -130,7 +130,7 @@ nn::EdgeFrame BackboneImpl::edge_frame(const BatchTensors& in, const EdgeInput& 
   auto v = torch::where(frame.valid.unsqueeze(1), vec, far);
   auto dist = v.norm(2, 1);
   frame.backend = e.backend;
-  frame.backend->prepare(frame, edge_wigner(v), nn::polynomial_envelope(dist / config_.cutoff),
+  frame.backend->prepare(frame, edge_wigner(v), edges::polynomial_envelope(dist / config_.cutoff),
                          in.numbers.size(0));
   frame.radial_input = {gaussian_(dist), in.numbers.index_select(0, frame.src),
                         in.numbers.index_select(0, frame.tgt), source_embedding->weight,
@@ -138,7 +138,7 @@ nn::EdgeFrame BackboneImpl::edge_frame(const BatchTensors& in, const EdgeInput& 
   return frame;
 }
 
-torch::Tensor BackboneImpl::edge_degree(const nn::EdgeFrame& frame, int64_t nodes) {
+torch::Tensor BackboneImpl::edge_degree(const edges::EdgeFrame& frame, int64_t nodes) {
   // m = 0 radial coefficients rotated back to nodes
   const int64_t C = config_.sphere_channels;
   auto radial = edge_degree_rad->forward(frame.radial_input).view({-1, 3, C});
@@ -146,15 +146,16 @@ torch::Tensor BackboneImpl::edge_degree(const nn::EdgeFrame& frame, int64_t node
 }
 
 torch::Tensor BackboneImpl::forward(const BatchTensors& in, const EdgeInput& e,
-                                    const torch::Tensor& system_emb, const nn::MoleContext& ctx) {
+                                    const torch::Tensor& system_emb,
+                                    const edges::MoleContext& ctx) {
   const int64_t N = in.numbers.size(0), C = config_.sphere_channels;
-  auto sys_node = nn::gather_from_nodes(system_emb, in.batch);  // [N, C]
+  auto sys_node = edges::gather_from_nodes(system_emb, in.batch);  // [N, C]
   auto x0 = sphere_embedding->forward(in.numbers) + sys_node;
   auto x = torch::cat({x0.unsqueeze(1), torch::zeros({N, 8, C}, e.vec.options())}, 1);
 
   // Stored: one frame that every block reads.  Recomputed (e.recompute_chunk
   // > 0): none; each chunk of edges builds its own and drops it.
-  std::optional<nn::EdgeFrame> stored;
+  std::optional<edges::EdgeFrame> stored;
   if (e.recompute_chunk == 0) {
     stored = edge_frame(in, e, e.vec, 0);
     if (in.share) {  // read by every block: new leaves, differentiated once
@@ -172,9 +173,9 @@ torch::Tensor BackboneImpl::forward(const BatchTensors& in, const EdgeInput& e,
   // context's system row offsets clipped to the chunk.  A chunk's work runs
   // again in the backward pass, after forward() returned: what it needs is
   // captured by value.
-  using EdgeWork = std::function<torch::Tensor(const torch::Tensor&, const nn::EdgeFrame&,
-                                               const nn::MoleContext&)>;
-  auto clipped = [](nn::MoleContext c, int64_t begin, int64_t end) {
+  using EdgeWork = std::function<torch::Tensor(const torch::Tensor&, const edges::EdgeFrame&,
+                                               const edges::MoleContext&)>;
+  auto clipped = [](edges::MoleContext c, int64_t begin, int64_t end) {
     for (auto& r : c.row_offsets) r = std::clamp(r, begin, end) - begin;
     return c;
   };
@@ -191,29 +192,29 @@ torch::Tensor BackboneImpl::forward(const BatchTensors& in, const EdgeInput& e,
   auto over_edges = [&](int64_t edges, const torch::Tensor& h, EdgeWork work) {
     if (stored)
       return work(h, edges == all_edges ? *stored : stored->first(edges), clipped(ctx, 0, edges));
-    return nn::chunked_edge_sum(
+    return edges::chunked_edge_sum(
         h, e.vec, edges, e.recompute_chunk, {N, 9, C}, reads,
         [this, in, e, ctx, clipped, work, coefficients_read](
             const torch::Tensor& hc, const torch::Tensor& vec,
             const std::vector<torch::Tensor>& chunk_reads, int64_t begin, int64_t end) {
-          nn::MoleContext chunk_ctx = clipped(ctx, begin, end);
+          edges::MoleContext chunk_ctx = clipped(ctx, begin, end);
           if (coefficients_read) chunk_ctx.coefficients = chunk_reads.back();
           return work(hc, edge_frame(in, e, vec, begin), chunk_ctx);
         });
   };
 
   auto degree = over_edges(all_edges, torch::Tensor(),
-                           [this, N](const torch::Tensor&, const nn::EdgeFrame& f,
-                                     const nn::MoleContext&) { return edge_degree(f, N); });
+                           [this, N](const torch::Tensor&, const edges::EdgeFrame& f,
+                                     const edges::MoleContext&) { return edge_degree(f, N); });
   x = exchanged(x + degree / 5.0, in, 0);
   for (size_t i = 0; i < blocks_.size(); ++i) {
     const int64_t edges = i < e.layer_edges.size() ? e.layer_edges[i] : all_edges;
     nn::Block block = blocks_[i];
-    auto summed = over_edges(
-        edges, block->before_edges(x, sys_node),
-        [block](const torch::Tensor& h, const nn::EdgeFrame& f, const nn::MoleContext& c) mutable {
-          return block->edge_wise->forward(h, f, c);
-        });
+    auto summed = over_edges(edges, block->before_edges(x, sys_node),
+                             [block](const torch::Tensor& h, const edges::EdgeFrame& f,
+                                     const edges::MoleContext& c) mutable {
+                               return block->edge_wise->forward(h, f, c);
+                             });
     x = exchanged(balance_channels(after_edges(block, x, summed, in), in), in, i + 1);
   }
   return norm->forward(x);
@@ -237,8 +238,8 @@ torch::Tensor BackboneImpl::exchanged(const torch::Tensor& x, const BatchTensors
   return in.exchange(x);
 }
 
-std::vector<nn::MoleLinear> BackboneImpl::mole_layers() const {
-  std::vector<nn::MoleLinear> all;
+std::vector<edges::MoleLinear> BackboneImpl::mole_layers() const {
+  std::vector<edges::MoleLinear> all;
   for (const auto& b : blocks_) {
     auto l = b->mole_layers();
     all.insert(all.end(), l.begin(), l.end());

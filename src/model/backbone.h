@@ -53,7 +53,7 @@ struct EdgeInput {
   // (edges/edge_chunks.h); first and second derivatives.  0: stored, one pass.
   int64_t recompute_chunk = 0;
   // How the blocks' edge work is computed (edges/edge_backend.h).
-  const nn::EdgeBackend* backend = &nn::reference_edges();
+  const edges::EdgeBackend* backend = &edges::reference_edges();
 };
 
 // Holder for nested parameter names such as charge_embedding.rand_emb.
@@ -79,9 +79,9 @@ class BackboneImpl : public torch::nn::Module {
 
   // Node embeddings [N, 9, C] after the final norm.
   torch::Tensor forward(const BatchTensors& in, const EdgeInput& edges,
-                        const torch::Tensor& system_emb, const nn::MoleContext& ctx);
+                        const torch::Tensor& system_emb, const edges::MoleContext& ctx);
 
-  std::vector<nn::MoleLinear> mole_layers() const;
+  std::vector<edges::MoleLinear> mole_layers() const;
   const BackboneConfig& config() const { return config_; }
 
  private:
@@ -93,19 +93,19 @@ class BackboneImpl : public torch::nn::Module {
   torch::Tensor exchanged(const torch::Tensor& x, const BatchTensors& in, size_t done) const;
   // Per-edge block inputs of edges [begin, begin + vec.size(0)); vec holds
   // their edge vectors.
-  nn::EdgeFrame edge_frame(const BatchTensors& in, const EdgeInput& e, const torch::Tensor& vec,
-                           int64_t begin);
+  edges::EdgeFrame edge_frame(const BatchTensors& in, const EdgeInput& e, const torch::Tensor& vec,
+                              int64_t begin);
   // [N, 9, C] edge-degree embedding of the frame's edges, summed into targets.
-  torch::Tensor edge_degree(const nn::EdgeFrame& frame, int64_t nodes);
+  torch::Tensor edge_degree(const edges::EdgeFrame& frame, int64_t nodes);
 
   BackboneConfig config_;
-  nn::GaussianBasis gaussian_;
+  edges::GaussianBasis gaussian_;
   torch::nn::Embedding sphere_embedding{nullptr}, source_embedding{nullptr},
       target_embedding{nullptr}, composition_embedding{nullptr};
   torch::nn::Embedding charge_table{nullptr}, spin_table{nullptr};
   torch::nn::ModuleDict dataset_emb_dict{nullptr};
   torch::nn::Linear mix_csd{nullptr};
-  nn::RadialMLP edge_degree_rad{nullptr};
+  edges::RadialMLP edge_degree_rad{nullptr};
   std::vector<nn::Block> blocks_;
   nn::RMSNormSH norm{nullptr};
   torch::nn::Sequential routing_mlp{nullptr};

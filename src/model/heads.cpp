@@ -8,12 +8,12 @@
 namespace uma {
 
 EnergyBlockImpl::EnergyBlockImpl(int64_t experts, int64_t C, int64_t H) {
-  l0 = register_module("0", nn::MoleLinear(experts, C, H, true));
-  l2 = register_module("2", nn::MoleLinear(experts, H, H, true));
-  l4 = register_module("4", nn::MoleLinear(experts, H, 1, true));
+  l0 = register_module("0", edges::MoleLinear(experts, C, H, true));
+  l2 = register_module("2", edges::MoleLinear(experts, H, H, true));
+  l4 = register_module("4", edges::MoleLinear(experts, H, 1, true));
 }
 
-torch::Tensor EnergyBlockImpl::forward(const torch::Tensor& x, const nn::MoleContext& ctx) {
+torch::Tensor EnergyBlockImpl::forward(const torch::Tensor& x, const edges::MoleContext& ctx) {
   auto h = torch::silu(l0->forward(x, ctx));
   h = torch::silu(l2->forward(h, ctx));
   return l4->forward(h, ctx);
@@ -29,7 +29,7 @@ torch::Tensor EnergyHeadImpl::forward(const torch::Tensor& node_embedding,
                                       const std::vector<std::string>& datasets,
                                       const std::vector<int64_t>& atom_offsets) {
   auto scalars = node_embedding.select(1, 0);
-  nn::MoleContext ctx;
+  edges::MoleContext ctx;
   if (config_.kind == HeadKind::kDatasetMoE) {
     // The one-hot dataset rows stay on the device while the datasets do.
     if (datasets != onehot_datasets_ || !onehot_.defined() ||

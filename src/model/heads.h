@@ -15,10 +15,10 @@ namespace uma {
 class EnergyBlockImpl : public torch::nn::Module {
  public:
   EnergyBlockImpl(int64_t num_experts, int64_t sphere_channels, int64_t hidden_channels);
-  torch::Tensor forward(const torch::Tensor& x, const nn::MoleContext& ctx);
+  torch::Tensor forward(const torch::Tensor& x, const edges::MoleContext& ctx);
 
  private:
-  nn::MoleLinear l0{nullptr}, l2{nullptr}, l4{nullptr};
+  edges::MoleLinear l0{nullptr}, l2{nullptr}, l4{nullptr};
 };
 TORCH_MODULE(EnergyBlock);
 

@@ -56,7 +56,8 @@ UmaModelImpl::UmaModelImpl(const ModelConfig& config) : config_(config) {
 
 torch::Tensor UmaModelImpl::atom_energies(const BatchTensors& in, const EdgeInput& edges,
                                           const torch::Tensor& system_emb,
-                                          const nn::MoleContext& ctx, torch::Tensor* node_scalars) {
+                                          const edges::MoleContext& ctx,
+                                          torch::Tensor* node_scalars) {
   auto node = backbone_->forward(in, edges, system_emb, ctx);
   if (node_scalars) *node_scalars = node.select(1, 0);
   return head_->forward(node, in.datasets, in.atom_offsets);

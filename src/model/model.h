@@ -30,7 +30,7 @@ class UmaModelImpl : public torch::nn::Module {
   // Per-atom raw (normalised) energies [N]; with `node_scalars`, also the
   // energy head's input, the l = 0 node features [N, C].
   torch::Tensor atom_energies(const BatchTensors& in, const EdgeInput& edges,
-                              const torch::Tensor& system_emb, const nn::MoleContext& ctx,
+                              const torch::Tensor& system_emb, const edges::MoleContext& ctx,
                               torch::Tensor* node_scalars = nullptr);
 
   const ModelConfig& config() const { return config_; }

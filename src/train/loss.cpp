@@ -135,7 +135,7 @@ LossTerms compute_losses(const std::vector<LossTask>& tasks, const Predictions& 
       auto diff = pred.forces - tt.target;                                // [N, 3]
       auto per_atom = torch::linalg_vector_norm(diff, 2, {1}) * tt.mask;  // [N]
       if (task.reduction == Reduction::kPerStructure) {
-        auto per_structure = nn::sum_into_nodes(per_atom, pred.batch, pred.natoms.size(0));
+        auto per_structure = edges::sum_into_nodes(per_atom, pred.batch, pred.natoms.size(0));
         loss_sum = (per_structure / tt.free_atoms).sum();
       } else {
         loss_sum = per_atom.sum();

@@ -148,12 +148,12 @@ const std::vector<Row>& rows() {
         "the blocks' edge operators (lean: fused on the CPU; reference: the LibTorch ops)"},
        [](TrainOptions& o, const std::string& v) {
          try {
-           o.edge_ops = nn::parse_edge_ops(v);
+           o.edge_ops = edges::parse_edge_ops(v);
          } catch (const Error&) {
-           refuse("edge_ops", one_of(nn::edge_ops_names()), v);
+           refuse("edge_ops", one_of(edges::edge_ops_names()), v);
          }
        },
-       [](const TrainOptions& o) { return std::string(nn::edge_ops_name(o.edge_ops)); }},
+       [](const TrainOptions& o) { return std::string(edges::edge_ops_name(o.edge_ops)); }},
       integer_row(
           "recompute", "edges per chunk of edge work recomputed in the backward, 0 to store it",
           "an integer >= 0", [](int64_t v) { return v >= 0; },

@@ -44,7 +44,7 @@ struct TrainOptions {
   double routing_dropout = 0.0;  // fairchem moe_dropout (0 for parity runs)
   // The blocks' edge work (edges/edge_backend.h): the lean operators on the CPU,
   // whose second derivatives the step's backward runs through.
-  nn::EdgeOps edge_ops = nn::EdgeOps::kLean;
+  edges::EdgeOps edge_ops = edges::EdgeOps::kLean;
   // > 0: the blocks' edge work runs in chunks of this many edges, recomputed
   // in both backward passes instead of stored (edges/edge_chunks.h): less memory
   // for large batches, 2.4-3.8x the step's time on the CPU (doc/benchmarks.md).
@@ -141,7 +141,7 @@ class Trainer {
   const UmaModel& model() const { return model_; }
   const std::vector<LossTask>& tasks() const { return tasks_; }
   // The blocks' edge operators of every step (chosen from TrainOptions::edge_ops).
-  const nn::EdgeBackend& edge_backend() const { return *engine_->stats().edge_backend; }
+  const edges::EdgeBackend& edge_backend() const { return *engine_->stats().edge_backend; }
   int64_t steps() const { return optimizer_->steps_taken(); }
   // Whether LibTorch's deterministic algorithms were on during the latest step().
   bool step_was_deterministic() const { return step_deterministic_; }

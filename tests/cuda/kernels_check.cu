@@ -18,7 +18,7 @@
 #include "edges/cpu/lean_kernels.h"
 #include "edges/cuda/lean_kernels.h"
 
-namespace k = uma::nn::kernels;
+namespace k = uma::edges::kernels;
 
 namespace {
 

@@ -8,7 +8,7 @@
 #include "edges/cpu/lean_kernels.h"
 #include "edges/cuda/lean_kernels.h"
 
-namespace uma::nn::kernels::cuda {
+namespace uma::edges::kernels::cuda {
 
 template <typename T>
 void rotate_in(const T* D, const T* x, const int64_t* src, const int64_t* tgt, const T* radial,
@@ -108,7 +108,7 @@ void gate_grad_grad(const T* y0, int64_t y0_stride, Rows<const T> rows, const T*
   kernels::gate_grad_grad(y0, y0_stride, rows, sig, gq, a0, a, dgq, dy0, dy, H, 0, E);
 }
 
-}  // namespace uma::nn::kernels::cuda
+}  // namespace uma::edges::kernels::cuda
 
 // The launchers' source, whose calls instantiate the templates above.
 #include "edges/cuda/launchers.cpp"  // NOLINT(bugprone-suspicious-include)

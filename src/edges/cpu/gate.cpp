@@ -6,7 +6,7 @@
 #include "edges/cpu/kernel_rows.h"
 #include "edges/kernels/gate.h"
 
-namespace uma::nn::kernels {
+namespace uma::edges::kernels {
 
 // Each launcher builds an edge's views once and runs the channel bodies of
 // edges/kernels/gate.h over c in [0, H) as one vector loop.
@@ -67,4 +67,4 @@ template void gate_grad_grad<double>(const double* y0, int64_t y0_stride, Rows<c
                                      Rows<const double> a, Rows<double> dgq, double* dy0,
                                      Rows<double> dy, int64_t H, int64_t begin, int64_t end);
 
-}  // namespace uma::nn::kernels
+}  // namespace uma::edges::kernels

@@ -23,7 +23,7 @@
 #endif
 #define UMA_ALWAYS_INLINE inline __attribute__((always_inline))
 
-namespace uma::nn::kernels {
+namespace uma::edges::kernels {
 
 // layout.h's M-to-L row map (by M row j) and l-blocks (first column and
 // size, by L row r) as tables, for the row loops whose length is known only
@@ -166,4 +166,4 @@ UMA_ALWAYS_INLINE void prefetch_edge_rows(
   }
 }
 
-}  // namespace uma::nn::kernels
+}  // namespace uma::edges::kernels

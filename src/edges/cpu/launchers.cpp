@@ -6,7 +6,7 @@
 #include "edges/cpu/lean_kernels.h"
 #include "edges/lean_launchers.h"
 
-namespace uma::nn {
+namespace uma::edges {
 namespace {
 
 constexpr int64_t kEdgeGrain = 32, kNodeGrain = 4;
@@ -237,4 +237,4 @@ const LeanLaunchers& cpu_lean_launchers() {
   return launchers;
 }
 
-}  // namespace uma::nn
+}  // namespace uma::edges

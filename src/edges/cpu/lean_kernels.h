@@ -9,7 +9,7 @@
 
 #include "edges/kernels/rows.h"
 
-namespace uma::nn::kernels {
+namespace uma::edges::kernels {
 
 // Ranges of edges or nodes; each is called from at::parallel_for.
 template <typename T>
@@ -104,4 +104,4 @@ void gate_grad_grad(const T* y0, int64_t y0_stride, Rows<const T> rows, const T*
                     Rows<const T> gq, const T* a0, Rows<const T> a, Rows<T> dgq, T* dy0, Rows<T> dy,
                     int64_t H, int64_t begin, int64_t end);
 
-}  // namespace uma::nn::kernels
+}  // namespace uma::edges::kernels

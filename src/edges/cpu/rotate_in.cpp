@@ -6,7 +6,7 @@
 #include "edges/cpu/kernel_rows.h"
 #include "edges/kernels/rotate_in.h"
 
-namespace uma::nn::kernels {
+namespace uma::edges::kernels {
 
 // rotate_in and its tangent: each launcher builds a row's view once per (e,
 // j, h) and runs the channel body of edges/kernels/rotate_in.h over c in
@@ -188,4 +188,4 @@ template void rotate_in_grad_nodes<double>(const double* D, const double* radial
                                            const int64_t* tgt_offsets, int64_t edges, int64_t C,
                                            double* gx, int64_t begin, int64_t end);
 
-}  // namespace uma::nn::kernels
+}  // namespace uma::edges::kernels

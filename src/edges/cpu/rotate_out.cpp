@@ -6,7 +6,7 @@
 #include "edges/cpu/kernel_rows.h"
 #include "edges/kernels/rotate_out.h"
 
-namespace uma::nn::kernels {
+namespace uma::edges::kernels {
 
 // Edge e's contribution of degree l to its target's rows o ([9, C]).
 template <int l, bool AllRows, typename T>
@@ -243,4 +243,4 @@ template void rotate_out_grad_tangent<double>(const double* D, const double* dD,
                                               Rows<double> gy2, double* gD2, double* genvelope2,
                                               int64_t begin, int64_t end);
 
-}  // namespace uma::nn::kernels
+}  // namespace uma::edges::kernels

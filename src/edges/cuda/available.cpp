@@ -2,8 +2,8 @@
 // CUDA kernels' launchers are the lean backend's on CUDA.
 #include "edges/lean_launchers.h"
 
-namespace uma::nn {
+namespace uma::edges {
 
 const LeanLaunchers* cuda_lean_launchers() { return &cuda_kernel_launchers(); }
 
-}  // namespace uma::nn
+}  // namespace uma::edges

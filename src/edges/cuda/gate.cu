@@ -6,7 +6,7 @@
 #include "edges/cuda/launch.cuh"
 #include "edges/kernels/gate.h"
 
-namespace uma::nn::kernels::cuda {
+namespace uma::edges::kernels::cuda {
 namespace {
 
 template <typename T>
@@ -77,4 +77,4 @@ UMA_GATE_LAUNCHERS(float)
 UMA_GATE_LAUNCHERS(double)
 #undef UMA_GATE_LAUNCHERS
 
-}  // namespace uma::nn::kernels::cuda
+}  // namespace uma::edges::kernels::cuda

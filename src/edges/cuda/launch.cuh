@@ -11,7 +11,7 @@
 
 #include "core/uma_error.h"
 
-namespace uma::nn::kernels::cuda {
+namespace uma::edges::kernels::cuda {
 
 constexpr int kThreads = 256;
 
@@ -62,4 +62,4 @@ __device__ __forceinline__ T warp_sum(T v) {
   return v;
 }
 
-}  // namespace uma::nn::kernels::cuda
+}  // namespace uma::edges::kernels::cuda

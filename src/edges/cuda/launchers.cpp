@@ -12,7 +12,7 @@
 #include "edges/cuda/lean_kernels.h"
 #include "edges/lean_launchers.h"
 
-namespace uma::nn {
+namespace uma::edges {
 namespace {
 
 namespace cu = kernels::cuda;
@@ -202,4 +202,4 @@ const LeanLaunchers& cuda_kernel_launchers() {
   return launchers;
 }
 
-}  // namespace uma::nn
+}  // namespace uma::edges

@@ -9,7 +9,7 @@
 
 #include "edges/kernels/rows.h"
 
-namespace uma::nn::kernels::cuda {
+namespace uma::edges::kernels::cuda {
 
 // The rotation into the edge frame and its tangent (edges/kernels/rotate_in.h).
 template <typename T>
@@ -93,4 +93,4 @@ void gate_grad_grad(const T* y0, int64_t y0_stride, Rows<const T> rows, const T*
                     Rows<const T> gq, const T* a0, Rows<const T> a, Rows<T> dgq, T* dy0, Rows<T> dy,
                     int64_t H, int64_t E, void* stream);
 
-}  // namespace uma::nn::kernels::cuda
+}  // namespace uma::edges::kernels::cuda

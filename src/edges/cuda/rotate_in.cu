@@ -15,7 +15,7 @@
 #include "edges/cuda/launch.cuh"
 #include "edges/kernels/rotate_in.h"
 
-namespace uma::nn::kernels::cuda {
+namespace uma::edges::kernels::cuda {
 namespace {
 
 // Rows r = (e * 9 + j) * 2 + h: edge e, M row j, half h.
@@ -277,4 +277,4 @@ UMA_ROTATE_IN_LAUNCHERS(float)
 UMA_ROTATE_IN_LAUNCHERS(double)
 #undef UMA_ROTATE_IN_LAUNCHERS
 
-}  // namespace uma::nn::kernels::cuda
+}  // namespace uma::edges::kernels::cuda

@@ -12,7 +12,7 @@
 #include "edges/cuda/launch.cuh"
 #include "edges/kernels/rotate_out.h"
 
-namespace uma::nn::kernels::cuda {
+namespace uma::edges::kernels::cuda {
 namespace {
 
 // The forward's (dD null) or its tangent's sums of degree l at (n, c).
@@ -224,4 +224,4 @@ UMA_ROTATE_OUT_LAUNCHERS(float)
 UMA_ROTATE_OUT_LAUNCHERS(double)
 #undef UMA_ROTATE_OUT_LAUNCHERS
 
-}  // namespace uma::nn::kernels::cuda
+}  // namespace uma::edges::kernels::cuda

@@ -14,7 +14,7 @@
 #include "edges/kernels/device.h"
 #include "edges/kernels/rows.h"
 
-namespace uma::nn::kernels {
+namespace uma::edges::kernels {
 
 // Degree of M row j (rows 1..8; row 0 is l = 0).
 UMA_BODY constexpr bool degree_one(int j) { return j == 1 || j == 3 || j == 5; }
@@ -164,4 +164,4 @@ UMA_BODY void gate_grad_grad_at(const GateEdge<T>& in, const GateGradGrad<T>& v,
   v.dL2[c] = u2 * gy2 * (1 - 2 * s2) + ag2 * p2;
 }
 
-}  // namespace uma::nn::kernels
+}  // namespace uma::edges::kernels

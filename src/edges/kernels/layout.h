@@ -8,7 +8,7 @@
 
 #include "edges/kernels/device.h"
 
-namespace uma::nn::kernels {
+namespace uma::edges::kernels {
 
 // M row j (0..8) holds L row l_row(j): {0, 2, 6, 3, 7, 1, 5, 8, 4}.
 UMA_BODY constexpr int l_row(int j) { return int((0x485173620ULL >> (4 * j)) & 0xF); }
@@ -63,4 +63,4 @@ UMA_BODY void with_degree(int l, F&& f) {
   with_one_of<0, 1, 2>(l, static_cast<F&&>(f));
 }
 
-}  // namespace uma::nn::kernels
+}  // namespace uma::edges::kernels

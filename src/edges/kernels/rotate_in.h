@@ -16,7 +16,7 @@
 #include "edges/kernels/layout.h"
 #include "edges/kernels/rows.h"
 
-namespace uma::nn::kernels {
+namespace uma::edges::kernels {
 
 // The pointers of one (e, j, h): D's K entries, x's K rows of C channels,
 // radial's and out's C channels.
@@ -277,4 +277,4 @@ UMA_BODY void rotate_in_grad_node_tangent_at(const RotateInGradNodeTangentRow<T>
   for (int k = 0; k < K; ++k) acc[k * stride] += v.dd[k] * gw + v.d[k] * gdw;
 }
 
-}  // namespace uma::nn::kernels
+}  // namespace uma::edges::kernels

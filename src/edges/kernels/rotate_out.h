@@ -23,7 +23,7 @@
 #include "edges/kernels/layout.h"
 #include "edges/kernels/rows.h"
 
-namespace uma::nn::kernels {
+namespace uma::edges::kernels {
 
 // One edge's view for degree l: its rows of y and the envelope-scaled D
 // entries that multiply them; all rows (rows 9) or the m = 0 row alone (rows 3).
@@ -222,4 +222,4 @@ UMA_BODY void rotate_out_grad_tangent_terms_at(const RotateOutGradTangentRow<T>&
   }
 }
 
-}  // namespace uma::nn::kernels
+}  // namespace uma::edges::kernels

@@ -7,7 +7,7 @@
 
 #include "edges/kernels/device.h"
 
-namespace uma::nn::kernels {
+namespace uma::edges::kernels {
 
 // The piece that holds M row j, and j's row within it.
 UMA_BODY constexpr int piece_of(int j) { return j < 3 ? 0 : j < 7 ? 1 : 2; }
@@ -32,4 +32,4 @@ struct Rows {
   }
 };
 
-}  // namespace uma::nn::kernels
+}  // namespace uma::edges::kernels

@@ -6,7 +6,7 @@ BlockImpl::BlockImpl(int64_t sphere_channels, int64_t hidden_channels,
                      const std::vector<int64_t>& radial_channels, int64_t num_experts) {
   norm_1 = register_module("norm_1", RMSNormSH(sphere_channels));
   edge_wise = register_module(
-      "edge_wise", Edgewise(sphere_channels, hidden_channels, radial_channels, num_experts));
+      "edge_wise", edges::Edgewise(sphere_channels, hidden_channels, radial_channels, num_experts));
   norm_2 = register_module("norm_2", RMSNormSH(sphere_channels));
   atom_wise = register_module("atom_wise", SpectralAtomwise(sphere_channels, hidden_channels));
 }
@@ -24,7 +24,7 @@ torch::Tensor BlockImpl::after_edges(const torch::Tensor& x, const torch::Tensor
 }
 
 torch::Tensor BlockImpl::forward(const torch::Tensor& x, const torch::Tensor& system_embedding,
-                                 const EdgeFrame& edges, const MoleContext& ctx) {
+                                 const edges::EdgeFrame& edges, const edges::MoleContext& ctx) {
   auto h = before_edges(x, system_embedding);
   return after_edges(x, edge_wise->forward(h, edges, ctx));
 }

@@ -15,10 +15,10 @@ SO3LinearImpl::SO3LinearImpl(int64_t in, int64_t out) {
 torch::Tensor SO3LinearImpl::forward(const torch::Tensor& x) {
   auto by_l = x.split_with_sizes({1, 3, 5}, 1);
   auto w = weight.unbind(0);
-  return torch::cat(
-      {folded_linear(by_l[0], w[0], bias), folded_linear(by_l[1], w[1], torch::Tensor()),
-       folded_linear(by_l[2], w[2], torch::Tensor())},
-      1);
+  return torch::cat({edges::folded_linear(by_l[0], w[0], bias),
+                     edges::folded_linear(by_l[1], w[1], torch::Tensor()),
+                     edges::folded_linear(by_l[2], w[2], torch::Tensor())},
+                    1);
 }
 
 RMSNormSHImpl::RMSNormSHImpl(int64_t channels) {
@@ -58,7 +58,7 @@ SpectralAtomwiseImpl::SpectralAtomwiseImpl(int64_t sphere_channels, int64_t hidd
 torch::Tensor SpectralAtomwiseImpl::forward(const torch::Tensor& x) {
   auto gates = scalar_mlp->forward(x.select(1, 0));
   auto h = so3_linear_1->forward(x);
-  h = gate_activation(gates, h, Layout::kL);
+  h = edges::gate_activation(gates, h, edges::Layout::kL);
   return so3_linear_2->forward(h);
 }
 
