@@ -1,0 +1,3 @@
+"""The check's builds, one module each: the sysroot from the .debs (sysroot.py), Open MPI from its
+wheel (mpi.py), GoogleTest, the engine and the plugin (engine.py), LAMMPS (lammps.py), uma/kk on
+CUDA (kokkos.py), and the prebuilt artifacts of --prebuild (prebuilt.py, prebuilt_manifest.py)."""
