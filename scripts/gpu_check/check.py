@@ -4,6 +4,7 @@ Built from the command line and the environment (Check.from_environment); the st
 and the builds leave in it what later stages need (the engine's configure arguments)."""
 import os
 import shutil
+import subprocess
 import sys
 
 from . import settings
@@ -17,6 +18,15 @@ def log(message):
 def die(message):
     log("error: " + message)
     sys.exit(1)
+
+
+def nproc(env):
+    """The jobs' default: the cores as coreutils' nproc counts them for ENV (OMP_NUM_THREADS and
+    OMP_THREAD_LIMIT honoured), or the cores this process may run on where nproc cannot run."""
+    try:
+        return int(subprocess.run(["nproc"], env=env, capture_output=True, text=True, check=True).stdout)
+    except (OSError, ValueError, subprocess.CalledProcessError):
+        return len(os.sched_getaffinity(0))
 
 
 class Check:
@@ -68,7 +78,7 @@ class Check:
         except settings.KnobError as e:
             die(str(e))
         build = os.path.realpath(env.get("UMA_GPU_BUILD") or root + "/build-gpu")
-        jobs = int(env.get("UMA_GPU_JOBS") or len(os.sched_getaffinity(0)))   # default: the cores, as nproc counts
+        jobs = int(env.get("UMA_GPU_JOBS") or nproc(env))
         return cls(root, prep, mode, quick, stages_env, selection, limits, budget, build, jobs, python, env,
                    runner or Runner(), network, env.get("OUT", ""))
 

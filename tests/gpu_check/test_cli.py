@@ -12,6 +12,7 @@ import unittest
 from harness import REPO, Setting, quiet, touch
 from gpu_check import USAGE, driver
 from gpu_check.builds.kokkos import kokkos_lammps_missing
+from gpu_check.builds.prebuilt_manifest import prebuilt_matches
 from gpu_check.builds.sysroot import extract_tar
 from gpu_check.carry import check_carry, ignore_in_git
 from gpu_check.check import Check
@@ -84,6 +85,15 @@ class CommandLine(unittest.TestCase):
             self.assertEqual(exit_.exception.code, 1)
             self.assertIn("[gpu-check] error: " + message, stderr.getvalue())
 
+    def test_jobs_as_nproc_counts(self):
+        setting = Setting()
+        self.addCleanup(setting.close)
+        plain = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "OMP_THREAD_LIMIT")}
+        for knobs, jobs in (({}, len(os.sched_getaffinity(0))), ({"OMP_NUM_THREADS": "1"}, 1),
+                            ({"UMA_GPU_JOBS": "3", "OMP_NUM_THREADS": "1"}, 3)):
+            check = Check.from_environment(setting.root, setting.prep, "gpu", False, dict(plain, **knobs), runner=None)
+            self.assertEqual(check.jobs, jobs, knobs)
+
     def test_kokkos_lammps(self):
         setting = Setting()
         self.addCleanup(setting.close)
@@ -118,6 +128,18 @@ class Folders(unittest.TestCase):
         with contextlib.redirect_stderr(stderr):
             check_carry(repo, setting.prep)   # the tree and the folder, within the 64 MiB a run carries
         self.assertRegex(stderr.getvalue(), r"with the working tree \([\d.]+ MB\): [\d.]+ MB of the 67.1 MB")
+
+    def test_manifest_unreadable_or_incomplete(self):
+        setting = Setting()
+        self.addCleanup(setting.close)
+        manifest = os.path.join(setting.tmp_dir.name, "manifest.json")
+        for text, why in (("{", "cannot read " + manifest),
+                          ('{"key": "k", "root": "r"}', manifest + " has no torch_version, torch_dir, build, cxx")):
+            with open(manifest, "w") as f:
+                f.write(text)
+            matches, line = prebuilt_matches(manifest, "/nonexistent.json", setting.root, setting.prep, "/b")
+            self.assertFalse(matches)
+            self.assertTrue(line.startswith("prebuilt artifacts not usable: " + why), line)
 
     def test_tar_falls_back_to_python(self):
         setting = Setting()

@@ -49,8 +49,11 @@ def prebuilt_matches(manifest, envjson, root, prep, build):
         if os.path.exists(envjson):
             with open(envjson) as f:
                 env = json.load(f)
-    except (OSError, ValueError) as e:
+        missing = [k for k in ("torch_version", "torch_dir", "root", "build", "key", "cxx") if k not in m]
+    except (OSError, ValueError, TypeError) as e:
         return False, "prebuilt artifacts not usable: cannot read %s (%s)" % (manifest, e)
+    if missing:
+        return False, "prebuilt artifacts not usable: %s has no %s" % (manifest, ", ".join(missing))
     torch_version = (env.get("torch") or "").split("+")[0]
     prefix = env.get("cmake_prefix") or ""  # TORCH/share/cmake
     torch_dir = os.path.dirname(os.path.dirname(prefix)) if prefix else ""
