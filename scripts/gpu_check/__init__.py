@@ -93,6 +93,6 @@ summary and the archive); builds/ (the sysroot, Open MPI, GoogleTest, the
 engine, LAMMPS, the plugin, uma/kk, the prebuilt artifacts); stages/ (one
 module per checking stage); report/ (the readers and checks of what the
 stages wrote, the summary and the archive).  tests/gpu_check/ runs its
-decisions and readers on recorded outputs (ctest: static.gpu_check_driver).
+decisions and readers on recorded outputs (ctest: gpu_check.driver).
 """
 USAGE = __doc__[:__doc__.index("\nDIR travels")].rstrip()
