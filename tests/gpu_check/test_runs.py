@@ -64,6 +64,9 @@ class Runs(unittest.TestCase):
         self.assertAlmostEqual(figures["versus_fairchem"]["cu_1000"]["ratios"]["fairchem_over_ours_eager_fp32"],
                                95.9 / 154.5)
         self.assertEqual(sorted(figures["versus_fairchem"]), ["c33h68", "cu_1000", "cu_4000", "si_1000"])
+        for stage in ("versus_fairchem", "versus_fairchem_compiled"):   # each structure's checks passed
+            self.assertEqual({s: (e["passed"], e["checks_failed"]) for s, e in figures[stage].items()},
+                             dict.fromkeys(figures[stage], (True, [])), stage)
         self.assertEqual(figures["lammps_md"]["timesteps_per_s"], 7.722)
         self.assertAlmostEqual(figures["lammps_md_replay"]["replay_speedup"], 8.0 / 7.722)
         self.assertEqual(figures["kernels"]["max_relative"], {"fp64": 7.9e-16, "fp32": 2.9e-7})

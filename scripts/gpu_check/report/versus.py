@@ -49,6 +49,17 @@ def all_passed(structs):
     return all(e.get("passed") for e in structs.values() if "not_run" not in e)
 
 
+def store_entry(res, out, struct, entry, ratios, failed):
+    """STRUCT's ENTRY with its RATIOS and FAILED checks into RES (written to OUT), which passes
+    where every structure that ran passed."""
+    entry["ratios"] = ratios
+    entry["checks_failed"] = failed
+    entry["passed"] = not failed
+    res["structures"][struct] = entry
+    res["passed"] = all_passed(res["structures"])
+    dump(res, out)
+
+
 def reference(ref_dir, entry, failed):
     """The fp64 reference frame of REF_DIR (ref.json, ref.rc), or None (a failure)."""
     ref_rc = read_rc(ref_dir, "ref")
@@ -148,7 +159,7 @@ def ratios_of(runs):
 def versus_struct(out, struct, dir_):
     """One structure of the versus_fairchem stage, added to OUT's structures."""
     res = load(out) or {}
-    structs = res.setdefault("structures", {})
+    res.setdefault("structures", {})
     entry = {"runs": {}}
     failed = []
     ref = reference(dir_, entry, failed)
@@ -173,12 +184,7 @@ def versus_struct(out, struct, dir_):
             e = run.get("energy_per_atom_error")
             if e is not None and not e < 1e-3:
                 failed.append("%s: energy %.3e eV/atom from fp64 (limit 1e-3: not the same model?)" % (name, e))
-    entry["ratios"] = ratios_of(entry["runs"])
-    entry["checks_failed"] = failed
-    entry["passed"] = not failed
-    structs[struct] = entry
-    res["passed"] = all_passed(structs)
-    dump(res, out)
+    store_entry(res, out, struct, entry, ratios_of(entry["runs"]), failed)
     for name, run in entry["runs"].items():
         if "ms_per_step" in run:
             print("%s %-18s %9.2f ms/step %8.2f steps/s  peak %s MB  energy err %s eV/atom" % (

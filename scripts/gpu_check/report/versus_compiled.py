@@ -7,8 +7,8 @@ eager stage ran, compile_s_over_eager = first_call_s - fairchem eager's first ca
 against fp64; compiled / eager and compiled / ours ratios."""
 import os
 
-from .common import CUT, dump, last_json_line, load, read_rc, tail
-from .versus import FAIRCHEM_FIELDS, all_passed, errors, reference, timing
+from .common import CUT, last_json_line, load, read_rc, tail
+from .versus import FAIRCHEM_FIELDS, errors, reference, store_entry, timing
 
 
 def eager_figures(run, result, eager_dir, prec):
@@ -71,19 +71,14 @@ def compiled_run(dir_, prec, ref, eager_dir, entry, failed, ratios):
 def versus_compiled(out, struct, dir_, ref_dir, eager_dir):
     """One structure of the versus_fairchem_compiled stage, added to OUT's structures."""
     res = load(out) or {}
-    structs = res.setdefault("structures", {})
+    res.setdefault("structures", {})
     entry = {"runs": {}}
     failed = []
     ref = reference(ref_dir, entry, failed)
     ratios = {}
     for prec in ("fp32", "tf32"):
         compiled_run(dir_, prec, ref, eager_dir, entry, failed, ratios)
-    entry["ratios"] = ratios
-    entry["checks_failed"] = failed
-    entry["passed"] = not failed
-    structs[struct] = entry
-    res["passed"] = all_passed(structs)
-    dump(res, out)
+    store_entry(res, out, struct, entry, ratios, failed)
     for name, run in entry["runs"].items():
         if "ms_per_step" in run:
             print("%s %-22s %9.2f ms/step, first call %.1f s (load %.1f s apart), compile ~%.1f s" % (
