@@ -64,6 +64,10 @@ class Runs(unittest.TestCase):
         self.assertAlmostEqual(figures["versus_fairchem"]["cu_1000"]["ratios"]["fairchem_over_ours_eager_fp32"],
                                95.9 / 154.5)
         self.assertEqual(sorted(figures["versus_fairchem"]), ["c33h68", "cu_1000", "cu_4000", "si_1000"])
+        with open(check.details + "/versus_fairchem.json") as f:   # each run with its engine's fields
+            runs = json.load(f)["structures"]["cu_1000"]["runs"]
+        self.assertEqual((runs["fairchem-fp32"]["backend"], runs["ours-fp32-graph"]["graph_replays"]),
+                         ("umas_fast_gpu", 9))
         for stage in ("versus_fairchem", "versus_fairchem_compiled"):   # each structure's checks passed
             self.assertEqual({s: (e["passed"], e["checks_failed"]) for s, e in figures[stage].items()},
                              dict.fromkeys(figures[stage], (True, [])), stage)

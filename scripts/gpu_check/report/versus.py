@@ -44,6 +44,19 @@ def timing(result):
     return out
 
 
+def timed_run(out_path, name, fields, entry, failed):
+    """(NAME's run, its JSON line): the timing and FIELDS of OUT_PATH's last JSON line; (None,
+    None) where it has none, recorded as NAME's error and a failure."""
+    result, lines = last_json_line(out_path)
+    if result is None or "time_s" not in result:
+        entry["runs"][name] = {"error": lines[-5:]}
+        failed.append("%s: no JSON line" % name)
+        return None, None
+    run = timing(result)
+    run.update({k: result[k] for k in fields if k in result})
+    return run, result
+
+
 def all_passed(structs):
     """Every structure that ran passed (those not run for the time left count for nothing)."""
     return all(e.get("passed") for e in structs.values() if "not_run" not in e)
@@ -98,13 +111,9 @@ def ours(dir_, prec, ref, entry, failed, account):
         name = "ours-%s-%s" % (prec, mode)
         if not account(name, read_rc(dir_, name)):
             continue
-        result, lines = last_json_line(os.path.join(dir_, name + ".out"))
-        if result is None or "time_s" not in result:
-            entry["runs"][name] = {"error": lines[-5:]}
-            failed.append("%s: no JSON line" % name)
+        run, result = timed_run(os.path.join(dir_, name + ".out"), name, RUN_FIELDS, entry, failed)
+        if run is None:
             continue
-        run = timing(result)
-        run.update({k: result[k] for k in RUN_FIELDS if k in result})
         if mode == "graph" and not (result.get("graph_replays", 0) >= 1 and not result.get("graph_refusal")):
             failed.append("%s: not replayed (%r)" % (name, result.get("graph_refusal")))
         if mode == "eager" and str(result.get("device", "")).startswith("cuda") and result.get("edge_ops") != "lean":
@@ -119,14 +128,10 @@ def fairchem(dir_, prec, ref, entry, failed, account):
     name = "fairchem-%s" % prec
     if not account(name, read_rc(dir_, name)):
         return
-    result, lines = last_json_line(os.path.join(dir_, name + ".out"))
-    frame = load(os.path.join(dir_, name + ".forces.json"))
-    if result is None or "time_s" not in result:
-        entry["runs"][name] = {"error": lines[-5:]}
-        failed.append("%s: no JSON line" % name)
+    run, result = timed_run(os.path.join(dir_, name + ".out"), name, FAIRCHEM_FIELDS, entry, failed)
+    if run is None:
         return
-    run = timing(result)
-    run.update({k: result[k] for k in FAIRCHEM_FIELDS if k in result})
+    frame = load(os.path.join(dir_, name + ".forces.json"))
     if ref is not None and frame:
         e, why = errors(frame, ref)
         if why:

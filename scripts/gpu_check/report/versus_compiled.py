@@ -8,7 +8,7 @@ against fp64; compiled / eager and compiled / ours ratios."""
 import os
 
 from .common import CUT, last_json_line, load, read_rc, tail
-from .versus import FAIRCHEM_FIELDS, errors, reference, store_entry, timing
+from .versus import FAIRCHEM_FIELDS, errors, reference, store_entry, timed_run
 
 
 def eager_figures(run, result, eager_dir, prec):
@@ -37,13 +37,9 @@ def compiled_run(dir_, prec, ref, eager_dir, entry, failed, ratios):
         entry["runs"][name] = {"rc": rc, "error": "exit %d" % rc}
         failed.append("%s: exit %d" % (name, rc))
         return
-    result, lines = last_json_line(os.path.join(dir_, "fairchem-%s.out" % prec))
-    if result is None or "time_s" not in result:
-        entry["runs"][name] = {"error": lines[-5:]}
-        failed.append("%s: no JSON line" % name)
+    run, result = timed_run(os.path.join(dir_, "fairchem-%s.out" % prec), name, FAIRCHEM_FIELDS, entry, failed)
+    if run is None:
         return
-    run = timing(result)
-    run.update({k: result[k] for k in FAIRCHEM_FIELDS if k in result})
     if isinstance(result.get("first_call_s"), (int, float)):
         run["compile_s"] = result["first_call_s"] - result["time_s"]["median"]   # the first call beyond one step
     eager_ms = eager_figures(run, result, eager_dir, prec)
