@@ -1,14 +1,14 @@
-// The CPU launchers of the rotate-out family's backward (rotate_out_grad)
-// and double backward (rotate_out_grad_tangent) alone, over 9 rows, with and
-// without the geometry's gradients: best of N calls, one thread.  A benchmark,
-// not a test.  Built against one tree's sources, so that two commits compare
-// side by side (doc/benchmarks.md):
+// The rotate-out family's backward (RotateOutGradOp) and double backward
+// (RotateOutGradTangentOp) alone on the CPU, through the CPU's launch
+// template, over 9 rows, with and without the geometry's gradients: best of
+// N calls, one thread.  A benchmark, not a test.  Built against one tree's
+// sources, so that two commits compare side by side (doc/benchmarks.md):
 //
-//   g++ -std=c++17 -O3 -fopenmp -fno-math-errno -I TREE/src
+//   g++ -std=c++20 -O3 -fopenmp -fno-math-errno -I TREE/src TREE/src/edges/cpu/ops.cpp
 //       bench/rotate_out_kernels.cpp -o rotate_out_kernels   (one line)
 //   ./rotate_out_kernels [calls]
 //
-// The flags are CMakeLists.txt's for src/edges/cpu/.  A checksum of the
+// The flags are CMakeLists.txt's for src/edges/cpu/ops.cpp.  A checksum of the
 // outputs follows each time: equal checksums, equal bits.
 #include <chrono>
 #include <cstdio>
@@ -16,7 +16,8 @@
 #include <random>
 #include <vector>
 
-#include "edges/cpu/rotate_out.cpp"
+#include "edges/kernels/ops.h"
+#include "edges/launch/cpu.h"
 
 namespace {
 
@@ -122,13 +123,17 @@ void run(const char* type, int calls) {
     T* genvelope = c.geometry ? in.genvelope.data() : nullptr;
     const double ms = best_ms(calls, [&] {
       if (c.tangent)
-        k::rotate_out_grad_tangent<T>(in.D.data(), in.dD.data(), in.envelope.data(),
-                                      in.denvelope.data(), y, dy, kRows, in.tgt.data(),
-                                      in.gout.data(), kChannels, gy, gD, genvelope, 0, kEdges);
+        uma::edges::launch::cpu_range(
+            k::RotateOutGradTangentOp<T>{in.D.data(), in.dD.data(), in.envelope.data(),
+                                         in.denvelope.data(), y, dy, kRows, in.tgt.data(),
+                                         in.gout.data(), kChannels, kEdges, gy, gD, genvelope},
+            0, kEdges);
       else
-        k::rotate_out_grad<T>(in.D.data(), in.envelope.data(), y, kRows, in.tgt.data(),
-                              in.gout.data(), kChannels, c.gy ? gy : no_gy, gD, genvelope, 0,
-                              kEdges);
+        uma::edges::launch::cpu_range(
+            k::RotateOutGradOp<T>{in.D.data(), in.envelope.data(), y, kRows, in.tgt.data(),
+                                  in.gout.data(), kChannels, kEdges, c.gy ? gy : no_gy, gD,
+                                  genvelope},
+            0, kEdges);
     });
     std::printf("%s  %-28s %8.2f ms  checksum %.15e\n", type, c.name, ms, in.checksum());
   }

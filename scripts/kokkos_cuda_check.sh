@@ -2,10 +2,10 @@
 # Compiles every project source that includes Kokkos headers for Kokkos's CUDA
 # backend (Serial host + CUDA device, Hopper sm_90) with the host's nvcc and g++,
 # against the LAMMPS root's Kokkos 5 headers, LAMMPS's src/ and src/KOKKOS and
-# the torch wheel's headers; and the engine's CUDA kernels, their GPU check and
-# their timing (src/**/cuda/*.cu, tests/cuda/*.cu, bench/cuda/*.cu) with nvcc, and the engine's host code that
-# launches them (src/**/cuda/*.cpp, against LibTorch's and the toolkit's CUDA
-# headers) with g++, so that a CUDA-only error fails here.
+# the torch wheel's headers; and the engine's CUDA kernels (the launch template
+# instantiated for every lean kernel, src/edges/cuda/ops.cu), their GPU check and
+# their timing (src/**/cuda/*.cu, tests/cuda/*.cu, bench/cuda/*.cu) with nvcc, so
+# that a CUDA-only error fails here.
 # Debian's libkokkos-dev installs the headers of every backend; only five
 # headers that Kokkos's configuration writes name the enabled ones, and this
 # script writes those five for CUDA into a staging copy.
@@ -66,9 +66,6 @@ done
 mapfile -t kernels < <(cd "$project" && find src tests bench -path '*/cuda/*.cu' | sort)
 [ "${#kernels[@]}" -gt 0 ] || fail "no CUDA kernels (src/**/cuda/*.cu) in $project"
 sources+=("${kernels[@]}")
-mapfile -t launchers < <(cd "$project" && find src -path '*/cuda/*.cpp' | sort)
-[ "${#launchers[@]}" -gt 0 ] || fail "no CUDA launchers (src/**/cuda/*.cpp) in $project"
-sources+=("${launchers[@]}")
 cuda_include="$(dirname "$(dirname "$(readlink -f "$nvcc")")")/include"
 [ -f "$cuda_include/cuda_runtime_api.h" ] || fail "no cuda_runtime_api.h in $cuda_include (beside nvcc)"
 # the LAMMPS version the plugin declares (CMake passes it from version.h the same way)
@@ -81,9 +78,6 @@ flags=(-x cu -std=c++20 --extended-lambda --expt-relaxed-constexpr -arch=sm_90 -
        -I"$lammps_src" -I"$lammps_src/KOKKOS" -I"$project/src" -I"$project/plugin" -I"$project/lammps_common" -I"$project/pair_style"
        -I"$project/fix_train" -isystem "$stage/kokkos" -isystem "$stage" -isystem "$stage/mpi"
        -isystem "$torch_include" -isystem "$torch_include/torch/csrc/api/include")
-# the launchers' host code: as the engine compiles it (g++), with the CUDA headers
-host_flags=(-std=c++20 -O1 -I"$project/src" -isystem "$torch_include"
-            -isystem "$torch_include/torch/csrc/api/include" -isystem "$cuda_include")
 tools="$("$nvcc" --version | tail -1) $(g++ --version | head -1)"
 mkdir -p "$cache/deps" "$cache/stamps"
 # A compile's key: the source, flags, compilers and the bytes of every file its
@@ -92,7 +86,7 @@ key_of() {
   local files hashes
   files=$(sed -e 's/^[^:]*://' -e 's/\\$//' "$2" | tr ' ' '\n' | sed '/^$/d' | sort -u)
   hashes=$(cd "$project" && xargs -r sha256sum <<< "$files") || return 1
-  printf '%s\n%s\n%s\n%s\n' "$1" "${flags[*]} ${host_flags[*]} $(own_flags "$1")" "$tools" "$hashes" | sha256sum | cut -c1-16
+  printf '%s\n%s\n%s\n%s\n' "$1" "${flags[*]} $(own_flags "$1")" "$tools" "$hashes" | sha256sum | cut -c1-16
 }
 # The kernels' own: a host-only call inside a __host__ __device__ body, which nvcc only warns
 # about (20011-20015), is an error there (it would trap or misbehave on the device).
@@ -104,11 +98,9 @@ for src in "${sources[@]}"; do
   if [ -n "$key" ] && [ -f "$cache/stamps/$name-$key" ]; then
     echo "$src: compiled for Kokkos CUDA (cached, key $key)"; continue
   fi
-  if [[ "$src" == *.cpp && "$src" == src/*/cuda/* ]]; then echo "$src: compiling against LibTorch's CUDA headers (g++)"
-  else echo "$src: compiling for Kokkos CUDA (nvcc, sm_90)"; fi
+  echo "$src: compiling for Kokkos CUDA (nvcc, sm_90)"
   t0=$SECONDS
-  if [[ "$src" == src/*/cuda/*.cpp ]]; then compile=(g++ "${host_flags[@]}" -c -o "$cache/$name.o")
-  else compile=("$nvcc" "${flags[@]}" $(own_flags "$src") -c -o "$cache/$name.o"); fi
+  compile=("$nvcc" "${flags[@]}" $(own_flags "$src") -c -o "$cache/$name.o")
   if (cd "$project" && "${compile[@]}" -MD -MF "$deps.new" "$src") > "$cache/$name.log" 2>&1; then
     mv "$deps.new" "$deps"
     if [ "$src" = pair_style/pair_uma_kokkos.cpp ] && ! nm -C "$cache/$name.o" | grep 'PairUMAKokkos<Kokkos::Cuda>' > /dev/null; then
@@ -128,5 +120,5 @@ for src in "${sources[@]}"; do
     status=1
   fi
 done
-[ "$status" -eq 0 ] && echo "kokkos cuda compile: passed (${#sources[@]} sources, ${#kernels[@]} of them the engine's CUDA kernels, ${#launchers[@]} their launchers; compiled, not linked or run)"
+[ "$status" -eq 0 ] && echo "kokkos cuda compile: passed (${#sources[@]} sources, ${#kernels[@]} of them the engine's CUDA kernels and their checks; compiled, not linked or run)"
 exit "$status"

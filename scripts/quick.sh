@@ -19,7 +19,7 @@ export UMA_SID_ROOT="$root" UMA_PYTHON="$python"
 fixtures="$UMA_ROOT_PROJECT/fresh-fixtures"
 case "$what" in
   engine)
-    scripts/build.sh uma_tests uma_launcher_tests uma_tool
+    scripts/build.sh uma_tests uma_tool
     filter="${1:-*}"
     # two shards of the suite at once, one core each (the suite's tests are independent)
     scripts/in_sid.sh "$root" env UMA_FIXTURES_DIR="$fixtures" UMA_SOURCE_DIR="$UMA_ROOT_PROJECT" FILTER="$filter" bash -c '

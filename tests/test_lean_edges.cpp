@@ -16,7 +16,7 @@
 #include "engine/engine.h"
 #include "edges/kernels/layout.h"
 #include "edges/lean_edges.h"
-#include "edges/lean_launchers.h"
+#include "edges/launch/launch.h"
 #include "model/nn/block.h"
 #include "model/nn/so3.h"
 #include "test_util.h"
@@ -378,14 +378,15 @@ TEST(EdgeBackends, LeanOnCudaOnlyWithItsLaunchers) {
   EXPECT_TRUE(edges::lean_cpu_edges().skips_padding());
   EXPECT_EQ(&edges::edge_backend_for(EdgeOps::kReference, cpu), &edges::reference_edges());
   EXPECT_EQ(&edges::edge_backend_for(EdgeOps::kReference, cuda), &edges::reference_edges());
-  if (edges::cuda_lean_launchers()) {
+  if (edges::launch::cuda_launches_built()) {
     EXPECT_EQ(&edges::edge_backend_for(EdgeOps::kLean, cuda), &edges::lean_cuda_edges());
     EXPECT_STREQ(edges::lean_cuda_edges().name(), "lean");
     EXPECT_FALSE(edges::lean_cuda_edges().skips_padding());
   } else {
     EXPECT_EQ(&edges::edge_backend_for(EdgeOps::kLean, cuda), &edges::reference_edges());
     // and the operators themselves refuse CUDA tensors, naming the way out
-    test::expect_error([&] { edges::lean_launchers_for(cuda); }, "need an engine built with nvcc");
+    test::expect_error([&] { edges::launch::require_lean_kernels(cuda); },
+                       "need an engine built with nvcc");
   }
 }
 

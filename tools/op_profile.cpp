@@ -31,7 +31,7 @@ struct Started : at::ObserverContext {
   Clock::time_point t0 = Clock::now();
 };
 
-// ATen's operators and the lean edge operators (edges/lean_edges.cpp).
+// ATen's operators and the lean edge operators (edges/lean_*.cpp).
 bool counted(std::string_view name) {
   if (!synchronized && std::this_thread::get_id() != profiled) return false;
   return name.rfind("aten::", 0) == 0 || name.rfind("uma::lean::", 0) == 0;

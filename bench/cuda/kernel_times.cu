@@ -1,11 +1,13 @@
-// The lean edge kernels' CUDA launchers timed one by one, fp32, at the size of
+// The lean edge kernels on CUDA timed one by one, fp32, at the size of
 // the GPU check's Cu 1,000 evaluation with UMA-S's widths (1,000 atoms, 78,000
 // edges found in 81,916 slots, C = H = 128), each against what its bytes would
 // take at the speed of a device-to-device copy measured in the same run.  The
 // per-node kernels (rotate-out, rotate-in's gradient for x) run twice, over
 // the same edges with two sets of segments: the engine's (the padding slots
 // left out) and segments that give the last atom every padding slot, as the
-// graph lays the padding out (src/graph/radius_graph.h).
+// graph lays the padding out (src/graph/radius_graph.h).  Each kernel is an
+// op (edges/kernels/ops.h) launched by the CUDA launch template
+// (edges/launch/cuda.h, instantiated in edges/cuda/ops.cu).
 // A benchmark, not a check: the GPU check's profile stage prints its table.
 // usage: kernel_times [REPEATS]; exit status 2 when there is no GPU.
 #include <cuda_runtime.h>
@@ -17,10 +19,12 @@
 #include <string>
 #include <vector>
 
-#include "edges/cuda/lean_kernels.h"
+#include "edges/kernels/ops.h"
+#include "edges/launch/cuda.h"
 
-namespace cu = uma::edges::kernels::cuda;
+namespace k = uma::edges::kernels;
 using uma::edges::kernels::Rows;
+using uma::edges::launch::cuda_launch;
 
 namespace {
 
@@ -164,6 +168,7 @@ int main(int argc, char** argv) {
   const auto gate_in = pieces<float>(H), q = pieces<float>(H), gq = pieces<float>(H),
              gate_gy = pieces<float>(H);
   float* gy0 = floats(kSlots * 5 * H);
+  const k::GateInput<float> gate_input{y0, y0_stride, as_const(gate_in), sig, H, kSlots};
 
   // The copy that sets the bound: 512 MB device to device.
   const int64_t copy_floats = int64_t(1) << 27;
@@ -193,37 +198,43 @@ int main(int argc, char** argv) {
                msg_mb = S * 18 * C * F / 1e6, y_mb = S * 9 * C * F / 1e6,
                node_mb = kAtoms * 9 * C * F / 1e6, gate_row_mb = S * H * F / 1e6;
 
-  report("rotate_in", d_mb + radial_mb + node_mb + msg_mb,
-         [&] { cu::rotate_in<float>(D, x, src_d, tgt_d, radial, msg, C, kSlots, nullptr); });
+  report("rotate_in", d_mb + radial_mb + node_mb + msg_mb, [&] {
+    cuda_launch(k::RotateInOp<float>{D, x, src_d, tgt_d, radial, msg, C, kSlots}, nullptr);
+  });
   report("rotate_in_grad_edges (radial, D)", 3 * d_mb + 2 * radial_mb + msg_mb + node_mb, [&] {
-    cu::rotate_in_grad_edges<float>(D, x, src_d, tgt_d, radial, as_const(g), C, gD, gradial, kSlots,
-                                    nullptr);
+    cuda_launch(k::RotateInGradEdgesOp<float>{D, x, src_d, tgt_d, radial, as_const(g), C, kSlots,
+                                              gD, gradial},
+                nullptr);
   });
   for (bool padded : {false, true}) {
     const Segments& s = padded ? by_src_padded : by_src;
     const Segments& t = padded ? by_tgt_padded : by_tgt;
     report(padded ? "rotate_in_grad_nodes (x), padding segmented" : "rotate_in_grad_nodes (x)",
            d_mb + radial_mb + msg_mb + 2 * node_mb, [&] {
-             cu::rotate_in_grad_nodes<float>(D, radial, as_const(g), s.order, s.offsets, t.order,
-                                             t.offsets, kSlots, C, node_out, kAtoms, nullptr);
+             const k::NodeWalk walk{s.order, s.offsets, t.order, t.offsets, kSlots, C, kAtoms};
+             cuda_launch(k::RotateInGradNodesOp<float>{walk, D, radial, as_const(g), node_out},
+                         nullptr);
            });
   }
-  report("gate", gate_row_mb * (3 + 6 + 3 + 9),
-         [&] { cu::gate<float>(y0, y0_stride, as_const(gate_in), sig, q, H, kSlots, nullptr); });
+  report("gate", gate_row_mb * (3 + 6 + 3 + 9), [&] {
+    cuda_launch(k::GateOp<float>{gate_input, q}, nullptr);
+  });
   report("gate_grad", gate_row_mb * (3 + 6 + 3 + 9 + 5 + 6), [&] {
-    cu::gate_grad<float>(y0, y0_stride, as_const(gate_in), sig, as_const(gq), gy0, gate_gy, H,
-                         kSlots, nullptr);
+    cuda_launch(k::GateGradOp<float>{gate_input, as_const(gq), gy0, gate_gy}, nullptr);
   });
   for (bool padded : {false, true}) {
     const Segments& t = padded ? by_tgt_padded : by_tgt;
     report(padded ? "rotate_out, padding segmented" : "rotate_out", d_mb + y_mb + 2 * node_mb, [&] {
-      cu::rotate_out<float>(D, envelope, as_const(y), 9, t.order, t.offsets, kSlots, C, node_out,
-                            kAtoms, nullptr);
+      cuda_launch(k::RotateOutNodesOp<float>{D, nullptr, envelope, nullptr, as_const(y),
+                                             Rows<const float>(), 9, t.order, t.offsets, kSlots, C,
+                                             kAtoms, node_out},
+                  nullptr);
     });
   }
   report("rotate_out_grad (y, D, envelope)", 2 * d_mb + 2 * y_mb + node_mb, [&] {
-    cu::rotate_out_grad<float>(D, envelope, as_const(y), 9, tgt_d, gout, C, gy, gD, genvelope,
-                               kSlots, nullptr);
+    cuda_launch(k::RotateOutGradOp<float>{D, envelope, as_const(y), 9, tgt_d, gout, C, kSlots, gy,
+                                          gD, genvelope},
+                nullptr);
   });
   for (void* p : allocations) cudaFree(p);
   return 0;

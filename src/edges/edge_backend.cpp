@@ -5,7 +5,7 @@
 #include "edges/edge_matmul.h"
 #include "edges/edge_segments.h"
 #include "edges/lean_edges.h"
-#include "edges/lean_launchers.h"
+#include "edges/launch/launch.h"
 #include "core/choices.h"
 #include "core/uma_error.h"
 
@@ -154,7 +154,7 @@ const char* edge_ops_name(EdgeOps ops) { return kEdgeOpsNames[ops == EdgeOps::kL
 const EdgeBackend& edge_backend_for(EdgeOps ops, const torch::Device& device) {
   if (ops == EdgeOps::kReference) return reference_edges();
   if (device.is_cpu()) return lean_cpu_edges();
-  if (device.is_cuda() && cuda_lean_launchers()) return lean_cuda_edges();
+  if (device.is_cuda() && launch::cuda_launches_built()) return lean_cuda_edges();
   return reference_edges();
 }
 

@@ -5,7 +5,7 @@
 //  lean       the fused operators of lean_edges.h: each edge-sized tensor
 //             written once; derivatives of first and second order.  On the
 //             CPU, and on CUDA where the engine was built with nvcc (the
-//             launchers of lean_launchers.h).
+//             launch template of launch/launch.h).
 //
 // The backbone, the blocks and the memory model call only this interface: a
 // new backend is a new subclass and a new choice in edge_backend_for.

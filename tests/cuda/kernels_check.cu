@@ -1,10 +1,14 @@
-// The lean edge kernels' CUDA launchers against their CPU launchers, on the
+// The lean edge kernels on CUDA against the same kernels on the CPU, on the
 // GPU, on random inputs laid out as the engine lays them out (pieces with
 // padded strides, a y0 wider than its 5H columns): every output of every
-// kernel, fp64 and fp32.  The CPU launchers are the tested reference (the
-// engine's LeanEdges tests hold them to the LibTorch composition, values and
-// first and second derivatives, at 1e-13).  A GPU-only check: a stage of
-// scripts/gpu_check.sh ("kernels"), built there or prebuilt here with nvcc.
+// kernel, fp64 and fp32.  Each kernel is an op (edges/kernels/ops.h) run by
+// its device's launch template: on CUDA cuda_launch (edges/launch/cuda.h,
+// instantiated in edges/cuda/ops.cu), on the CPU cpu_range over all the op's
+// items on one thread (edges/launch/cpu.h, instantiated in edges/cpu/ops.cpp).
+// The CPU is the tested reference (the engine's LeanEdges tests hold it to
+// the LibTorch composition, values and first and second derivatives, at
+// 1e-13).  A GPU-only check: a stage of scripts/gpu_check.sh ("kernels"),
+// built there or prebuilt here with nvcc.
 // Prints one line per kernel and precision, then "kernels check: passed" or
 // the failures; exit status 1 on any failure, 2 when there is no GPU.
 #include <cuda_runtime.h>
@@ -15,14 +19,27 @@
 #include <string>
 #include <vector>
 
-#include "edges/cpu/lean_kernels.h"
-#include "edges/cuda/lean_kernels.h"
+#include "edges/kernels/ops.h"
+#include "edges/launch/cpu.h"
+#include "edges/launch/cuda.h"
 
 namespace k = uma::edges::kernels;
+namespace launch = uma::edges::launch;
 
 namespace {
 
 int failures = 0;
+
+// An op over all its items on one CPU thread (the reference), and on the
+// GPU's default stream.
+template <typename Op>
+void on_cpu(const Op& op) {
+  launch::cpu_range(op, 0, op.cpu_items());
+}
+template <typename Op>
+void on_gpu(const Op& op) {
+  launch::cuda_launch(op, nullptr);
+}
 
 void cuda_ok(cudaError_t err, const char* what) {
   if (err == cudaSuccess) return;
@@ -135,6 +152,12 @@ void check(double tolerance) {
       "upload");
   Pieces<T> in(E, H, pad, gen), gq(E, H, pad, gen), adj(E, H, pad, gen);
   Buffer<T> a0(E * 5 * H, gen);
+  // What every gate op reads, on the host or on the device.
+  auto input = [&](bool device) {
+    const T* y = device ? y0.device : y0.host.data();
+    const T* s = device ? sig.device : sig.host.data();
+    return k::GateInput<T>{y, y0_stride, in.template rows<const T>(device), s, H, E};
+  };
   auto both = [&](auto&& cpu, auto&& gpu) {
     cpu();
     gpu();
@@ -145,12 +168,10 @@ void check(double tolerance) {
     PiecesPair<T> q(E, H, pad, gen);
     both(
         [&] {
-          k::gate<T>(y0.host.data(), y0_stride, in.template rows<const T>(false), sig.host.data(),
-                     q.cpu.template rows<T>(false), H, 0, E);
+          on_cpu(k::GateOp<T>{input(false), q.cpu.template rows<T>(false)});
         },
         [&] {
-          k::cuda::gate<T>(y0.device, y0_stride, in.template rows<const T>(true), sig.device,
-                           q.gpu.template rows<T>(true), H, E, nullptr);
+          on_gpu(k::GateOp<T>{input(true), q.gpu.template rows<T>(true)});
         });
     q.compare_all("gate", tolerance);
   }
@@ -162,14 +183,12 @@ void check(double tolerance) {
     gy_cpu.p1.host = gy.p1.host, gy_cpu.p2.host = gy.p2.host;
     both(
         [&] {
-          k::gate_grad<T>(y0.host.data(), y0_stride, in.template rows<const T>(false),
-                          sig.host.data(), gq.template rows<const T>(false), gy0_cpu.data(),
-                          gy_cpu.template rows<T>(false), H, 0, E);
+          on_cpu(k::GateGradOp<T>{input(false), gq.template rows<const T>(false), gy0_cpu.data(),
+                                  gy_cpu.template rows<T>(false)});
         },
         [&] {
-          k::cuda::gate_grad<T>(y0.device, y0_stride, in.template rows<const T>(true), sig.device,
-                                gq.template rows<const T>(true), gy0.device,
-                                gy.template rows<T>(true), H, E, nullptr);
+          on_gpu(k::GateGradOp<T>{input(true), gq.template rows<const T>(true), gy0.device,
+                                  gy.template rows<T>(true)});
         });
     compare("gate_grad", "gy0", gy0_cpu, gy0.download(), tolerance);
     compare("gate_grad", "gy1", gy_cpu.p1.host, gy.p1.download(), tolerance);
@@ -184,16 +203,15 @@ void check(double tolerance) {
     dy_cpu.p1.host = dy.p1.host, dy_cpu.p2.host = dy.p2.host;
     both(
         [&] {
-          k::gate_grad_grad<T>(y0.host.data(), y0_stride, in.template rows<const T>(false),
-                               sig.host.data(), gq.template rows<const T>(false), a0.host.data(),
-                               adj.template rows<const T>(false), dg_cpu.template rows<T>(false),
-                               dy0_cpu.data(), dy_cpu.template rows<T>(false), H, 0, E);
+          on_cpu(k::GateGradGradOp<T>{input(false), gq.template rows<const T>(false),
+                                      a0.host.data(), adj.template rows<const T>(false),
+                                      dg_cpu.template rows<T>(false), dy0_cpu.data(),
+                                      dy_cpu.template rows<T>(false)});
         },
         [&] {
-          k::cuda::gate_grad_grad<T>(y0.device, y0_stride, in.template rows<const T>(true),
-                                     sig.device, gq.template rows<const T>(true), a0.device,
-                                     adj.template rows<const T>(true), dg.template rows<T>(true),
-                                     dy0.device, dy.template rows<T>(true), H, E, nullptr);
+          on_gpu(k::GateGradGradOp<T>{input(true), gq.template rows<const T>(true), a0.device,
+                                      adj.template rows<const T>(true), dg.template rows<T>(true),
+                                      dy0.device, dy.template rows<T>(true)});
         });
     compare("gate_grad_grad", "dgq0", dg_cpu.p0.host, dg.p0.download(), tolerance);
     compare("gate_grad_grad", "dgq1", dg_cpu.p1.host, dg.p1.download(), tolerance);
@@ -246,21 +264,21 @@ void check_rotate_in(double tolerance) {
           "upload");
   {
     PiecesPair<T> out(E, 2 * C, pad, gen);
-    k::rotate_in<T>(D.host.data(), x.host.data(), src.host.data(), tgt.host.data(),
-                    radial.host.data(), out.cpu.template rows<T>(false), C, 0, E);
-    k::cuda::rotate_in<T>(D.device, x.device, src.device, tgt.device, radial.device,
-                          out.gpu.template rows<T>(true), C, E, nullptr);
+    on_cpu(k::RotateInOp<T>{D.host.data(), x.host.data(), src.host.data(), tgt.host.data(),
+                            radial.host.data(), out.cpu.template rows<T>(false), C, E});
+    on_gpu(k::RotateInOp<T>{D.device, x.device, src.device, tgt.device, radial.device,
+                            out.gpu.template rows<T>(true), C, E});
     cuda_ok(cudaDeviceSynchronize(), "kernel");
     out.compare_all("rotate_in", tolerance);
   }
   {
     PiecesPair<T> out(E, 2 * C, pad, gen);
-    k::rotate_in_tangent<T>(D.host.data(), dD.host.data(), x.host.data(), dx.host.data(),
-                            src.host.data(), tgt.host.data(), radial.host.data(),
-                            dradial.host.data(), out.cpu.template rows<T>(false), C, 0, E);
-    k::cuda::rotate_in_tangent<T>(D.device, dD.device, x.device, dx.device, src.device, tgt.device,
-                                  radial.device, dradial.device, out.gpu.template rows<T>(true), C,
-                                  E, nullptr);
+    on_cpu(k::RotateInTangentOp<T>{D.host.data(), dD.host.data(), x.host.data(), dx.host.data(),
+                                   src.host.data(), tgt.host.data(), radial.host.data(),
+                                   dradial.host.data(), out.cpu.template rows<T>(false), C, E});
+    on_gpu(k::RotateInTangentOp<T>{D.device, dD.device, x.device, dx.device, src.device, tgt.device,
+                                   radial.device, dradial.device, out.gpu.template rows<T>(true), C,
+                                   E});
     cuda_ok(cudaDeviceSynchronize(), "kernel");
     out.compare_all("rotate_in_tangent", tolerance);
   }
@@ -271,28 +289,40 @@ void check_rotate_in(double tolerance) {
     const std::string name = want_D ? "rotate_in_grad_edges" : "rotate_in_grad_edges/no_gD";
     Buffer<T> gD(E * 81, gen), gradial(E * 12 * C, gen);
     std::vector<T> gD_cpu = gD.host, gradial_cpu = gradial.host;
-    k::rotate_in_grad_edges<T>(D.host.data(), x.host.data(), src.host.data(), tgt.host.data(),
-                               radial.host.data(), g.template rows<const T>(false), C,
-                               want_D ? gD_cpu.data() : nullptr, gradial_cpu.data(), nullptr, 0, E);
-    k::cuda::rotate_in_grad_edges<T>(D.device, x.device, src.device, tgt.device, radial.device,
-                                     g.template rows<const T>(true), C,
-                                     want_D ? gD.device : nullptr, gradial.device, E, nullptr);
+    // (no per-thread gx: gx_threads null, on both sides)
+    on_cpu(k::RotateInGradEdgesOp<T>{D.host.data(), x.host.data(), src.host.data(), tgt.host.data(),
+                                     radial.host.data(), g.template rows<const T>(false), C, E,
+                                     want_D ? gD_cpu.data() : nullptr, gradial_cpu.data()});
+    on_gpu(k::RotateInGradEdgesOp<T>{D.device, x.device, src.device, tgt.device, radial.device,
+                                     g.template rows<const T>(true), C, E,
+                                     want_D ? gD.device : nullptr, gradial.device});
     cuda_ok(cudaDeviceSynchronize(), "kernel");
     compare(name.c_str(), "gD", gD_cpu, gD.download(), tolerance);
     compare(name.c_str(), "gradial", gradial_cpu, gradial.download(), tolerance);
   }
   const Segments by_source(src.host, N), by_target(tgt.host, N);
+  // The node passes' graph, on the host and on the device.
+  const k::NodeWalk walk_cpu{by_source.order.data(),
+                             by_source.offsets.data(),
+                             by_target.order.data(),
+                             by_target.offsets.data(),
+                             E,
+                             C,
+                             N};
+  const k::NodeWalk walk_gpu{by_source.order_device,
+                             by_source.offsets_device,
+                             by_target.order_device,
+                             by_target.offsets_device,
+                             E,
+                             C,
+                             N};
   {
     Buffer<T> gx(N * 9 * C, gen);
     std::vector<T> gx_cpu = gx.host;
-    k::rotate_in_grad_nodes<T>(D.host.data(), radial.host.data(), g.template rows<const T>(false),
-                               by_source.order.data(), by_source.offsets.data(),
-                               by_target.order.data(), by_target.offsets.data(), E, C,
-                               gx_cpu.data(), 0, N);
-    k::cuda::rotate_in_grad_nodes<T>(D.device, radial.device, g.template rows<const T>(true),
-                                     by_source.order_device, by_source.offsets_device,
-                                     by_target.order_device, by_target.offsets_device, E, C,
-                                     gx.device, N, nullptr);
+    on_cpu(k::RotateInGradNodesOp<T>{walk_cpu, D.host.data(), radial.host.data(),
+                                     g.template rows<const T>(false), gx_cpu.data()});
+    on_gpu(k::RotateInGradNodesOp<T>{walk_gpu, D.device, radial.device,
+                                     g.template rows<const T>(true), gx.device});
     cuda_ok(cudaDeviceSynchronize(), "kernel");
     compare("rotate_in_grad_nodes", "gx", gx_cpu, gx.download(), tolerance);
   }
@@ -302,14 +332,14 @@ void check_rotate_in(double tolerance) {
         want_D ? "rotate_in_grad_edges_tangent" : "rotate_in_grad_edges_tangent/no_gD";
     Buffer<T> gD(E * 81, gen), gradial(E * 12 * C, gen);
     std::vector<T> gD_cpu = gD.host, gradial_cpu = gradial.host;
-    k::rotate_in_grad_edges_tangent<T>(D.host.data(), dD.host.data(), x.host.data(), dx.host.data(),
-                                       src.host.data(), tgt.host.data(), radial.host.data(),
-                                       dradial.host.data(), g.template rows<const T>(false), C,
-                                       want_D ? gD_cpu.data() : nullptr, gradial_cpu.data(), 0, E);
-    k::cuda::rotate_in_grad_edges_tangent<T>(
-        D.device, dD.device, x.device, dx.device, src.device, tgt.device, radial.device,
-        dradial.device, g.template rows<const T>(true), C, want_D ? gD.device : nullptr,
-        gradial.device, E, nullptr);
+    on_cpu(k::RotateInGradEdgesTangentOp<T>{
+        D.host.data(), dD.host.data(), x.host.data(), dx.host.data(), src.host.data(),
+        tgt.host.data(), radial.host.data(), dradial.host.data(), g.template rows<const T>(false),
+        C, E, want_D ? gD_cpu.data() : nullptr, gradial_cpu.data()});
+    on_gpu(k::RotateInGradEdgesTangentOp<T>{D.device, dD.device, x.device, dx.device, src.device,
+                                            tgt.device, radial.device, dradial.device,
+                                            g.template rows<const T>(true), C, E,
+                                            want_D ? gD.device : nullptr, gradial.device});
     cuda_ok(cudaDeviceSynchronize(), "kernel");
     compare(name.c_str(), "gD", gD_cpu, gD.download(), tolerance);
     compare(name.c_str(), "gradial", gradial_cpu, gradial.download(), tolerance);
@@ -317,14 +347,12 @@ void check_rotate_in(double tolerance) {
   {
     Buffer<T> gx(N * 9 * C, gen);
     std::vector<T> gx_cpu = gx.host;
-    k::rotate_in_grad_nodes_tangent<T>(
-        D.host.data(), dD.host.data(), radial.host.data(), dradial.host.data(),
-        g.template rows<const T>(false), by_source.order.data(), by_source.offsets.data(),
-        by_target.order.data(), by_target.offsets.data(), E, C, gx_cpu.data(), 0, N);
-    k::cuda::rotate_in_grad_nodes_tangent<T>(D.device, dD.device, radial.device, dradial.device,
-                                             g.template rows<const T>(true), by_source.order_device,
-                                             by_source.offsets_device, by_target.order_device,
-                                             by_target.offsets_device, E, C, gx.device, N, nullptr);
+    on_cpu(k::RotateInGradNodesTangentOp<T>{walk_cpu, D.host.data(), dD.host.data(),
+                                            radial.host.data(), dradial.host.data(),
+                                            g.template rows<const T>(false), gx_cpu.data()});
+    on_gpu(k::RotateInGradNodesTangentOp<T>{walk_gpu, D.device, dD.device, radial.device,
+                                            dradial.device, g.template rows<const T>(true),
+                                            gx.device});
     cuda_ok(cudaDeviceSynchronize(), "kernel");
     compare("rotate_in_grad_nodes_tangent", "gx", gx_cpu, gx.download(), tolerance);
   }
@@ -340,11 +368,15 @@ void check_rotate_out(double tolerance) {
   const Segments by_target(tgt.host, N);
   for (int rows : {9, 3}) {
     std::vector<T> out_cpu = out_gpu.download();
-    k::rotate_out<T>(D.host.data(), envelope.host.data(), y.template rows<const T>(false), rows,
-                     by_target.order.data(), by_target.offsets.data(), E, C, out_cpu.data(), 0, N);
-    k::cuda::rotate_out<T>(D.device, envelope.device, y.template rows<const T>(true), rows,
-                           by_target.order_device, by_target.offsets_device, E, C, out_gpu.device,
-                           N, nullptr);
+    // the forward: no dD, denvelope, dy
+    on_cpu(k::RotateOutNodesOp<T>{D.host.data(), nullptr, envelope.host.data(), nullptr,
+                                  y.template rows<const T>(false), k::Rows<const T>(), rows,
+                                  by_target.order.data(), by_target.offsets.data(), E, C, N,
+                                  out_cpu.data()});
+    on_gpu(k::RotateOutNodesOp<T>{D.device, nullptr, envelope.device, nullptr,
+                                  y.template rows<const T>(true), k::Rows<const T>(), rows,
+                                  by_target.order_device, by_target.offsets_device, E, C, N,
+                                  out_gpu.device});
     cuda_ok(cudaDeviceSynchronize(), "kernel");
     compare(rows == 9 ? "rotate_out" : "rotate_out/rows3", "out", out_cpu, out_gpu.download(),
             tolerance);
@@ -364,14 +396,13 @@ void check_rotate_out(double tolerance) {
       const bool want_gy = want & 1, geometry = want & 2;
       k::Rows<T> gy_cpu = want_gy ? gy.cpu.template rows<T>(false) : k::Rows<T>();
       k::Rows<T> gy_gpu = want_gy ? gy.gpu.template rows<T>(true) : k::Rows<T>();
-      k::rotate_out_grad<T>(D.host.data(), envelope.host.data(), y.template rows<const T>(false),
-                            rows, tgt.host.data(), gout.host.data(), C, gy_cpu,
-                            geometry ? gD_cpu.data() : nullptr,
-                            geometry ? genvelope_cpu.data() : nullptr, 0, E);
-      k::cuda::rotate_out_grad<T>(D.device, envelope.device, y.template rows<const T>(true), rows,
-                                  tgt.device, gout.device, C, gy_gpu,
-                                  geometry ? gD.device : nullptr,
-                                  geometry ? genvelope.device : nullptr, E, nullptr);
+      on_cpu(k::RotateOutGradOp<T>{
+          D.host.data(), envelope.host.data(), y.template rows<const T>(false), rows,
+          tgt.host.data(), gout.host.data(), C, E, gy_cpu, geometry ? gD_cpu.data() : nullptr,
+          geometry ? genvelope_cpu.data() : nullptr});
+      on_gpu(k::RotateOutGradOp<T>{
+          D.device, envelope.device, y.template rows<const T>(true), rows, tgt.device, gout.device,
+          C, E, gy_gpu, geometry ? gD.device : nullptr, geometry ? genvelope.device : nullptr});
       cuda_ok(cudaDeviceSynchronize(), "kernel");
       gy.compare_all(name.c_str(), tolerance);
       compare(name.c_str(), "gD", gD_cpu, gD.download(), tolerance);
@@ -383,14 +414,15 @@ void check_rotate_out(double tolerance) {
   for (int rows : {9, 3}) {
     const std::string suffix = rows == 3 ? "/rows3" : "";
     std::vector<T> out_cpu = out_gpu.download();
-    k::rotate_out_tangent<T>(D.host.data(), dD.host.data(), envelope.host.data(),
-                             denvelope.host.data(), y.template rows<const T>(false),
-                             dy.template rows<const T>(false), rows, by_target.order.data(),
-                             by_target.offsets.data(), E, C, out_cpu.data(), 0, N);
-    k::cuda::rotate_out_tangent<T>(D.device, dD.device, envelope.device, denvelope.device,
-                                   y.template rows<const T>(true), dy.template rows<const T>(true),
-                                   rows, by_target.order_device, by_target.offsets_device, E, C,
-                                   out_gpu.device, N, nullptr);
+    // (RotateOutNodesOp with dD, denvelope, dy: the forward's tangent)
+    on_cpu(k::RotateOutNodesOp<T>{D.host.data(), dD.host.data(), envelope.host.data(),
+                                  denvelope.host.data(), y.template rows<const T>(false),
+                                  dy.template rows<const T>(false), rows, by_target.order.data(),
+                                  by_target.offsets.data(), E, C, N, out_cpu.data()});
+    on_gpu(k::RotateOutNodesOp<T>{D.device, dD.device, envelope.device, denvelope.device,
+                                  y.template rows<const T>(true), dy.template rows<const T>(true),
+                                  rows, by_target.order_device, by_target.offsets_device, E, C, N,
+                                  out_gpu.device});
     cuda_ok(cudaDeviceSynchronize(), "kernel");
     compare(("rotate_out_tangent" + suffix).c_str(), "out", out_cpu, out_gpu.download(), tolerance);
     for (bool geometry : {true, false}) {
@@ -399,16 +431,16 @@ void check_rotate_out(double tolerance) {
       Buffer<T> gD2(E * 81, gen), genvelope2(E, gen);
       std::vector<T> gD2_cpu(E * 81, T(0)), genvelope2_cpu = genvelope2.host;
       cuda_ok(cudaMemset(gD2.device, 0, E * 81 * sizeof(T)), "zero");
-      k::rotate_out_grad_tangent<T>(
+      on_cpu(k::RotateOutGradTangentOp<T>{
           D.host.data(), dD.host.data(), envelope.host.data(), denvelope.host.data(),
           y.template rows<const T>(false), dy.template rows<const T>(false), rows, tgt.host.data(),
-          gout.host.data(), C, gy2.cpu.template rows<T>(false), geometry ? gD2_cpu.data() : nullptr,
-          geometry ? genvelope2_cpu.data() : nullptr, 0, E);
-      k::cuda::rotate_out_grad_tangent<T>(
+          gout.host.data(), C, E, gy2.cpu.template rows<T>(false),
+          geometry ? gD2_cpu.data() : nullptr, geometry ? genvelope2_cpu.data() : nullptr});
+      on_gpu(k::RotateOutGradTangentOp<T>{
           D.device, dD.device, envelope.device, denvelope.device, y.template rows<const T>(true),
-          dy.template rows<const T>(true), rows, tgt.device, gout.device, C,
+          dy.template rows<const T>(true), rows, tgt.device, gout.device, C, E,
           gy2.gpu.template rows<T>(true), geometry ? gD2.device : nullptr,
-          geometry ? genvelope2.device : nullptr, E, nullptr);
+          geometry ? genvelope2.device : nullptr});
       cuda_ok(cudaDeviceSynchronize(), "kernel");
       gy2.compare_all(name.c_str(), tolerance);
       compare(name.c_str(), "gD", gD2_cpu, gD2.download(), tolerance);

@@ -43,8 +43,8 @@ def prepared(tmp):
 def source_tree(tmp):
     root = os.path.join(tmp, "src-tree")
     touch(root + "/CMakeLists.txt", "project(lammps_uma)\n")
-    touch(root + "/src/edges/cuda/gate.cu", "// a kernel\n")
-    touch(root + "/src/edges/cpu/gate.cpp", "// its CPU launcher\n")
+    touch(root + "/src/edges/cuda/ops.cu", "// the CUDA launches\n")
+    touch(root + "/src/edges/cpu/ops.cpp", "// the CPU's\n")
     return root
 
 

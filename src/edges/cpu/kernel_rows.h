@@ -1,7 +1,7 @@
-// The per-row work of the lean edge kernels (edges/cpu/lean_kernels.h), shared by
-// their families' sources: the inline bodies, one row of one edge (or node) at
-// a time (the L/M layout: edges/kernels/layout.h; Rows: edges/kernels/rows.h;
-// the bodies already shared with CUDA: edges/kernels/gate.h, rotate_in.h).
+// The per-row work of the lean edge kernels on the CPU, shared by their
+// families' ops (edges/kernels/*_ops.h): the inline loops, one row of one edge
+// (or node) at a time (the L/M layout: edges/kernels/layout.h; Rows:
+// edges/kernels/rows.h; the bodies shared with CUDA: edges/kernels/rotate_in.h).
 // Inner loops run over channels, contiguous in every tensor; the l-block of a
 // row (1, 3 or 5 columns of D) is a template parameter so that each loop is a
 // fixed short sum the compiler vectorises.
@@ -15,12 +15,6 @@
 #include "edges/kernels/rotate_in.h"
 #include "edges/kernels/rows.h"
 
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
-// One copy per vector width, picked at load time for the running CPU.
-#define UMA_VECTOR_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define UMA_VECTOR_CLONES
-#endif
 #define UMA_ALWAYS_INLINE inline __attribute__((always_inline))
 
 namespace uma::edges::kernels {

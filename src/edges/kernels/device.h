@@ -1,6 +1,6 @@
 // Marks for the lean kernels' bodies: the per-element work written once,
-// compiled for the host (inlined into the CPU launchers' vector loops,
-// edges/cpu/) and for CUDA (called by one thread per element, edges/cuda/).
+// compiled for the host (inlined into the ops' vector loops on the CPU) and
+// for CUDA (called by one thread per element), edges/kernels/*_ops.h.
 #pragma once
 
 #if defined(__CUDACC__)
@@ -8,9 +8,9 @@
 #else
 #define UMA_BODY inline __attribute__((always_inline))
 #endif
-// A lambda that a launcher passes to with_block_size / with_degree
-// (layout.h): inlined on the host too, so that a vector-width clone of the
-// launcher (edges/cpu/kernel_rows.h's UMA_VECTOR_CLONES) runs its loop at
+// A lambda that an op passes to with_block_size / with_degree (layout.h):
+// inlined on the host too, so that a vector-width clone of the CPU's launch
+// template (edges/launch/cpu_range.h's UMA_VECTOR_CLONES) runs its loop at
 // the clone's width, not at the default one.
 #if defined(__CUDACC__)
 #define UMA_INLINE_LAMBDA

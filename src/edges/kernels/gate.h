@@ -1,6 +1,6 @@
 // The gate between the SO(2) convolutions, its gradient and its double
 // backward: one edge e and one channel c at a time, for the host and for
-// CUDA.  The launchers (edges/cpu/gate.cpp, edges/cuda/gate.cu) build an
+// CUDA.  Its ops (edges/kernels/gate_ops.h) build an
 // edge's views once and run the channel bodies over c in [0, H).
 //
 // Input per edge: y0 [5H] = [logit l1 | logit l2 | l0m0 | l1m0 | l2m0], sig

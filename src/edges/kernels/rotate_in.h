@@ -1,8 +1,8 @@
 // The rotation into the edge frame and its tangent: one edge e, one M row j
 // and one half h of the output's channels at a time (h = 0: the source
 // atom's C channels, h = 1: the target's), one channel c per call, for the
-// host and for CUDA.  The launchers (edges/cpu/rotate_in.cpp,
-// edges/cuda/rotate_in.cu) build a row's view once and run its body over c.
+// host and for CUDA.  Its ops (edges/kernels/rotate_in_ops.h,
+// rotate_in_grad_ops.h) build a row's view once and run its body over c.
 //
 // With r = l_row(j), its l-block's K columns of D from k0 = block_start(r),
 // and n the edge's source (h = 0) or target (h = 1):

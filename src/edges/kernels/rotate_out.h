@@ -1,7 +1,7 @@
 // The rotation back from the edge frame, scaled by the envelope and summed
 // into each edge's target atom: one edge's contribution to one degree l of
 // its target's rows at one channel c, for the host and for CUDA.  The
-// launchers (edges/cpu/rotate_out.cpp, edges/cuda/rotate_out.cu) visit a
+// ops (edges/kernels/rotate_out_ops.h) visit a
 // node's edges in the order of the edges sorted by target (order, offsets)
 // and add each edge's contribution into the node's sums: on the CPU into
 // out's rows, edge by edge, over all channels at once; on CUDA into one

@@ -1,7 +1,10 @@
-// The lean edge kernels' rotate out family on the CPU: ranges of edges or nodes,
-// each called from at::parallel_for (edges/lean_edges.cpp).  Compiled once per
-// scalar type (the explicit instantiations at the end).
-#include "edges/cpu/lean_kernels.h"
+// The rotation back into the atoms on the CPU, the loops the ops of
+// edges/kernels/rotate_out_ops.h run over a range of nodes or edges: each
+// edge's rows in one vector loop over the channels running the bodies of
+// edges/kernels/rotate_out.h, a row's sums over the channels kept in scalars.
+#pragma once
+
+#include <cstdint>
 
 #include "edges/cpu/kernel_rows.h"
 #include "edges/kernels/rotate_out.h"
@@ -23,9 +26,9 @@ UMA_ALWAYS_INLINE void rotate_out_edge_add(const T* D, const T* envelope, const 
 // The launcher adds each of a node's edges into out's rows, one vector loop
 // over c in [0, C) per degree running the body of edges/kernels/rotate_out.h.
 template <typename T>
-UMA_VECTOR_CLONES void rotate_out(const T* D, const T* envelope, Rows<const T> y, int rows,
-                                  const int64_t* order, const int64_t* offsets, int64_t edges,
-                                  int64_t C, T* out, int64_t begin, int64_t end) {
+UMA_ALWAYS_INLINE void rotate_out_nodes(const T* D, const T* envelope, Rows<const T> y, int rows,
+                                        const int64_t* order, const int64_t* offsets, int64_t edges,
+                                        int64_t C, T* out, int64_t begin, int64_t end) {
   for (int64_t n = begin; n < end; ++n) {
     T* o = out + n * 9 * C;
     for (int64_t p = offsets[n]; p < offsets[n + 1]; ++p) {
@@ -83,24 +86,6 @@ UMA_ALWAYS_INLINE void rotate_out_grad_edges(const T* D, const T* envelope, Rows
   }
 }
 
-// rotate_out_grad_edges, gy written where it has a base, gD and genvelope
-// where not null (both or neither).
-template <typename T>
-UMA_VECTOR_CLONES void rotate_out_grad(const T* D, const T* envelope, Rows<const T> y, int rows,
-                                       const int64_t* tgt, const T* gout, int64_t C, Rows<T> gy,
-                                       T* gD, T* genvelope, int64_t begin, int64_t end) {
-  const bool geometry = gD != nullptr;
-  if (gy.base[0] && geometry)
-    rotate_out_grad_edges<true, true>(D, envelope, y, rows, tgt, gout, C, gy, gD, genvelope, begin,
-                                      end);
-  else if (gy.base[0])
-    rotate_out_grad_edges<true, false>(D, envelope, y, rows, tgt, gout, C, gy, gD, genvelope, begin,
-                                       end);
-  else if (geometry)
-    rotate_out_grad_edges<false, true>(D, envelope, y, rows, tgt, gout, C, gy, gD, genvelope, begin,
-                                       end);
-}
-
 // Edge e's contribution of degree l to the tangent of its target's rows o.
 template <int l, bool AllRows, typename T>
 UMA_ALWAYS_INLINE void rotate_out_tangent_edge_add(const T* D, const T* dD, const T* envelope,
@@ -118,11 +103,11 @@ UMA_ALWAYS_INLINE void rotate_out_tangent_edge_add(const T* D, const T* dD, cons
 // += over edges e into n of M1[e]^T y[e] + s[e] D[e]^T dy[e], where
 // M1 = s dD + ds D (the tangent of the product s D).
 template <typename T>
-UMA_VECTOR_CLONES void rotate_out_tangent(const T* D, const T* dD, const T* envelope,
-                                          const T* denvelope, Rows<const T> y, Rows<const T> dy,
-                                          int rows, const int64_t* order, const int64_t* offsets,
-                                          int64_t edges, int64_t C, T* out, int64_t begin,
-                                          int64_t end) {
+UMA_ALWAYS_INLINE void rotate_out_tangent_nodes(const T* D, const T* dD, const T* envelope,
+                                                const T* denvelope, Rows<const T> y,
+                                                Rows<const T> dy, int rows, const int64_t* order,
+                                                const int64_t* offsets, int64_t edges, int64_t C,
+                                                T* out, int64_t begin, int64_t end) {
   for (int64_t n = begin; n < end; ++n) {
     T* o = out + n * 9 * C;
     for (int64_t p = offsets[n]; p < offsets[n + 1]; ++p) {
@@ -190,57 +175,5 @@ UMA_ALWAYS_INLINE void rotate_out_grad_tangent_of(const T* D, const T* dD, const
     if constexpr (WantGeometry) genvelope2[e] = ge;
   }
 }
-
-// rotate_out_grad_tangent_of; gD2 null: gy2 only.
-template <typename T>
-UMA_VECTOR_CLONES void rotate_out_grad_tangent(const T* D, const T* dD, const T* envelope,
-                                               const T* denvelope, Rows<const T> y,
-                                               Rows<const T> dy, int rows, const int64_t* tgt,
-                                               const T* gout, int64_t C, Rows<T> gy2, T* gD2,
-                                               T* genvelope2, int64_t begin, int64_t end) {
-  if (gD2)
-    rotate_out_grad_tangent_of<true>(D, dD, envelope, denvelope, y, dy, rows, tgt, gout, C, gy2,
-                                     gD2, genvelope2, begin, end);
-  else
-    rotate_out_grad_tangent_of<false>(D, dD, envelope, denvelope, y, dy, rows, tgt, gout, C, gy2,
-                                      gD2, genvelope2, begin, end);
-}
-
-template void rotate_out<float>(const float* D, const float* envelope, Rows<const float> y,
-                                int rows, const int64_t* order, const int64_t* offsets,
-                                int64_t edges, int64_t C, float* out, int64_t begin, int64_t end);
-template void rotate_out<double>(const double* D, const double* envelope, Rows<const double> y,
-                                 int rows, const int64_t* order, const int64_t* offsets,
-                                 int64_t edges, int64_t C, double* out, int64_t begin, int64_t end);
-template void rotate_out_grad<float>(const float* D, const float* envelope, Rows<const float> y,
-                                     int rows, const int64_t* tgt, const float* gout, int64_t C,
-                                     Rows<float> gy, float* gD, float* genvelope, int64_t begin,
-                                     int64_t end);
-template void rotate_out_grad<double>(const double* D, const double* envelope, Rows<const double> y,
-                                      int rows, const int64_t* tgt, const double* gout, int64_t C,
-                                      Rows<double> gy, double* gD, double* genvelope, int64_t begin,
-                                      int64_t end);
-template void rotate_out_tangent<float>(const float* D, const float* dD, const float* envelope,
-                                        const float* denvelope, Rows<const float> y,
-                                        Rows<const float> dy, int rows, const int64_t* order,
-                                        const int64_t* offsets, int64_t edges, int64_t C,
-                                        float* out, int64_t begin, int64_t end);
-template void rotate_out_tangent<double>(const double* D, const double* dD, const double* envelope,
-                                         const double* denvelope, Rows<const double> y,
-                                         Rows<const double> dy, int rows, const int64_t* order,
-                                         const int64_t* offsets, int64_t edges, int64_t C,
-                                         double* out, int64_t begin, int64_t end);
-template void rotate_out_grad_tangent<float>(const float* D, const float* dD, const float* envelope,
-                                             const float* denvelope, Rows<const float> y,
-                                             Rows<const float> dy, int rows, const int64_t* tgt,
-                                             const float* gout, int64_t C, Rows<float> gy2,
-                                             float* gD2, float* genvelope2, int64_t begin,
-                                             int64_t end);
-template void rotate_out_grad_tangent<double>(const double* D, const double* dD,
-                                              const double* envelope, const double* denvelope,
-                                              Rows<const double> y, Rows<const double> dy, int rows,
-                                              const int64_t* tgt, const double* gout, int64_t C,
-                                              Rows<double> gy2, double* gD2, double* genvelope2,
-                                              int64_t begin, int64_t end);
 
 }  // namespace uma::edges::kernels
