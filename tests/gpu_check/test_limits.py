@@ -3,9 +3,10 @@
 reserves its commands share, a command cut by its limit, and the stages skipped or not selected."""
 import json
 import os
+import re
 import unittest
 
-from harness import Setting, quiet
+from harness import REPO, Setting, quiet
 from gpu_check import bookkeeping, settings
 from gpu_check.runner import STDOUT, Runner
 
@@ -13,13 +14,28 @@ from gpu_check.runner import STDOUT, Runner
 # The limits doc/benchmarks.md ("GPU check") states, and those of the quick run and of the CPU proof
 GPU = {"mpi": 60, "versus_fairchem": 380, "kernels": 40, "tests": 120, "kokkos": 150, "ranks": 60, "devices": 60,
        "train": 45, "lammps_md": 120, "tf32": 60, "bench": 120, "profile": 70, "versus_train": 90, "largest": 120,
-       "versus_fairchem_compiled": 240}
+       "versus_fairchem_compiled": 240, "pip_route": 300}
 QUICK = dict(GPU, versus_fairchem=210, lammps_md=50)
 CPU = {"mpi": 300, "versus_fairchem": 1800, "kernels": 600, "tests": 3600, "kokkos": 600, "ranks": 1800, "devices": 900,
        "train": 1800, "lammps_md": 900, "tf32": 1800, "bench": 900, "profile": 900, "versus_train": 1800,
-       "largest": 1800, "versus_fairchem_compiled": 1800}
+       "largest": 1800, "versus_fairchem_compiled": 1800, "pip_route": 1800}
 NEEDS = {"kernels": 10, "kokkos": 40, "lammps_md": 30, "mpi": 10, "ranks": 30, "devices": 20, "train": 20, "tf32": 30,
-         "versus_fairchem": 60, "tests": 30, "bench": 20, "profile": 10, "versus_fairchem_compiled": 60}
+         "versus_fairchem": 60, "tests": 30, "bench": 20, "profile": 10, "versus_fairchem_compiled": 60,
+         "pip_route": 180}
+
+
+def doc_listing():
+    """The paragraph of doc/benchmarks.md's "GPU check" that lists the stages' limits, on one line."""
+    with open(os.path.join(REPO, "doc", "benchmarks.md")) as f:
+        text = f.read()
+    paragraphs = [" ".join(p.split()) for p in text[text.index("## GPU check"):].split("\n\n")]
+    return next(p for p in paragraphs if "The stages run in this order" in p)
+
+
+def doc_limits():
+    """{stage: seconds} as that paragraph states them."""
+    return {name: int(s) for name, s in re.findall(r"\b([a-z_0-9]+) (\d+) s\b", doc_listing())
+            if name in settings.CHECK_ORDER}
 
 
 class Knobs(unittest.TestCase):
@@ -38,6 +54,9 @@ class Knobs(unittest.TestCase):
 
     def test_limits(self):
         self.assertEqual(settings.stage_limits("gpu", False, ""), GPU)
+        self.assertEqual(doc_limits(), {k: v for k, v in GPU.items() if k in settings.CHECK_ORDER})
+        self.assertIn("pip_route %d s (CUDA only; it starts with at least %d s of the budget left)"
+                      % (GPU["pip_route"], NEEDS["pip_route"]), doc_listing())
         self.assertEqual(settings.stage_limits("gpu", True, ""), QUICK)
         self.assertEqual(settings.stage_limits("cpu", True, ""), CPU)
         self.assertEqual(settings.stage_limits("prebuild", False, ""), CPU)

@@ -12,7 +12,7 @@ from gpu_check.settings import GPU_TORCH_DIR, GPU_TORCH_VERSION
 from test_limits import GPU
 
 CHECKING = ["versus_fairchem", "kernels", "tests", "kokkos", "ranks", "devices", "train", "lammps_md", "tf32", "bench",
-            "profile", "versus_train", "largest", "versus_fairchem_compiled"]
+            "profile", "versus_train", "largest", "versus_fairchem_compiled", "pip_route"]
 BUILT_HERE = ["environment", "unpack", "mpi", "prebuilt", "gtest", "engine", "lammps_build", "plugin", "structures",
               "model_init"]
 VERSUS_CMD = "fairchem eager, cu_1000 si_1000 c33h68 cu_4000"
@@ -141,7 +141,8 @@ class Runs(unittest.TestCase):
                          (0, "passed", "cpu-proof", None))
         self.assertEqual(in_order(stages), BUILT_HERE + CHECKING)
         st = statuses(stages)
-        self.assertEqual((st["kernels"], st["kokkos"]), ("not_selected", "not_selected"))
+        self.assertEqual((st["kernels"], st["kokkos"], st["pip_route"]), ("not_selected",) * 3)
+        self.assertEqual(runner.commands("pip-venv"), [])
         self.assertEqual(runner.commands("--cuda-graph"), [])
         self.assertEqual(runner.commands("--device cuda"), [])
         self.assertTrue(runner.commands("image_site.py"))
@@ -162,7 +163,8 @@ class Runs(unittest.TestCase):
         self.assertEqual(summary["cut_commands"], {"kernels": ["kernels_check"], "tests": ["ctest (static, tool)"]})
         notes = {s["name"]: s.get("note", "") for s in stages}
         # versus_train and largest have no least time to start (STAGE_NEEDS_S): they still run
-        after = ["ranks", "devices", "train", "lammps_md", "tf32", "bench", "profile", "versus_fairchem_compiled"]
+        after = ["ranks", "devices", "train", "lammps_md", "tf32", "bench", "profile", "versus_fairchem_compiled",
+                 "pip_route"]
         self.assertEqual([n for n in summary["skipped_stages"] if n != "kokkos"], after)
         self.assertTrue(all(notes[n].startswith("time budget of 400 s: ") for n in after))
         self.assertEqual((statuses(stages)["versus_train"], statuses(stages)["largest"]), ("passed", "passed"))

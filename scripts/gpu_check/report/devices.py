@@ -6,6 +6,7 @@ from .lammps_log import first_error, loops, max_relative, read_dump, run_summary
 
 KK_TRANSFERS = {"c_pu[1]": "host_reads", "c_pu[2]": "uploads", "c_pu[7]": "read_bytes", "c_pu[8]": "upload_bytes"}
 PRESSURE = ("Pxx", "Pyy", "Pzz", "Pxy", "Pxz", "Pyz")
+RUN0_RELATIVE = 1e-10   # run 0's energy, virial and forces, relative to each quantity's largest value
 
 
 def compare_runs(failed, a, b, sa, sb, label_a, label_b):
@@ -25,9 +26,10 @@ def compare_runs(failed, a, b, sa, sb, label_a, label_b):
         ids = sorted(sa[0][1])
         dev["run0_forces"] = max_relative([sa[0][1][i][c] for i in ids for c in ("fx", "fy", "fz")],
                                           [sb[0][1][i][c] for i in ids for c in ("fx", "fy", "fz")])
-    over = ["%s %.2e" % (k, v) for k, v in dev.items() if not finite(v) or v > 1e-10]
+    over = ["%s %.2e" % (k, v) for k, v in dev.items() if not finite(v) or v > RUN0_RELATIVE]
     if over:
-        failed.append("%s: run 0 differs from %s by more than 1e-10 relative: %s" % (label_b, label_a, ", ".join(over)))
+        failed.append("%s: run 0 differs from %s by more than %g relative: %s" % (label_b, label_a, RUN0_RELATIVE,
+                                                                              ", ".join(over)))
     for col in ("PotEng", "TotEng", "Press"):
         worst = max(abs(x[col] - y[col]) / max(1.0, abs(x[col])) for x, y in zip(a[1], b[1]))
         dev["nve_" + col] = worst

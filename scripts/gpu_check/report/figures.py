@@ -94,6 +94,9 @@ FROM_DETAILS = {
                                               "predicted_over_peak", "peak_within_budget", "error"))),
     "versus_train": ("versus_train", lambda d: d.get("batches")),
     "tf32": ("tf32", tf32),
+    "pip_route": ("pip_route", lambda d: pick(d, ("device", "seconds", "lean_cuda_kernels", "plugin_loaded",
+                                                  "steps_per_s", "max_relative_deviation", "passed",
+                                                  "checks_failed"))),
 }
 LISTS = ("profile", "bench")
 REPLAY_KEYS = ("passed", "worst_difference", "eager_timesteps_per_s", "replayed_timesteps_per_s", "replay_speedup",

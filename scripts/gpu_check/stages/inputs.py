@@ -1,7 +1,7 @@
 """What the checking stages run on: the structures (structures: bench/make_structures.py), the
 full-size UMA-S-shaped model of random weights (model_init: `uma init`), the 108-atom Cu data
-file of the ranks, devices and kokkos stages, and the fp64 LAMMPS input of the devices and kokkos
-stages."""
+file of the ranks, devices, kokkos and pip_route stages (and its extended XYZ), and the fp64
+LAMMPS input of the devices, kokkos and pip_route stages."""
 import os
 import random
 import shutil
@@ -48,23 +48,39 @@ def st_model_init(stage):
     return rc if rc != 0 else stage.run([check.uma, "info", check.model])
 
 
-def write_cu108(path):
-    """3x3x3 fcc Cu cells (a = 3.615 A), every coordinate displaced by up to 0.12 A (seeded).  One
-    data file for every run: create_atoms numbers atoms by the rank that creates them, so 1 and 2
-    ranks would give the same atoms other IDs."""
+def cu108_atoms():
+    """(the cell's edge, the atoms' positions): 3x3x3 fcc Cu cells (a = 3.615 A), every coordinate
+    displaced by up to 0.12 A (seeded)."""
     a, n = 3.615, 3
     rng = random.Random(4242)
     basis = [(0, 0, 0), (0.5, 0.5, 0), (0.5, 0, 0.5), (0, 0.5, 0.5)]
     atoms = [[(i + b[0]) * a + rng.uniform(-0.12, 0.12), (j + b[1]) * a + rng.uniform(-0.12, 0.12),
               (k + b[2]) * a + rng.uniform(-0.12, 0.12)]
              for i in range(n) for j in range(n) for k in range(n) for b in basis]
+    return n * a, atoms
+
+
+def write_cu108(path):
+    """cu108_atoms as a LAMMPS data file.  One data file for every run: create_atoms numbers atoms
+    by the rank that creates them, so 1 and 2 ranks would give the same atoms other IDs."""
+    edge, atoms = cu108_atoms()
     with open(path, "w") as f:
         f.write("fcc Cu for scripts/gpu_check.sh (ranks)\n\n%d atoms\n1 atom types\n\n" % len(atoms))
         for lo, hi in (("xlo", "xhi"), ("ylo", "yhi"), ("zlo", "zhi")):
-            f.write("0 %.17g %s %s\n" % (n * a, lo, hi))
+            f.write("0 %.17g %s %s\n" % (edge, lo, hi))
         f.write("\nMasses\n\n1 63.546\n\nAtoms # atomic\n\n")
         for i, x in enumerate(atoms, 1):
             f.write("%d 1 %.17g %.17g %.17g\n" % (i, x[0], x[1], x[2]))
+
+
+def write_cu108_extxyz(path):
+    """The same atoms, in the same order, as extended XYZ (`uma eval`'s input)."""
+    edge, atoms = cu108_atoms()
+    with open(path, "w") as f:
+        f.write('%d\nLattice="%.17g 0 0 0 %.17g 0 0 0 %.17g" Properties=species:S:1:pos:R:3 pbc="T T T"\n'
+                % (len(atoms), edge, edge, edge))
+        for x in atoms:
+            f.write("Cu %.17g %.17g %.17g\n" % (x[0], x[1], x[2]))
 
 
 def cu108(check, folder):
@@ -76,9 +92,11 @@ def cu108(check, folder):
     return data
 
 
-def write_nve_input(path, line="", thermo_columns=""):
+def write_nve_input(path, line="", thermo_columns="", plugin_load=True):
     """The fp64 input on the device of -var device: run 0 with the forces dumped, then 100 NVE
     steps with thermo every 10; LINE goes before the thermo settings, THERMO_COLUMNS after the
-    thermo's own."""
+    thermo's own; without its `plugin load` where PLUGIN_LOAD is false (an lmp that finds the
+    plugin itself)."""
+    text = NVE_INPUT % (line, thermo_columns)
     with open(path, "w") as f:
-        f.write(NVE_INPUT % (line, thermo_columns))
+        f.write(text if plugin_load else text.replace("plugin          load ${plugin}\n", ""))
