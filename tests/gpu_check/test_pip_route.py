@@ -88,7 +88,17 @@ class Stage(unittest.TestCase):
             self.assertEqual(runner.commands("bin/lmp") + runner.commands("bin/uma"), [])
 
     def test_not_prepared(self):
+        # a folder prepared without UMA_GPU_PIP_ROUTE=1: the stage is not selected, not failed
         shutil.rmtree(self.setting.prep + "/" + settings.PIP_ROUTE_DIR)
+        check, runner, rc, summary, stage = self.run_route()
+        self.assertEqual(stage["status"], "not_selected")
+        self.assertIn("has no pip-route/ (UMA_GPU_PIP_ROUTE=1 scripts/gpu_check.sh --prepare DIR packs it)",
+                      stage["note"])
+        self.assertEqual(runner.commands("bin/lmp") + runner.commands("bin/uma"), [])
+
+    def test_prepared_without_its_wheels(self):
+        for name in os.listdir(self.setting.prep + "/" + settings.PIP_ROUTE_DIR):
+            os.remove(os.path.join(self.setting.prep, settings.PIP_ROUTE_DIR, name))
         check, runner, rc, summary, stage = self.run_route()
         self.assertEqual((rc, stage["status"]), (1, "failed"))
         with open(check.logs + "/pip_route.log") as f:
