@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Compiles every project source that includes Kokkos headers for Kokkos's CUDA
-# backend (Serial host + CUDA device, Hopper sm_90) with the host's nvcc and g++,
+# Compiles every project source that includes Kokkos headers, as one translation
+# unit, for Kokkos's CUDA backend (Serial host + CUDA device, Hopper sm_90) with
+# the host's nvcc and g++,
 # against the LAMMPS root's Kokkos 5 headers, LAMMPS's src/ and src/KOKKOS and
 # the torch wheel's headers; and the engine's CUDA kernels (the launch template
 # instantiated for every lean kernel, src/edges/cuda/ops.cu), their GPU check and
@@ -63,9 +64,17 @@ mapfile -t sources < <(cd "$project" && grep -l '#include.*[Kk]okkos' pair_style
 for must in pair_style/pair_uma_kokkos.cpp plugin/uma_plugin.cpp; do
   [[ " ${sources[*]} " == *" $must "* ]] || fail "$must is not among the sources found to include Kokkos (${sources[*]})"
 done
+# They compile as one translation unit (LibTorch's and Kokkos's headers, which nvcc parses
+# twice, for the host and for the device, parsed once for all of them, not once a source):
+# a file of their #includes, rewritten only when the list changes.
+styles=("${sources[@]}")
+mkdir -p "$cache"
+unit="$cache/kokkos_sources.cpp"   # (.cpp: not a kernel source, see own_flags)
+printf '#include "%s"\n' "${styles[@]/#/$project/}" > "$unit.new"
+cmp -s "$unit.new" "$unit" && rm "$unit.new" || mv "$unit.new" "$unit"
 mapfile -t kernels < <(cd "$project" && find src tests bench -path '*/cuda/*.cu' | sort)
 [ "${#kernels[@]}" -gt 0 ] || fail "no CUDA kernels (src/**/cuda/*.cu) in $project"
-sources+=("${kernels[@]}")
+sources=("$unit" "${kernels[@]}")
 cuda_include="$(dirname "$(dirname "$(readlink -f "$nvcc")")")/include"
 [ -f "$cuda_include/cuda_runtime_api.h" ] || fail "no cuda_runtime_api.h in $cuda_include (beside nvcc)"
 # the LAMMPS version the plugin declares (CMake passes it from version.h the same way)
@@ -93,32 +102,34 @@ key_of() {
 own_flags() { [[ "$1" == *.cu ]] && echo "--diag-error=20011,20012,20013,20014,20015" || true; }
 status=0
 for src in "${sources[@]}"; do
-  name="${src//\//_}"; deps="$cache/deps/$name.d"
+  if [ "$src" = "$unit" ]; then name=kokkos_sources; label="${styles[*]} (one unit)"
+  else name="${src//\//_}"; label="$src"; fi
+  deps="$cache/deps/$name.d"
   [ -f "$deps" ] && key=$(key_of "$src" "$deps" 2>/dev/null) || key=""
   if [ -n "$key" ] && [ -f "$cache/stamps/$name-$key" ]; then
-    echo "$src: compiled for Kokkos CUDA (cached, key $key)"; continue
+    echo "$label: compiled for Kokkos CUDA (cached, key $key)"; continue
   fi
-  echo "$src: compiling for Kokkos CUDA (nvcc, sm_90)"
+  echo "$label: compiling for Kokkos CUDA (nvcc, sm_90)"
   t0=$SECONDS
   compile=("$nvcc" "${flags[@]}" $(own_flags "$src") -c -o "$cache/$name.o")
   if (cd "$project" && "${compile[@]}" -MD -MF "$deps.new" "$src") > "$cache/$name.log" 2>&1; then
     mv "$deps.new" "$deps"
-    if [ "$src" = pair_style/pair_uma_kokkos.cpp ] && ! nm -C "$cache/$name.o" | grep 'PairUMAKokkos<Kokkos::Cuda>' > /dev/null; then
-      echo "FAIL: $src compiled, but its object holds no PairUMAKokkos<Kokkos::Cuda>"; status=1; continue
+    if [ "$src" = "$unit" ] && ! nm -C "$cache/$name.o" | grep 'PairUMAKokkos<Kokkos::Cuda>' > /dev/null; then
+      echo "FAIL: ${styles[*]} compiled, but their object holds no PairUMAKokkos<Kokkos::Cuda>"; status=1; continue
     fi
     # (grep reads to the end: with pipefail, grep -q's early exit would fail the pipe)
     if [[ "$src" == *.cu ]] && ! { readelf -S "$cache/$name.o" | grep '\.nv_fatbin' > /dev/null &&
                                    strings "$cache/$name.o" | grep -- '-arch sm_90' > /dev/null; }; then
-      echo "FAIL: $src compiled, but its object holds no sm_90 device code"; status=1; continue
+      echo "FAIL: $label compiled, but its object holds no sm_90 device code"; status=1; continue
     fi
     key=$(key_of "$src" "$deps")
     rm -f "$cache/stamps/$name-"* && touch "$cache/stamps/$name-$key"
-    echo "$src: compiled in $((SECONDS - t0)) s"
+    echo "$label: compiled in $((SECONDS - t0)) s"
   else
     grep -m10 -B1 -A3 "error" "$cache/$name.log" || tail -20 "$cache/$name.log"
-    echo "FAIL: $src does not compile for Kokkos CUDA (full log: $cache/$name.log)"
+    echo "FAIL: $label does not compile for Kokkos CUDA (full log: $cache/$name.log)"
     status=1
   fi
 done
-[ "$status" -eq 0 ] && echo "kokkos cuda compile: passed (${#sources[@]} sources, ${#kernels[@]} of them the engine's CUDA kernels and their checks; compiled, not linked or run)"
+[ "$status" -eq 0 ] && echo "kokkos cuda compile: passed (${#styles[@]} sources that include Kokkos, as one unit, and ${#kernels[@]} of the engine's CUDA kernels and their checks; compiled, not linked or run)"
 exit "$status"

@@ -15,9 +15,11 @@ phase() { printf '== %s (at %d s)\n' "$*" $((SECONDS - start)); }
 mkdir -p build
 scripts/host_packages.sh
 phase "the Python reference environment (downloading in the background) and the LAMMPS root"
-scripts/python_env.sh > build/python_env.out 2> build/python_env.log &
+{ scripts/python_env.sh > build/python_env.out 2> build/python_env.log &&
+  phase "the Python reference environment ready"; } &
 python_pid=$!
 UMA_SID_ROOT="$(scripts/lammps_env.sh)"
+phase "the LAMMPS root ready"
 wait "$python_pid" || { cat build/python_env.log >&2; exit 1; }
 UMA_PYTHON="$(cat build/python_env.out)"
 export UMA_SID_ROOT UMA_PYTHON

@@ -32,7 +32,7 @@ constexpr int64_t kNodes = 7, kGraphEdges = 23, kEdges = 19, kChannels = 5;
 // CUDA's where the engine was built with them), drawn on the CPU.
 torch::Tensor on_device(const torch::Tensor& t) { return t.to(test::test_device()); }
 
-torch::Tensor leaf(std::vector<int64_t> shape, int seed) {
+torch::Tensor device_leaf(std::vector<int64_t> shape, int seed) {
   torch::manual_seed(seed);
   return on_device(torch::randn(shape, torch::kFloat64)).requires_grad_(true);
 }
@@ -130,8 +130,8 @@ std::vector<torch::Tensor> derivatives(const std::vector<torch::Tensor>& outputs
   return all;
 }
 
-void expect_same(const std::vector<torch::Tensor>& lean,
-                 const std::vector<torch::Tensor>& reference) {
+void expect_lean_matches(const std::vector<torch::Tensor>& lean,
+                         const std::vector<torch::Tensor>& reference) {
   ASSERT_EQ(lean.size(), reference.size());
   for (size_t i = 0; i < lean.size(); ++i) {
     const double scale = reference[i].abs().max().item<double>();
@@ -142,8 +142,8 @@ void expect_same(const std::vector<torch::Tensor>& lean,
 
 TEST(LeanEdges, RotateToEdgeFrameMatchesTheComposition) {
   const auto g = graph();
-  auto vec = leaf({kEdges, 3}, 1), free = leaf({kEdges, 9, 9}, 15),
-       x = leaf({kNodes, 9, kChannels}, 2), w = leaf({kEdges, 12 * kChannels}, 3);
+  auto vec = device_leaf({kEdges, 3}, 1), free = device_leaf({kEdges, 9, 9}, 15),
+       x = device_leaf({kNodes, 9, kChannels}, 2), w = device_leaf({kEdges, 12 * kChannels}, 3);
   auto lean = [&] {
     auto p =
         rotate_to_edge_frame(rotation_of(vec, free), x, g.src, g.tgt, w, g.by_source, g.by_target);
@@ -153,7 +153,7 @@ TEST(LeanEdges, RotateToEdgeFrameMatchesTheComposition) {
     auto p = rotate_in_reference(rotation_of(vec, free), x, g, w);
     return derivatives({p[0], p[1], p[2]}, {vec, free, x, w});
   };
-  expect_same(lean(), reference());
+  expect_lean_matches(lean(), reference());
 }
 
 // With two threads over many edges, the node gradient is summed by each
@@ -172,7 +172,8 @@ TEST(LeanEdges, RotateToEdgeFrameGradientOverThreads) {
         torch::where(torch::arange(E) % 3 == 0, src, torch::randint(0, 9, {E}, torch::kLong)));
     src = on_device(src);
     const Graph g{src, tgt, segments_by_node(src, nodes), segments_by_node(tgt, nodes)};
-    auto vec = leaf({E, 3}, 32), x = leaf({nodes, 9, C}, 33), w = leaf({E, 12 * C}, 34);
+    auto vec = device_leaf({E, 3}, 32), x = device_leaf({nodes, 9, C}, 33),
+         w = device_leaf({E, 12 * C}, 34);
     auto first = [&](const MPieces& p) {
       auto loss = torch::zeros({}, p[0].options().requires_grad(false));
       for (int i = 0; i < 3; ++i) loss = loss + (p[i] * fixed_weights(p[i], 0.41 + 0.1 * i)).sum();
@@ -181,7 +182,7 @@ TEST(LeanEdges, RotateToEdgeFrameGradientOverThreads) {
     const auto lean =
         first(rotate_to_edge_frame(edge_wigner(vec), x, src, tgt, w, g.by_source, g.by_target));
     const auto reference = first(rotate_in_reference(edge_wigner(vec), x, g, w));
-    expect_same(lean, reference);
+    expect_lean_matches(lean, reference);
   }
   at::set_num_threads(threads);
 }
@@ -189,22 +190,24 @@ TEST(LeanEdges, RotateToEdgeFrameGradientOverThreads) {
 TEST(LeanEdges, GateMatchesGateActivation) {
   const int64_t H = kChannels;
   // y0 as the first convolution leaves it: a view whose rows are longer than 5H
-  auto wide = leaf({kEdges, 7 * H}, 4), y1 = leaf({kEdges, 4, H}, 5), y2 = leaf({kEdges, 2, H}, 6);
+  auto wide = device_leaf({kEdges, 7 * H}, 4), y1 = device_leaf({kEdges, 4, H}, 5),
+       y2 = device_leaf({kEdges, 2, H}, 6);
   auto y0 = [&] { return wide.narrow(1, H, 5 * H); };
   auto reference = gate_reference(y0(), y1, y2);
   const auto expected = derivatives({reference[0], reference[1], reference[2]}, {wide, y1, y2});
   for (const auto sigmoids : {GateSigmoids::kKept, GateSigmoids::kRecomputed}) {
     SCOPED_TRACE(sigmoids == GateSigmoids::kKept ? "sigmoids kept" : "sigmoids recomputed");
     auto lean = gate_m_pieces(y0(), y1, y2, sigmoids);
-    expect_same(derivatives({lean[0], lean[1], lean[2]}, {wide, y1, y2}), expected);
+    expect_lean_matches(derivatives({lean[0], lean[1], lean[2]}, {wide, y1, y2}), expected);
   }
 }
 
 TEST(LeanEdges, RotateToNodesSummedMatchesBmmAndIndexAdd) {
   const auto g = graph();
-  auto vec = leaf({kEdges, 3}, 7), free = leaf({kEdges, 9, 9}, 16), env = leaf({kEdges}, 8);
-  auto y0 = leaf({kEdges, 3, kChannels}, 9), y1 = leaf({kEdges, 4, kChannels}, 10),
-       y2 = leaf({kEdges, 2, kChannels}, 11);
+  auto vec = device_leaf({kEdges, 3}, 7), free = device_leaf({kEdges, 9, 9}, 16),
+       env = device_leaf({kEdges}, 8);
+  auto y0 = device_leaf({kEdges, 3, kChannels}, 9), y1 = device_leaf({kEdges, 4, kChannels}, 10),
+       y2 = device_leaf({kEdges, 2, kChannels}, 11);
   for (bool all_rows : {true, false}) {
     SCOPED_TRACE(all_rows ? "9 rows" : "m = 0 rows only (edge degree)");
     MPieces y{y0, all_rows ? y1 : torch::Tensor(), all_rows ? y2 : torch::Tensor()};
@@ -214,7 +217,7 @@ TEST(LeanEdges, RotateToNodesSummedMatchesBmmAndIndexAdd) {
         {rotate_to_nodes_summed(rotation_of(vec, free), env, y, g.tgt, g.by_target, kNodes)},
         inputs);
     auto reference = derivatives({rotate_out_reference(rotation_of(vec, free), env, y, g)}, inputs);
-    expect_same(lean, reference);
+    expect_lean_matches(lean, reference);
     // node 6 has no edges, node 5 only beyond the operator's edges
     EXPECT_EQ(lean[0].narrow(0, 5, 2).abs().max().item<double>(), 0.0);
   }
@@ -225,8 +228,9 @@ TEST(LeanEdges, RotateToNodesSummedMatchesBmmAndIndexAdd) {
 TEST(LeanEdges, ChainedOperatorsMatchTheComposition) {
   const auto g = graph();
   const int64_t C = kChannels, H = kChannels;
-  auto vec = leaf({kEdges, 3}, 17), x = leaf({kNodes, 9, C}, 18);
-  auto mix1 = leaf({2 * C, 5 * H}, 19), mix2 = leaf({H, C}, 20), radial = leaf({3, 12 * C}, 21);
+  auto vec = device_leaf({kEdges, 3}, 17), x = device_leaf({kNodes, 9, C}, 18);
+  auto mix1 = device_leaf({2 * C, 5 * H}, 19), mix2 = device_leaf({H, C}, 20),
+       radial = device_leaf({3, 12 * C}, 21);
   auto run = [&](bool lean, GateSigmoids sigmoids) {
     auto D = edge_wigner(vec);
     auto dist = vec.norm(2, 1, /*keepdim=*/true);
@@ -245,18 +249,18 @@ TEST(LeanEdges, ChainedOperatorsMatchTheComposition) {
     return derivatives({out}, {vec, x, mix1, mix2, radial});
   };
   const auto reference = run(false, GateSigmoids::kKept);
-  expect_same(run(true, GateSigmoids::kKept), reference);
-  expect_same(run(true, GateSigmoids::kRecomputed), reference);
+  expect_lean_matches(run(true, GateSigmoids::kKept), reference);
+  expect_lean_matches(run(true, GateSigmoids::kRecomputed), reference);
 }
 
 // Each operator, alone: a second derivative is computed, one that could be
 // differentiated again is refused.
 TEST(LeanEdges, RefuseThirdDerivatives) {
   const auto g = graph();
-  auto vec = leaf({kEdges, 3}, 12), x = leaf({kNodes, 9, kChannels}, 13),
-       w = leaf({kEdges, 12 * kChannels}, 14);
-  auto y0 = leaf({kEdges, 5 * kChannels}, 22), y1 = leaf({kEdges, 4, kChannels}, 23),
-       y2 = leaf({kEdges, 2, kChannels}, 24);
+  auto vec = device_leaf({kEdges, 3}, 12), x = device_leaf({kNodes, 9, kChannels}, 13),
+       w = device_leaf({kEdges, 12 * kChannels}, 14);
+  auto y0 = device_leaf({kEdges, 5 * kChannels}, 22), y1 = device_leaf({kEdges, 4, kChannels}, 23),
+       y2 = device_leaf({kEdges, 2, kChannels}, 24);
   auto cubed = [](const std::vector<torch::Tensor>& out) {
     auto sum = torch::zeros({}, out[0].options().requires_grad(false));
     for (const auto& t : out) sum = sum + t.pow(3).sum();
