@@ -33,15 +33,18 @@ phase "writing parity fixtures through fairchem-core $("$UMA_PYTHON" -c 'import 
 "$UMA_PYTHON" tests/reference/make_fixtures.py build/fixtures
 "$UMA_PYTHON" tests/reference/make_train_fixture.py build/fixtures
 rsync -r --delete build/fixtures/ "$UMA_SID_ROOT$UMA_ROOT_PROJECT/fresh-fixtures/"
+# Two tests at a time, each with LibTorch's threads: a thread that waits sleeps
+# (OMP_WAIT_POLICY=passive) instead of spinning on a core the other test needs.
 phase "the engine suite, in the root"
 engine_rc=0
-scripts/in_sid.sh "$UMA_SID_ROOT" env UMA_FIXTURES_DIR="$UMA_ROOT_PROJECT/fresh-fixtures" \
+scripts/in_sid.sh "$UMA_SID_ROOT" env UMA_FIXTURES_DIR="$UMA_ROOT_PROJECT/fresh-fixtures" OMP_WAIT_POLICY=passive \
   ctest --test-dir "$UMA_ROOT_BUILD" --output-on-failure -j"${UMA_TEST_JOBS:-2}" | tee build/ctest-engine.log || engine_rc=$?
 phase "the host's tests: converter, LAMMPS environment, Kokkos CUDA compile, LAMMPS cases, the pip route"
 cmake -S tests/host -B build/host -DUMA_PYTHON="$UMA_PYTHON" -DUMA_SID_ROOT="$UMA_SID_ROOT" \
   -DUMA_PIP_VENV="$UMA_PIP_VENV" > build/host-configure.log
 host_rc=0
-ctest --test-dir build/host --output-on-failure -j"${UMA_TEST_JOBS:-2}" | tee build/ctest-host.log || host_rc=$?
+OMP_WAIT_POLICY=passive ctest --test-dir build/host --output-on-failure -j"${UMA_TEST_JOBS:-2}" |
+  tee build/ctest-host.log || host_rc=$?
 phase "done"
 # One closing line over both runs.
 count() { sed -n 's/.*tests passed, \([0-9]*\) tests failed out of \([0-9]*\).*/\1 \2/p' "$1" | tail -1; }
