@@ -13,6 +13,10 @@ grep -q "4 Jul 2026" <<< "$help" || { echo "FAIL: not LAMMPS 4 Jul 2026"; exit 1
 for pkg in KOKKOS PLUGIN MANYBODY MC REPLICA PYTHON; do   # scripts/lammps_env.sh says who needs each
   grep -qw -- "$pkg" <<< "$(sed -n '/Installed packages/,/List of individual/p' <<< "$help")" || { echo "FAIL: package $pkg missing"; exit 1; }
 done
+# the Kokkos styles the tests run through -sf kk (scripts/lammps_env.sh leaves out those nothing runs)
+for style in eam/kk eam/alloy/kk lj/cut/kk hybrid/overlay/kk nve/kk nvt/kk npt/kk langevin/kk setforce/kk; do
+  grep -qw -- "$style" <<< "$help" || { echo "FAIL: Kokkos style $style missing"; exit 1; }
+done
 grep -q "Total wall time" <<< "$(run bash -c "cd /tmp && $lmp -k on t 2 -sf kk -in in.lj_smoke -log none")" ||
   { echo "FAIL: KOKKOS run"; exit 1; }
 grep -q "Total wall time" <<< "$(run bash -c "cd /tmp && mpirun -np 2 $lmp -in in.lj_smoke -log none")" ||
