@@ -6,9 +6,7 @@
 # command sees the paths of scripts/root_layout.sh as UMA_ROOT_* variables.
 # Everything in the root runs on this one machine: Open MPI uses shared memory
 # only (OMPI_MCA_btl=self,sm); probing the network for its TCP transport cost
-# about a second per process.  A rank that waits for another yields its core
-# (OMPI_MCA_mpi_yield_when_idle=1) instead of polling on it: the tests run
-# several LAMMPS jobs of several ranks at once on few cores.
+# about a second per process.
 # usage: in_sid.sh ROOT CMD...
 set -euo pipefail
 set -a; source "$(dirname "$0")/root_layout.sh"; set +a
@@ -21,7 +19,7 @@ exec unshare --mount --propagation private bash -c '
   for d in proc dev sys; do mount --rbind "/$d" "$root/$d"; done
   mount --bind "$ccache_dir" "$root$UMA_ROOT_CCACHE"
   exec chroot "$root" env -i HOME=/root PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
-    LANG=C.UTF-8 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl=self,sm OMPI_MCA_mpi_yield_when_idle=1 \
+    LANG=C.UTF-8 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl=self,sm \
     CCACHE_DIR="$UMA_ROOT_CCACHE" \
     UMA_ROOT_LAMMPS="$UMA_ROOT_LAMMPS" UMA_ROOT_TORCH="$UMA_ROOT_TORCH" UMA_ROOT_LAMMPS_SOURCE="$UMA_ROOT_LAMMPS_SOURCE" \
     UMA_ROOT_PROJECT="$UMA_ROOT_PROJECT" UMA_ROOT_BUILD="$UMA_ROOT_BUILD" UMA_ROOT_CCACHE="$UMA_ROOT_CCACHE" "$@"' bash "$root" "$ccache_dir" "$@"
