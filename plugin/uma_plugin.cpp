@@ -1,5 +1,7 @@
 // Entry point of umaplugin.so: checks that the LAMMPS it is loaded into is
-// the one it was built against, then registers the styles.
+// the one it was built against, then registers the styles (register_styles.cpp).
+// Light on purpose: the test suite compiles it again for each copy of the
+// plugin that makes another build claim.
 #include <cstring>
 
 #include "error.h"
@@ -7,12 +9,9 @@
 #include "library.h"
 #include "lmptype.h"
 
-#include "plugin_abi.h"
-
-#include "fix_uma_train.h"
-#include "pair_uma.h"
+#include "register_styles.h"
 #ifdef UMA_KOKKOS
-#include "pair_uma_kokkos.h"
+#include <Kokkos_Macros.hpp>  // the backend macros (KOKKOS_ENABLE_CUDA, ...)
 #endif
 
 // UMA_BUILT_FOR_LAMMPS: the version string of the LAMMPS this plugin is
@@ -25,19 +24,6 @@
 using namespace LAMMPS_NS;
 
 namespace {
-
-void* create_pair_uma(LAMMPS* lmp) { return new PairUMA(lmp); }
-#ifdef UMA_KOKKOS
-void* create_pair_uma_kk_device(LAMMPS* lmp) { return new PairUMAKokkos<LMPDeviceType>(lmp); }
-#ifdef LMP_KOKKOS_GPU
-void* create_pair_uma_kk_host(LAMMPS* lmp) { return new PairUMAKokkos<LMPHostType>(lmp); }
-#else
-void* create_pair_uma_kk_host(LAMMPS* lmp) { return new PairUMAKokkos<LMPDeviceType>(lmp); }
-#endif
-#endif
-void* create_fix_uma_train(LAMMPS* lmp, int argc, char** argv) {
-  return new FixUMATrain(lmp, argc, argv);
-}
 
 void check_abi(LAMMPS* lmp) {
   // LAMMPS only logs a version mismatch and loads anyway; class layouts can
@@ -126,33 +112,6 @@ extern "C" void lammpsplugin_init(void* lmp_ptr, void* handle, void* regfunc) {
 #ifdef UMA_KOKKOS
   check_kokkos(lmp);
 #endif
-  using uma::plugin::FixFactory;
-  using uma::plugin::StyleFactory;
-  auto register_style = reinterpret_cast<uma::plugin::RegisterStyle>(regfunc);
-  uma::plugin::StyleRecord plugin{};
-  plugin.version = UMA_BUILT_FOR_LAMMPS;
-  plugin.style = "pair";
-  plugin.name = "uma";
-  plugin.info = "UMA-S universal potential (fairchem eSCN-MD + MoLE) via lammps-uma";
-  plugin.author = "lammps-uma developers";
-  plugin.creator.v1 = reinterpret_cast<StyleFactory*>(&create_pair_uma);
-  plugin.handle = handle;
-  register_style(&plugin, lmp);
-#ifdef UMA_KOKKOS
-  plugin.info = "UMA-S universal potential, KOKKOS package variant";
-  for (const char* name : {"uma/kk", "uma/kk/device"}) {
-    plugin.name = name;
-    plugin.creator.v1 = reinterpret_cast<StyleFactory*>(&create_pair_uma_kk_device);
-    register_style(&plugin, lmp);
-  }
-  plugin.name = "uma/kk/host";
-  plugin.creator.v1 = reinterpret_cast<StyleFactory*>(&create_pair_uma_kk_host);
-  register_style(&plugin, lmp);
-#endif
-
-  plugin.style = "fix";
-  plugin.name = "uma/train";
-  plugin.info = "on-the-fly training of the UMA model pair_style uma evaluates";
-  plugin.creator.v2 = reinterpret_cast<FixFactory*>(&create_fix_uma_train);
-  register_style(&plugin, lmp);
+  uma::plugin::register_styles(lmp, handle, reinterpret_cast<uma::plugin::RegisterStyle>(regfunc),
+                               UMA_BUILT_FOR_LAMMPS);
 }
