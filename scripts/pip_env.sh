@@ -63,8 +63,33 @@ sources=$(cd "$here" && find pyproject.toml CMakeLists.txt cmake src pair_style 
             -type f ! -name '*.pyc' -print0 | sort -z | xargs -0 sha256sum | sha256sum | cut -c1-16)
 if [ "$(cat "$stamp" 2>/dev/null)" != "$sources${UMA_PIP_CMAKE_ARGS:-}" ]; then
   log "building lammps-uma into $venv (pip install --no-build-isolation; the build folder is kept in $cache)"
+  # Built from a copy at a fixed place, updated by content: the compile commands name the
+  # source folder, so a tree elsewhere (another clone) would otherwise rebuild everything,
+  # and a file whose content is unchanged keeps its time, so only what changed recompiles.
+  staged="$cache/pip-src-$key"
+  "$venv/bin/python" - "$here" "$staged" pyproject.toml README.md CMakeLists.txt cmake src pair_style fix_train \
+      lammps_common plugin tools python <<'PY'
+import filecmp, os, shutil, sys
+here, staged, names = sys.argv[1], sys.argv[2], sys.argv[3:]
+wanted = set()
+for name in names:
+    top = os.path.join(here, name)
+    for folder, dirs, files in os.walk(top) if os.path.isdir(top) else [(here, [], [name])]:
+        dirs[:] = [d for d in dirs if d != "__pycache__"]
+        for f in files:
+            rel = os.path.relpath(os.path.join(folder, f), here)
+            src, dst = os.path.join(here, rel), os.path.join(staged, rel)
+            wanted.add(rel)
+            if not (os.path.isfile(dst) and filecmp.cmp(src, dst, shallow=False)):
+                os.makedirs(os.path.dirname(dst), exist_ok=True)
+                shutil.copyfile(src, dst)
+for folder, _, files in os.walk(staged):
+    for f in files:
+        if os.path.relpath(os.path.join(folder, f), staged) not in wanted:
+            os.remove(os.path.join(folder, f))
+PY
   # shellcheck disable=SC2086   # the settings are words
-  (cd "$here" && PATH="$venv/bin:$PATH" CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}" \
+  (cd "$staged" && PATH="$venv/bin:$PATH" CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}" \
      "$venv/bin/pip" install --no-build-isolation --no-deps --force-reinstall -q \
      -C build-dir="$cache/pip-build-$key" ${UMA_PIP_CMAKE_ARGS:-} .) ||
     fail "pip install of lammps-uma failed (the messages above)"

