@@ -669,8 +669,6 @@ def convert(
     check_names: bool = True,
 ) -> dict:
     """Convert one checkpoint; returns the config that was written."""
-    from safetensors.torch import save_file
-
     start = time.time()
     if dtype not in ("float32", "float64"):
         raise ConversionError(f"unknown --dtype {dtype!r} (float32 or float64)")
@@ -702,6 +700,8 @@ def convert(
     n_values = sum(t.numel() for t in tensors.values())
     log(f"writing {len(tensors)} tensors ({n_values} values, {dtype}) to {output_path}")
     tmp_path = output_path + ".tmp"
+    from safetensors.torch import save_file   # (imports torch: after the checks of the paths)
+
     save_file(tensors, tmp_path, metadata=metadata)
     umask = os.umask(0)
     os.umask(umask)
