@@ -58,17 +58,18 @@ fi
 
 # The sources the build reads (pyproject.toml's sdist.include); the same files as at the
 # last install: nothing to do.
+build_inputs=(pyproject.toml CMakeLists.txt cmake src pair_style fix_train lammps_common plugin tools python)
 stamp="$venv/.lammps-uma-sources"
-sources=$(cd "$here" && find pyproject.toml CMakeLists.txt cmake src pair_style fix_train lammps_common plugin tools python \
-            -type f ! -name '*.pyc' -print0 | sort -z | xargs -0 sha256sum | sha256sum | cut -c1-16)
+sources=$(cd "$here" && find "${build_inputs[@]}" -type f ! -name '*.pyc' -print0 | sort -z | xargs -0 sha256sum |
+          sha256sum | cut -c1-16)
 if [ "$(cat "$stamp" 2>/dev/null)" != "$sources${UMA_PIP_CMAKE_ARGS:-}" ]; then
   log "building lammps-uma into $venv (pip install --no-build-isolation; the build folder is kept in $cache)"
   # Built from a copy at a fixed place, updated by content: the compile commands name the
   # source folder, so a tree elsewhere (another clone) would otherwise rebuild everything,
   # and a file whose content is unchanged keeps its time, so only what changed recompiles.
   staged="$cache/pip-src-$key"
-  "$venv/bin/python" - "$here" "$staged" pyproject.toml README.md CMakeLists.txt cmake src pair_style fix_train \
-      lammps_common plugin tools python <<'PY'
+  # (README.md: the package's description, which the build reads too)
+  "$venv/bin/python" - "$here" "$staged" "${build_inputs[@]}" README.md <<'PY'
 import filecmp, os, shutil, sys
 here, staged, names = sys.argv[1], sys.argv[2], sys.argv[3:]
 wanted = set()
