@@ -21,7 +21,9 @@
 #include "utils.h"
 
 #include "api/uma.h"
+#include "halo_exchange.h"
 #include "rank_agreement.h"
+#include "rank_share.h"
 
 using namespace LAMMPS_NS;
 
@@ -61,8 +63,10 @@ PairUMA::PairUMA(LAMMPS* lmp) : Pair(lmp) {
   comm_reverse_off = 9;  // ghost rows are sent home with newton off too
   nextra = kPairValues;  // compute pair ... uma (transfer_stats.h)
   pvector = new double[nextra]();
-  halo_.forward_comm = [this](int width) { forward_comm_host(width); };
-  halo_.reverse_comm = [this](int width) { reverse_comm_host(halo_, width); };
+  fold_ = std::make_unique<GhostFold>();
+  halo_ = std::make_unique<HaloExchange>();
+  halo_->forward_comm = [this](int width) { forward_comm_host(width); };
+  halo_->reverse_comm = [this](int width) { reverse_comm_host(*halo_, width); };
 }
 
 // LAMMPS's Kokkos communication calls a device-side pair's Kokkos pack/unpack
@@ -75,6 +79,8 @@ PairUMA::PairUMA(LAMMPS* lmp) : Pair(lmp) {
 #else
 #define UMA_COMM_ROWS(pair, width) pair, width
 #endif
+
+std::string PairUMA::engine_device() const { return engine_->options().device.str(); }
 
 template <typename Exchange>
 void PairUMA::exchange_on_host(int &per_atom, int width, Exchange exchange) {
@@ -638,8 +644,8 @@ void PairUMA::compute_local(int, int) {
     add_ghosts_deep(*atom, type_z_, layers_, cutoff_, lo, hi, index, local);
   } else {
     add_ghosts_halo(*atom, type_z_, index, local);
-    halo_.set_atoms(&index, static_cast<int>(local.piece.n_owned), nall);
-    local.piece.exchange_ghosts = halo_.functions();
+    halo_->set_atoms(&index, static_cast<int>(local.piece.n_owned), nall);
+    local.piece.exchange_ghosts = halo_->functions();
   }
   const int n = static_cast<int>(index.size()), n_owned = static_cast<int>(local.piece.n_owned);
   for (int k = 0; k < n; ++k) local.numbers.push_back(type_z_[type[index[k]]]);
@@ -653,37 +659,37 @@ void PairUMA::compute_local(int, int) {
   const auto counts = global_composition(local.numbers, n_owned);
   local.piece.composition.assign(counts.begin(), counts.end());
   set_piece_inputs(local);
-  halo_.reset_counts();
+  halo_->reset_counts();
   uma::HostEvaluation r;
   evaluate_on_every_rank(*engine_, local, read_request(), r, world,
                          [this](const std::exception& e) { return describe(e); });
 
-  fold_.clear(nall, atom->nmax, vflag_atom != 0);
+  fold_->clear(nall, atom->nmax, vflag_atom != 0);
   const auto F = r.forces.accessor<double, 2>();  // host data
   for (int k = 0; k < n; ++k)
-    for (int d = 0; d < 3; ++d) fold_.row(index[k])[d] = F[k][d];
+    for (int d = 0; d < 3; ++d) fold_->row(index[k])[d] = F[k][d];
   if (vflag_atom) {
     const auto V = r.atom_virial.accessor<double, 3>();                     // host data
-    for (int k = 0; k < n; ++k) add_virial(fold_.row(index[k]) + 3, V[k]);  // rows zeroed above
+    for (int k = 0; k < n; ++k) add_virial(fold_->row(index[k]) + 3, V[k]);  // rows zeroed above
   }
   // Ghost rows go home whatever newton_pair says; the ghosts keep nothing.
-  reverse_comm_host(fold_, fold_.width());
+  reverse_comm_host(*fold_, fold_->width());
   pvector[kGhostAtoms] = n - n_owned;
-  pvector[kHaloBytes] = static_cast<double>(halo_.rows_packed() * halo_.row_bytes());
+  pvector[kHaloBytes] = static_cast<double>(halo_->rows_packed() * halo_->row_bytes());
   for (int i = 0; i < nlocal; ++i) {
-    for (int d = 0; d < 3; ++d) f[i][d] += fold_.row(i)[d];
+    for (int d = 0; d < 3; ++d) f[i][d] += fold_->row(i)[d];
     if (vflag_atom)
-      for (int d = 0; d < 6; ++d) vatom[i][d] += fold_.row(i)[3 + d];
+      for (int d = 0; d < 6; ++d) vatom[i][d] += fold_->row(i)[3 + d];
   }
   tally(r, n_owned, 0);  // per-atom virials: folded above
 }
 
 int PairUMA::pack_forward_comm(int n, int* list, double* buf, int, int*) {
-  return halo_.pack_forward(n, list, buf);  // node features: translation-invariant, no image shift
+  return halo_->pack_forward(n, list, buf);  // node features: translation-invariant, no image shift
 }
 
 void PairUMA::unpack_forward_comm(int n, int first, double* buf) {
-  halo_.unpack_forward(n, first, buf);
+  halo_->unpack_forward(n, first, buf);
 }
 
 // The reverse communication is either the halo exchange's or the fold's
@@ -703,5 +709,5 @@ void PairUMA::unpack_reverse_comm(int n, int* list, double* buf) {
 }
 
 double PairUMA::memory_usage() {
-  return Pair::memory_usage() + fold_.memory_usage() + halo_.memory_usage();
+  return Pair::memory_usage() + fold_->memory_usage() + halo_->memory_usage();
 }

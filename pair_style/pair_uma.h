@@ -18,9 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "halo_exchange.h"
 #include "pair.h"
-#include "rank_share.h"
 #include "transfer_stats.h"
 #include "uma_model_handle.h"
 
@@ -34,6 +32,13 @@ struct Request;
 
 namespace LAMMPS_NS {
 
+class GhostFold;
+class HaloExchange;
+class InPlaceEvaluation;
+class ReverseRows;
+
+// (This header includes no LibTorch header: uma/kk's source, which nvcc
+// compiles for a CUDA Kokkos, includes it.)
 class PairUMA : public Pair, public UMAModelHandle {
  public:
   PairUMA(class LAMMPS *);
@@ -93,17 +98,22 @@ class PairUMA : public Pair, public UMAModelHandle {
   double user_cutghost_ =
       -1.0;  // comm->cutghostuser before this style raised it (-1: never raised)
 
-  TransferStats transfers_;  // behind compute pair (transfer_stats.h)
-  GhostFold fold_;           // several ranks: ghost forces and virials on their way home
+  TransferStats transfers_;          // behind compute pair (transfer_stats.h)
+  std::unique_ptr<GhostFold> fold_;  // several ranks: ghost forces and virials on their way home
 
   // several ranks: the halo exchange, or the deep ghost shell (ghosts deep)
-  HaloExchange halo_;
+  std::unique_ptr<HaloExchange> halo_;
   bool deep_shell_ = false;
   ReverseRows *reverse_rows_ = nullptr;  // what the reverse communication under way moves
+
+  // uma/kk's evaluation on its Kokkos views (in_place_evaluation.h)
+  friend class InPlaceEvaluation;
 
   void allocate();
   void create_engine();
   std::string device_name();
+  // The device the engine runs on, in LibTorch's words ("cpu", "cuda:0").
+  std::string engine_device() const;
   // The GPU the atoms' data lives on (uma/kk under a CUDA Kokkos), or -1: the
   // node-local rank picks one.
   virtual int data_gpu() const { return -1; }

@@ -1,7 +1,5 @@
 #include "pair_uma_kokkos.h"
 
-#include <algorithm>
-#include <numeric>
 #include <optional>
 #include <string>
 #include <type_traits>
@@ -18,8 +16,7 @@
 #include "update.h"
 #include "utils.h"
 
-#include "api/uma.h"
-#include "rank_agreement.h"
+#include "uma_kk_styles.h"
 
 #ifdef KOKKOS_ENABLE_CUDA
 #include <c10/cuda/CUDAGuard.h>
@@ -83,12 +80,12 @@ static const char *host_trial_move_fix(Modify *modify) {
 template <class DeviceType>
 void PairUMAKokkos<DeviceType>::init_style() {
   PairUMA::init_style();  // the engine exists from here on
-  const torch::Device device = engine_->options().device;
+  const std::string device = engine_device();
   constexpr bool host_views =
       Kokkos::SpaceAccessibility<Kokkos::HostSpace, typename DeviceType::memory_space>::accessible;
   std::string why_not;
-  if (host_views != device.is_cpu())
-    why_not = fmt::format("the model runs on {} but the Kokkos views live {}", device.str(),
+  if (host_views != (device == "cpu"))
+    why_not = fmt::format("the model runs on {} but the Kokkos views live {}", device,
                           host_views ? "on the host" : "on the GPU");
   else if (deep_shell_)
     why_not = "ghosts deep";
@@ -100,17 +97,12 @@ void PairUMAKokkos<DeviceType>::init_style() {
     why_not =
         "newton_pair off on several ranks (ghost forces are folded through the host; newton on "
         "leaves that to LAMMPS's Kokkos communication)";
-  in_place_ = why_not.empty();
   // LAMMPS's Kokkos integrators sync the atoms to this space before compute()
   // and mark them modified there after it: the host when this style runs
   // pair_style uma's host path.
-  execution_space = in_place_ ? ExecutionSpaceFromDevice<DeviceType>::space : Host;
-  if (in_place_) {
-    const std::vector<int64_t> table(type_z_.begin(), type_z_.end());
-    type_z_table_ = uma::upload(table, device_options().dtype(torch::kLong));
-    all_mapped_ = std::find(type_z_.begin() + 1, type_z_.end(), 0) == type_z_.end();
-  }
-  layout_builds_ = -1;  // the first step builds the layout
+  execution_space = why_not.empty() ? ExecutionSpaceFromDevice<DeviceType>::space : Host;
+  // (a new one: the first step builds the layout)
+  in_place_ = why_not.empty() ? std::make_unique<InPlaceEvaluation>(*this) : nullptr;
   if (comm->me == 0)
     utils::logmesg(
         lmp, in_place_ ? fmt::format("pair {}: in place on the Kokkos views (x, type, f); no host "
@@ -155,156 +147,33 @@ void PairUMAKokkos<DeviceType>::compute(int eflag, int vflag) {
   atomKK->modified(execution_space, F_MASK);
 }
 
+// x, f and type where DeviceType keeps them.
 template <class DeviceType>
-torch::TensorOptions PairUMAKokkos<DeviceType>::device_options() const {
-  return torch::TensorOptions().device(engine_->options().device);
-}
-
-// The engine's atoms, rebuilt when LAMMPS reneighbors (the only time atoms
-// move between ranks, change order or change type): rows [0, nrows) of the
-// type view through the type table, less NULL types.
-template <class DeviceType>
-void PairUMAKokkos<DeviceType>::refresh_layout(int nrows) {
-  const int nlocal = atom->nlocal, nall = atom->nlocal + atom->nghost;
-  if (neighbor->ncalls == layout_builds_) {
-    if (nlocal != layout_nlocal_ || nall != layout_nall_)
-      error->one(FLERR, "Pair style {}: internal: the atoms changed without reneighboring",
-                 style_name_);
-    return;
-  }
-  layout_builds_ = neighbor->ncalls;
-  layout_nlocal_ = nlocal;
-  layout_nall_ = nall;
-  ++layout_id_;
-  auto type = atomKK->k_type.view<DeviceType>();
-  const torch::Tensor types =
-      torch::from_blob(type.data(), {nrows}, device_options().dtype(torch::kInt));  // device view
-  auto z = type_z_table_.index_select(0, types.to(torch::kLong));                   // [nrows]
-  std::vector<int> &index = engine_index_;
-  if (all_mapped_) {
-    rows_ = torch::Tensor();
-    numbers_ = z;
-    index.resize(nrows);
-    std::iota(index.begin(), index.end(), 0);
-  } else {  // one counted read and one upload per reneighboring
-    const torch::Tensor host = uma::to_host(z);
-    const int64_t *zs = host.data_ptr<int64_t>();  // host data
-    index.clear();
-    for (int i = 0; i < nrows; ++i)
-      if (zs[i] > 0) index.push_back(i);
-    rows_ = uma::upload(std::vector<int64_t>(index.begin(), index.end()),
-                        device_options().dtype(torch::kLong));
-    numbers_ = z.index_select(0, rows_);
-  }
-  n_owned_ = static_cast<int>(std::lower_bound(index.begin(), index.end(), nlocal) - index.begin());
-  if (comm->nprocs == 1) return;  // the engine counts a whole system's composition itself
-  if (n_owned_ ==
-      0) {  // a rank without atoms evaluates nothing (and takes part in every collective)
-    index.clear();
-    numbers_ = numbers_.narrow(0, 0, 0);
-    if (rows_.defined()) rows_ = rows_.narrow(0, 0, 0);
-  }
-  const int64_t Z = engine_->model()->config().backbone.max_num_elements;
-  auto owned = uma::to_host(
-      uma::count_atomic_numbers(numbers_.narrow(0, 0, n_owned_), Z));  // one counted read
-  const int64_t *owned_counts = owned.data_ptr<int64_t>();             // host data
-  std::vector<long long> counts(owned_counts, owned_counts + Z);
-  counts = sum_over_ranks(std::move(counts));
-  composition_.assign(counts.begin(), counts.end());
-}
-
-// Rows [0, nrows) of the x view as a float64 tensor over the view's own
-// memory (a gather only when some types are NULL).
-template <class DeviceType>
-torch::Tensor PairUMAKokkos<DeviceType>::positions(int nrows) {
+DeviceViews PairUMAKokkos<DeviceType>::views() {
   auto x = atomKK->k_x.view<DeviceType>();
-  const std::vector<int64_t> strides{static_cast<int64_t>(x.stride(0)),
-                                     static_cast<int64_t>(x.stride(1))};
-  const auto f64 = device_options().dtype(torch::kFloat64);
-  auto all = torch::from_blob(x.data(), {nrows, 3}, strides, f64);  // device view
-  return rows_.defined() ? all.index_select(0, rows_) : all;
-}
-
-// Adds engine forces [n, 3] into the f view, on the device.
-template <class DeviceType>
-void PairUMAKokkos<DeviceType>::add_forces(const torch::Tensor &forces) {
   auto f = atomKK->k_f.view<DeviceType>();
-  const std::vector<int64_t> strides{static_cast<int64_t>(f.stride(0)),
-                                     static_cast<int64_t>(f.stride(1))};
-  const int64_t rows = static_cast<int64_t>(f.extent(0));
-  const auto f64 = device_options().dtype(torch::kFloat64);
-  auto all = torch::from_blob(f.data(), {rows, 3}, strides, f64);  // device view
-  const auto add = forces.to(torch::kFloat64);
-  if (rows_.defined())
-    all.index_add_(0, rows_, add);
-  else
-    all.narrow(0, 0, add.size(0)).add_(add);
+  DeviceViews v;
+  v.x = x.data();
+  v.x_stride[0] = static_cast<int64_t>(x.stride(0));
+  v.x_stride[1] = static_cast<int64_t>(x.stride(1));
+  v.f = f.data();
+  v.f_stride[0] = static_cast<int64_t>(f.stride(0));
+  v.f_stride[1] = static_cast<int64_t>(f.stride(1));
+  v.f_rows = static_cast<int64_t>(f.extent(0));
+  v.type = atomKK->k_type.view<DeviceType>().data();
+  return v;
 }
 
-// One rank: the owned atoms as one periodic system.
 template <class DeviceType>
 void PairUMAKokkos<DeviceType>::compute_whole(int eflag, int vflag) {
   if (!in_place_) return PairUMA::compute_whole(eflag, vflag);
-  refresh_layout(atom->nlocal);
-  const int n = static_cast<int>(numbers_.size(0));
-  if (n == 0) return;
-  uma::Atoms a;
-  a.on_device.numbers = numbers_;
-  a.on_device.layout_id = layout_id_;
-  a.on_device.origin = {domain->boxlo[0], domain->boxlo[1], domain->boxlo[2]};
-  a.positions = positions(atom->nlocal);
-  set_whole_system(a);
-
-  uma::Request what = read_request();
-  what.forces = false;  // they stay on the device
-  uma::HostEvaluation r;
-  uma::Evaluation ev;
-  uma::until_capacity_fits([&] {
-    ev = engine_->evaluate({a}, what);
-    return engine_->read(ev, r);
-  });
-  add_forces(ev.forces);
-  tally(r, n, n);
+  in_place_->compute_whole(views());
 }
 
-// Several ranks (newton on): owned atoms and every mapped ghost, with the
-// halo exchange.  Forces and per-atom virials land on ghost rows too; LAMMPS
-// folds them onto their owners (its reverse communication of f, and the
-// per-atom computes' own).
 template <class DeviceType>
 void PairUMAKokkos<DeviceType>::compute_local(int eflag, int vflag) {
   if (!in_place_) return PairUMA::compute_local(eflag, vflag);
-  const int nall = atom->nlocal + atom->nghost;
-  refresh_layout(nall);
-  const int n = static_cast<int>(numbers_.size(0));
-  uma::Atoms local;
-  local.piece.n_owned = n_owned_;
-  local.piece.n_targets = n_owned_;
-  if (n > 0) {
-    local.on_device.numbers = numbers_;
-    local.on_device.layout_id = layout_id_;
-    double origin[3];
-    subdomain_corner(origin);  // as pair_style uma's: the same float32 inputs
-    local.on_device.origin = {origin[0], origin[1], origin[2]};
-    local.positions = positions(nall);
-  } else {
-    local.positions = torch::zeros({0, 3}, torch::kFloat64);
-  }
-  local.piece.composition = composition_;
-  set_piece_inputs(local);
-  halo_.set_atoms(&engine_index_, n_owned_, nall);
-  local.piece.exchange_ghosts = halo_.functions();
-  halo_.reset_counts();
-
-  uma::Request what = read_request();
-  what.forces = false;  // they stay on the device
-  uma::HostEvaluation r;
-  const uma::Evaluation ev = evaluate_on_every_rank(
-      *engine_, local, what, r, world, [this](const std::exception &e) { return describe(e); });
-  add_forces(ev.forces);
-  tally(r, n_owned_, n);
-  pvector[kGhostAtoms] = n - n_owned_;
-  pvector[kHaloBytes] = static_cast<double>(halo_.rows_packed() * halo_.row_bytes());
+  in_place_->compute_local(views());
 }
 
 namespace LAMMPS_NS {
@@ -313,3 +182,14 @@ template class PairUMAKokkos<LMPDeviceType>;
 template class PairUMAKokkos<LMPHostType>;
 #endif
 }  // namespace LAMMPS_NS
+
+namespace uma::plugin {
+
+void *create_pair_uma_kk_device(LAMMPS *lmp) { return new PairUMAKokkos<LMPDeviceType>(lmp); }
+#ifdef LMP_KOKKOS_GPU
+void *create_pair_uma_kk_host(LAMMPS *lmp) { return new PairUMAKokkos<LMPHostType>(lmp); }
+#else
+void *create_pair_uma_kk_host(LAMMPS *lmp) { return new PairUMAKokkos<LMPDeviceType>(lmp); }
+#endif
+
+}  // namespace uma::plugin

@@ -6,15 +6,18 @@
 // CPU for OpenMP/Serial, the GPU for CUDA) the style works in place: it wraps
 // the x and type views as LibTorch tensors without copying, maps types to
 // atomic numbers through a device table, hands the engine DeviceAtoms, and
-// adds the forces into the f view on that space.  Per-step host traffic is
-// then the engine's status read (with energy and virial only on steps that
+// adds the forces into the f view on that space (in_place_evaluation.h, the
+// LibTorch side: this style's own source includes no LibTorch header, so
+// that nvcc compiles it without parsing LibTorch's).  Per-step host traffic
+// is then the engine's status read (with energy and virial only on steps that
 // ask for them), the cell and origin upload, and on several ranks the halo
 // rows.  Otherwise (say a CUDA model under OpenMP Kokkos) it syncs the atoms
 // to the host and runs pair_style uma's host path, and says so in the log.
 #pragma once
 
-#include <torch/torch.h>
+#include <memory>
 
+#include "in_place_evaluation.h"
 #include "kokkos_type.h"
 #include "lmptype.h"
 #include "pair_uma.h"
@@ -36,22 +39,10 @@ class PairUMAKokkos : public PairUMA {
   int data_gpu() const override;
 
  private:
-  bool in_place_ = false;       // the model runs where DeviceType's views live
-  torch::Tensor type_z_table_;  // [ntypes + 1] int64 atomic number per type, on the model's device
-  bool all_mapped_ = true;      // no NULL types: engine rows are LAMMPS indices
-  // This layout (atoms, order, numbers): rebuilt when LAMMPS reneighbors.
-  bigint layout_builds_ = -1;  // neighbor->ncalls it was built at
-  int64_t layout_id_ = 0;
-  int layout_nlocal_ = -1, layout_nall_ = -1;
-  int n_owned_ = 0;
-  torch::Tensor numbers_;  // [n] int64 atomic numbers of the engine's atoms
-  torch::Tensor rows_;     // [n] int64 LAMMPS index per engine atom (undefined: identity)
-  std::vector<int64_t> composition_;  // whole system, per atomic number (several ranks)
+  // Where the model runs where DeviceType's views live (else null: the host path).
+  std::unique_ptr<InPlaceEvaluation> in_place_;
 
-  torch::TensorOptions device_options() const;
-  void refresh_layout(int nrows);
-  torch::Tensor positions(int nrows);
-  void add_forces(const torch::Tensor &forces);
+  DeviceViews views();  // x, f and type on DeviceType, this step
 };
 
 }  // namespace LAMMPS_NS

@@ -5,7 +5,7 @@
 #include "fix_uma_train.h"
 #include "pair_uma.h"
 #ifdef UMA_KOKKOS
-#include "pair_uma_kokkos.h"
+#include "uma_kk_styles.h"
 #endif
 
 using namespace LAMMPS_NS;
@@ -13,14 +13,6 @@ using namespace LAMMPS_NS;
 namespace {
 
 void* create_pair_uma(LAMMPS* lmp) { return new PairUMA(lmp); }
-#ifdef UMA_KOKKOS
-void* create_pair_uma_kk_device(LAMMPS* lmp) { return new PairUMAKokkos<LMPDeviceType>(lmp); }
-#ifdef LMP_KOKKOS_GPU
-void* create_pair_uma_kk_host(LAMMPS* lmp) { return new PairUMAKokkos<LMPHostType>(lmp); }
-#else
-void* create_pair_uma_kk_host(LAMMPS* lmp) { return new PairUMAKokkos<LMPDeviceType>(lmp); }
-#endif
-#endif
 void* create_fix_uma_train(LAMMPS* lmp, int argc, char** argv) {
   return new FixUMATrain(lmp, argc, argv);
 }

@@ -41,7 +41,7 @@ lammps_flags="-G Ninja -D CMAKE_BUILD_TYPE=Release -D BUILD_SHARED_LIBS=on -D CM
 # Optimised as Debian builds its packages (-O2; CMake's Release would take -O3, which
 # compiles LAMMPS about a tenth slower): the model, not LAMMPS, is what takes the time
 # of a step with pair_style uma.
-lammps_optimisation="-O2 -DNDEBUG"
+lammps_optimisation="-O1 -DNDEBUG"
 # With KOKKOS, LAMMPS compiles a Kokkos version of every enabled style that has one; those of
 # the styles below, which nothing the project ships runs (tests/, examples/, bench/), are taken
 # out of the source before the build (their plain versions stay; -sf kk falls back to them):

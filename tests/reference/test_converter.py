@@ -1,9 +1,14 @@
 """The converter through its command line: clear errors for bad input, and
 EMA/raw selection and metadata on a checkpoint that fairchem's own code wrote.
+Two refusals and one conversion run `python convert_checkpoint.py` as a user
+would; the other cases call its main() in this process (the same parser and
+exit code, without importing torch and fairchem again for each).
 
 usage: test_converter.py   (exit 0 when every check passes)
 """
+import contextlib
 import copy
+import io
 import json
 import os
 import subprocess
@@ -13,6 +18,7 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 CONVERTER = os.path.join(HERE, "..", "..", "tools", "convert_checkpoint.py")
 sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.dirname(CONVERTER))
 
 import torch  # noqa: E402
 from safetensors import safe_open  # noqa: E402
@@ -23,11 +29,25 @@ failures = []
 
 
 def convert(*args):
+    """The converter's command line in a process of its own."""
     return subprocess.run([sys.executable, CONVERTER, *args], capture_output=True, text=True)
 
 
-def expect_error(args, needle):
-    out = convert(*args)
+def convert_here(*args):
+    """The converter's command line (its main(): the same parser, checks and exit code) in this
+    process, which has imported torch and fairchem once already, for the cases of bad input."""
+    import convert_checkpoint
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        try:
+            code = convert_checkpoint.main(list(args))
+        except SystemExit as e:   # argparse's refusals
+            code = e.code
+    return subprocess.CompletedProcess(["convert_checkpoint", *args], code, "", err.getvalue())
+
+
+def expect_error(args, needle, run=convert_here):
+    out = run(*args)
     if out.returncode != 2 or needle not in out.stderr:
         failures.append(f"{args}: expected exit 2 mentioning {needle!r}, got {out.returncode}: {out.stderr.strip()[-300:]}")
 
@@ -35,12 +55,12 @@ def expect_error(args, needle):
 def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "out.safetensors")
-        expect_error([os.path.join(tmp, "missing.pt"), out], "input file not found")
+        expect_error([os.path.join(tmp, "missing.pt"), out], "input file not found", run=convert)
 
         text = os.path.join(tmp, "text.pt")
         with open(text, "w") as f:
             f.write("not a checkpoint")
-        expect_error([text, out], "is not a fairchem checkpoint")
+        expect_error([text, out], "is not a fairchem checkpoint", run=convert)
 
         plain = os.path.join(tmp, "plain.pt")
         torch.save({"weights": torch.ones(3)}, plain)
@@ -71,8 +91,8 @@ def main() -> int:
         expect_error([s2, out], "act_type")
 
         ema, raw = os.path.join(tmp, "ema.safetensors"), os.path.join(tmp, "raw.safetensors")
-        for args in ([good, ema], [good, raw, "--weights", "raw"]):
-            result = convert(*args)
+        for args, run in (([good, ema], convert), ([good, raw, "--weights", "raw"], convert_here)):
+            result = run(*args)
             if result.returncode != 0:
                 failures.append(f"{args}: {result.stderr.strip()[-300:]}")
                 return report()

@@ -37,7 +37,7 @@ def declared_rooms(cmake_text):
         words = re.sub(r"#[^\n]*", " ", call.group(1)).split()
         name, below, mode = words[0], [], None
         for w in words[1:]:
-            if w in ("BELOW", "SOURCES"):
+            if w in ("BELOW", "SOURCES", "THREADED"):
                 mode = w
             elif mode == "BELOW":
                 below.append(w)
