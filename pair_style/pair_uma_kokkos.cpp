@@ -7,13 +7,9 @@
 #include "atom_kokkos.h"
 #include "atom_masks.h"
 #include "comm.h"
-#include "domain.h"
-#include "error.h"
 #include "fix.h"
 #include "force.h"
 #include "modify.h"
-#include "neighbor.h"
-#include "update.h"
 #include "utils.h"
 
 #include "uma_kk_styles.h"
