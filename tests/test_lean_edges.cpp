@@ -72,7 +72,7 @@ torch::Tensor rotation_of(const torch::Tensor& vec, const torch::Tensor& free) {
 MPieces rotate_in_reference(const torch::Tensor& D, const torch::Tensor& x, const Graph& g,
                             const torch::Tensor& w) {
   const int64_t E = D.size(0), C2 = 2 * x.size(2);
-  auto wigner = D.index_select(1, m_layout_permutation(D.device()));
+  auto wigner = to_m_layout(D, 1);
   auto msg =
       torch::bmm(wigner, torch::cat({x.index_select(0, g.src), x.index_select(0, g.tgt)}, 2));
   auto by_m = msg.split_with_sizes({3, 4, 2}, 1);
@@ -94,7 +94,7 @@ MPieces gate_reference(const torch::Tensor& y0, const torch::Tensor& y1, const t
 torch::Tensor rotate_out_reference(const torch::Tensor& D, const torch::Tensor& env,
                                    const MPieces& y, const Graph& g) {
   auto inv =
-      D.transpose(1, 2).index_select(2, m_layout_permutation(D.device())) * env.view({-1, 1, 1});
+      to_m_layout(D.transpose(1, 2), 2) * env.view({-1, 1, 1});
   auto messages = y[1].defined() ? torch::bmm(inv, torch::cat({y[0], y[1], y[2]}, 1))
                                  : torch::bmm(inv.narrow(2, 0, 3), y[0]);
   return torch::zeros({kNodes, 9, y[0].size(2)}, y[0].options()).index_add(0, g.tgt, messages);

@@ -6,11 +6,14 @@
 #include <cfloat>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <set>
 
 #include <c10/core/CPUAllocator.h>
 
+#include "edges/edge_segments.h"
 #include "measure/storage_meter.h"
+#include "op_watch.h"
 #include "runtime/transfers.h"
 #include "test_util.h"
 #include "train/adamw_update.h"
@@ -402,6 +405,40 @@ TEST(Training, StepsRepeatBitwiseWithoutDeterministicMode) {
     EXPECT_FALSE(a.step_was_deterministic());
     EXPECT_EQ(a.weights_hash(), b.weights_hash())
         << "step " << i << ": " << largest_weight_difference(a.model(), b.model());
+  }
+}
+
+// Where sums run in segments (on a GPU; on the CPU here under
+// SegmentSumsOnTheCpu), a training step on a multi-task batch calls no ATen
+// operator that adds floating-point rows with atomics on CUDA (so that it
+// needs no deterministic mode there), with either edge backend, and gives
+// the CPU's losses and gradient to 1e-13 in float64.  On the CPU the watch
+// sees index_add in the CPU's own step first: the watch can fail.
+TEST(Training, StepsInSegmentsAddNoFloatAtomics) {
+  for (auto ops : {edges::EdgeOps::kLean, edges::EdgeOps::kReference}) {
+    const std::string name = edges::edge_ops_name(ops);
+    auto run = [&](bool in_segments) {
+      auto o = evaluation_options(torch::kFloat64);
+      o.edge_ops = ops;
+      o.deterministic = false;
+      Trainer trainer(random_model(small_config(4, true, true)), o);
+      auto ids = add_samples(trainer);
+      std::optional<edges::SegmentSumsOnTheCpu> segments;
+      if (in_segments) segments.emplace();
+      OpWatch watch;
+      trainer.step(ids);
+      if (in_segments)
+        for (const auto& call : watch.float_atomics()) ADD_FAILURE() << name << ": " << call;
+      else if (test_device().is_cpu())
+        EXPECT_EQ(watch.calls().count("aten::index_add (floating)"), 1u) << name;
+      return std::make_pair(trainer.gradient().clone(), trainer.read_stats());
+    };
+    const auto [cpu, cpu_stats] = run(false);
+    const auto [segmented, segmented_stats] = run(true);
+    const double scale = cpu.abs().max().item<double>();
+    ASSERT_GT(scale, 0.0);
+    EXPECT_LE((segmented - cpu).abs().max().item<double>(), 1e-13 * scale) << name;
+    EXPECT_NEAR(segmented_stats.loss, cpu_stats.loss, 1e-13 * std::abs(cpu_stats.loss)) << name;
   }
 }
 

@@ -12,6 +12,16 @@
 namespace uma::edges {
 namespace {
 
+// The node whose segment an edge joins: none (`nodes`, past the last
+// segment) for a padding slot.  A padding slot's terms in the sums into
+// nodes are exact zeros (its envelope is zero, its vector a constant).
+torch::Tensor segment_node(const EdgeFrame& frame, const torch::Tensor& node, int64_t nodes) {
+  return frame.valid.defined() ? leave_out(node, frame.valid, nodes) : node;
+}
+
+// The composition of LibTorch operators; its sums into nodes are NodeSums
+// (segment sums on a GPU, made at each call: frame.first(n) keeps no
+// segments for it).
 class ReferenceEdges final : public EdgeBackend {
  public:
   const char* name() const override { return "reference"; }
@@ -20,9 +30,8 @@ class ReferenceEdges final : public EdgeBackend {
 
   void prepare(EdgeFrame& frame, const torch::Tensor& D, const torch::Tensor& envelope,
                int64_t) const override {
-    auto perm = m_layout_permutation(D.device());
-    frame.wigner = D.index_select(1, perm);  // [E, 9(M), 9(L)]
-    frame.wigner_inv_envelope = D.transpose(1, 2).index_select(2, perm) * envelope.view({-1, 1, 1});
+    frame.wigner = to_m_layout(D, 1);  // [E, 9(M), 9(L)]
+    frame.wigner_inv_envelope = to_m_layout(D.transpose(1, 2), 2) * envelope.view({-1, 1, 1});
   }
   std::vector<torch::Tensor*> rotations(EdgeFrame& frame) const override {
     return {&frame.wigner, &frame.wigner_inv_envelope};
@@ -30,12 +39,12 @@ class ReferenceEdges final : public EdgeBackend {
   torch::Tensor degree(const EdgeFrame& frame, const torch::Tensor& radial,
                        int64_t nodes) const override {
     auto messages = edge_matmul(frame.wigner_inv_envelope.narrow(2, 0, 3), radial);  // [E, 9, C]
-    return torch::zeros({nodes, 9, radial.size(2)}, messages.options())
-        .index_add(0, frame.tgt, messages);
+    return NodeSums(segment_node(frame, frame.tgt, nodes), nodes)(messages);
   }
   torch::Tensor messages_summed(EdgewiseImpl& edgewise, const torch::Tensor& x,
                                 const EdgeFrame& frame, const MoleContext& ctx) const override {
-    return torch::zeros_like(x).index_add(0, frame.tgt, edgewise.messages(x, frame, ctx));
+    const int64_t N = x.size(0);
+    return NodeSums(segment_node(frame, frame.tgt, N), N)(edgewise.messages(x, frame, ctx));
   }
   double frame_bytes(const EdgeWidths& w, double s) const override {
     // two Wigner matrices, D and its intermediates, the basis and the
@@ -50,13 +59,6 @@ class ReferenceEdges final : public EdgeBackend {
     return s * (39 * w.sphere + 22 * w.hidden + 2 * w.edge);
   }
 };
-
-// The node whose segment an edge joins: none (`nodes`, past the last
-// segment) for a padding slot.  A padding slot's terms in the sums into
-// nodes are exact zeros (its envelope is zero, its vector a constant).
-torch::Tensor segment_node(const EdgeFrame& frame, const torch::Tensor& node, int64_t nodes) {
-  return frame.valid.defined() ? leave_out(node, frame.valid, nodes) : node;
-}
 
 // The fused operators (lean_edges.h), on the CPU or on CUDA: the same
 // autograd functions; the launchers are the tensors' device's.  On CUDA the

@@ -14,8 +14,12 @@ torch::Tensor edge_matmul(const torch::Tensor& A, const torch::Tensor& x, bool t
 // rotation of a source/target feature pair, A: [E, R, S], x: [N, S, C] ->
 // [E, R, 2C].  Autograd keeps x (per node) instead of the [E, S, 2C] pair,
 // which the backward pass gathers again; the backward is built from
-// differentiable ops, so second derivatives (force training) work.
+// differentiable ops, so second derivatives (force training) work.  x's
+// gradient sums each node's rows as source, then as target, in edge order
+// (NodeSums: no float atomics on a GPU), leaving out the edges where `valid`
+// ([E] bool, may be undefined: all edges) is false, whose rows are zeros.
 torch::Tensor edge_gather_matmul(const torch::Tensor& A, const torch::Tensor& x,
-                                 const torch::Tensor& src, const torch::Tensor& tgt);
+                                 const torch::Tensor& src, const torch::Tensor& tgt,
+                                 const torch::Tensor& valid = {});
 
 }  // namespace uma::edges

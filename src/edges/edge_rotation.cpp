@@ -93,10 +93,36 @@ torch::Tensor l2_coupling(const torch::TensorOptions& opts) {
 
 }  // namespace
 
-torch::Tensor m_layout_permutation(torch::Device device) {
-  return cached("m_layout", torch::dtype(torch::kLong).device(device), [] {
+namespace {
+
+// x's positions along `dim` picked by `order`; the gradient picks by `inverse`.
+class Reordered : public torch::autograd::Function<Reordered> {
+ public:
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x,
+                               int64_t dim, const torch::Tensor& order,
+                               const torch::Tensor& inverse) {
+    ctx->saved_data["dim"] = dim;
+    ctx->save_for_backward({order, inverse});
+    return x.index_select(dim, order);
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const auto s = ctx->get_saved_variables();
+    return {Reordered::apply(grads[0], ctx->saved_data["dim"].toInt(), s[1], s[0]), {}, {}, {}};
+  }
+};
+
+}  // namespace
+
+torch::Tensor to_m_layout(const torch::Tensor& x, int64_t dim) {
+  const auto opts = torch::dtype(torch::kLong).device(x.device());
+  const auto order = cached("m_layout", opts, [] {
     return torch::tensor({0, 2, 6, 3, 7, 1, 5, 8, 4}, torch::kLong);  // host data
   });
+  const auto inverse = cached("l_layout", opts, [] {
+    return torch::tensor({0, 5, 1, 3, 8, 6, 2, 4, 7}, torch::kLong);  // host data
+  });
+  return Reordered::apply(x, dim, order, inverse);
 }
 
 torch::Tensor edge_wigner(const torch::Tensor& vec) {

@@ -13,7 +13,10 @@ namespace uma {
 // (blocks l = 0, 1, 2; the l = 1 block is the 3x3 rotation matrix in (x, y, z)).
 torch::Tensor edge_wigner(const torch::Tensor& vec);
 
-// M-layout row order: M row j holds L row kMRowFromL[j].
-torch::Tensor m_layout_permutation(torch::Device device);
+// x with its 9 L-layout coefficients along `dim` reordered into the M layout
+// (M position j holds L position [0, 2, 6, 3, 7, 1, 5, 8, 4][j]).  Its
+// gradient is the inverse reordering, a gather too (index_select's gradient
+// is an index_add: float atomics on CUDA); differentiable to any order.
+torch::Tensor to_m_layout(const torch::Tensor& x, int64_t dim);
 
 }  // namespace uma

@@ -1,6 +1,18 @@
 #include "edges/edge_segments.h"
 
+#include <atomic>
+
 namespace uma::edges {
+namespace {
+std::atomic<int> cpu_in_segments{0};
+}  // namespace
+
+bool sums_in_segments(const torch::Device& device) {
+  return !device.is_cpu() || cpu_in_segments.load() > 0;
+}
+
+SegmentSumsOnTheCpu::SegmentSumsOnTheCpu() { ++cpu_in_segments; }
+SegmentSumsOnTheCpu::~SegmentSumsOnTheCpu() { --cpu_in_segments; }
 
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
@@ -76,7 +88,7 @@ torch::Tensor leave_out(const torch::Tensor& node, const torch::Tensor& keep, in
 }
 
 NodeSums::NodeSums(torch::Tensor node, int64_t nodes) : node_(std::move(node)), nodes_(nodes) {
-  if (!node_.device().is_cpu()) segments_ = segments_by_node(node_, nodes_);
+  if (sums_in_segments(node_.device())) segments_ = segments_by_node(node_, nodes_);
 }
 
 torch::Tensor NodeSums::operator()(const torch::Tensor& values) const {
@@ -90,12 +102,12 @@ torch::Tensor NodeSums::operator()(const torch::Tensor& values) const {
 
 torch::Tensor sum_into_nodes(const torch::Tensor& values, const torch::Tensor& node,
                              int64_t nodes) {
-  if (nodes == 1 && !values.device().is_cpu()) return values.sum(0, /*keepdim=*/true);
+  if (nodes == 1 && sums_in_segments(values.device())) return values.sum(0, /*keepdim=*/true);
   return NodeSums(node, nodes)(values);
 }
 
 torch::Tensor gather_from_nodes(const torch::Tensor& table, const torch::Tensor& node) {
-  if (table.device().is_cpu()) return table.index_select(0, node);
+  if (!sums_in_segments(table.device())) return table.index_select(0, node);
   if (table.size(0) == 1) {
     auto shape = table.sizes().vec();
     shape[0] = node.size(0);

@@ -6,6 +6,24 @@
 
 namespace uma::edges {
 
+// How the sums of many rows into fewer (edges into atoms, atoms into
+// systems, gathered rows back into a table) run on `device`: as segment
+// sums in a fixed order (no float atomics: the same bits on every run)
+// everywhere but on the CPU, where ATen's index_add and embedding backward
+// already add rows one after another, in the rows' order.  While a
+// SegmentSumsOnTheCpu lives, the CPU takes the segment path too, so that
+// the CPU tests run the order of operations a GPU runs.
+bool sums_in_segments(const torch::Device& device);
+
+// Process-wide while it lives (autograd's backward may run on other threads).
+class SegmentSumsOnTheCpu {
+ public:
+  SegmentSumsOnTheCpu();
+  ~SegmentSumsOnTheCpu();
+  SegmentSumsOnTheCpu(const SegmentSumsOnTheCpu&) = delete;
+  SegmentSumsOnTheCpu& operator=(const SegmentSumsOnTheCpu&) = delete;
+};
+
 struct EdgeSegments {
   torch::Tensor order;    // [E] long: edge indices sorted by node (stable)
   torch::Tensor offsets;  // [N + 1] long: node n's edges are order[offsets[n] : offsets[n+1]]
@@ -38,9 +56,9 @@ torch::Tensor gather_rows(const torch::Tensor& table, const torch::Tensor& node,
                           const EdgeSegments& segments);
 
 // Several sums into the nodes of the same edges, node: [E] in [0, nodes]
-// (rows of node `nodes` left out): on the CPU ATen's index_add, which adds
-// rows one after another (deterministic, the same bits as segment_sum);
-// elsewhere segment_sum over segments made once (a sort).
+// (rows of node `nodes` left out): where sums_in_segments, segment_sum over
+// segments made once (a sort); else ATen's index_add, which adds rows one
+// after another (the same bits as segment_sum).
 class NodeSums {
  public:
   NodeSums(torch::Tensor node, int64_t nodes);
@@ -49,11 +67,11 @@ class NodeSums {
  private:
   torch::Tensor node_;
   int64_t nodes_;
-  EdgeSegments segments_;  // off the CPU only
+  EdgeSegments segments_;  // where sums_in_segments only
 };
 
 // One sum, or one gather, where the segments are not at hand; node in
-// [0, nodes).  Into a single node (one system's atoms) off the CPU, a plain
+// [0, nodes).  Into a single node (one system's atoms) in segments, a plain
 // reduction (sum over the rows, whose backward is an expansion, and the
 // reverse): one segment of thousands of rows would be a serial loop per
 // column.

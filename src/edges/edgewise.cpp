@@ -31,7 +31,7 @@ torch::Tensor EdgewiseImpl::forward(const torch::Tensor& x, const EdgeFrame& edg
 torch::Tensor EdgewiseImpl::messages(const torch::Tensor& x, const EdgeFrame& edges,
                                      const MoleContext& ctx) {
   // node -> edge frame: [E, 9, 2C], source channels first
-  auto message = edge_gather_matmul(edges.wigner, x, edges.src, edges.tgt);
+  auto message = edge_gather_matmul(edges.wigner, x, edges.src, edges.tgt, edges.valid);
   auto [hidden, gates] = so2_conv_1->forward(message, &edges.radial_input, ctx);
   hidden = gate_activation(gates, hidden, Layout::kM);
   auto [out, unused] = so2_conv_2->forward(hidden, nullptr, ctx);

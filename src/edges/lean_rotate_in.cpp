@@ -30,10 +30,10 @@ struct LeanIndex {
 // Whether the CPU sums x's gradient in rotate_in_grad's edge pass (one pass
 // over g and the radial weights instead of two): while the threads' own gx
 // buffers stay small (they are zeroed and summed each call).  CUDA takes the
-// node pass.
+// node pass, and so does the CPU where sums run in segments (edge_segments.h).
 bool sums_nodes_per_thread(const torch::Tensor& gx) {
   constexpr int64_t kBudgetBytes = 32 << 20;
-  return gx.device().is_cpu() &&
+  return !sums_in_segments(gx.device()) &&
          at::get_num_threads() * gx.numel() * gx.element_size() <= kBudgetBytes;
 }
 

@@ -1,5 +1,6 @@
 #include "edges/radial.h"
 
+#include "edges/table_rows.h"
 #include "runtime/transfers.h"
 
 namespace uma::edges {
@@ -110,9 +111,9 @@ torch::Tensor RadialMLPImpl::forward(const RadialInput& in) {
   auto target_rows = torch::linear(in.target_table, w.narrow(1, K + Ec, Ec));
   // in place on the gathered rows: two [E, out] tensors made, not five (on
   // the CPU each new one is paged in afresh)
-  auto h = torch::embedding(source_rows, in.source_elements)
+  auto h = table_rows(source_rows, in.source_elements)
                .addmm_(in.basis, w.narrow(1, 0, K).t())
-               .add_(torch::embedding(target_rows, in.target_elements));
+               .add_(table_rows(target_rows, in.target_elements));
   for (size_t i = 1; i < net->size(); ++i) {
     if (auto* norm = net[i]->as<torch::nn::LayerNorm>()) {  // followed by its SiLU
       // Frozen weights (MD): fused, keeping less for the backward.  Trained

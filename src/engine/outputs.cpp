@@ -11,7 +11,7 @@ torch::Tensor system_sum(const torch::Tensor& x, const std::vector<int64_t>& off
   // One sum per block with `twice` (segment_reduce's backward is not
   // differentiable again) and off the CPU (where segment_reduce adds a
   // block's rows one after another in one thread per column).
-  if (twice || !x.device().is_cpu()) {
+  if (twice || edges::sums_in_segments(x.device())) {
     std::vector<torch::Tensor> sums;
     for (int64_t b = 0; b < B; ++b)
       sums.push_back(x.narrow(0, offsets[b], offsets[b + 1] - offsets[b]).sum(0, true));

@@ -6,6 +6,7 @@
 #include "edges/edge_rotation.h"
 #include "edges/edge_chunks.h"
 #include "edges/edge_segments.h"
+#include "edges/table_rows.h"
 #include "core/uma_error.h"
 
 namespace uma {
@@ -56,8 +57,8 @@ BackboneImpl::BackboneImpl(const BackboneConfig& c)
 }
 
 torch::Tensor BackboneImpl::system_embedding(const BatchTensors& in) {
-  auto chg = charge_table->forward(in.charge + 100);
-  auto spn = spin_table->forward(in.spin);
+  auto chg = edges::table_rows(charge_table->weight, in.charge + 100);
+  auto spn = edges::table_rows(spin_table->weight, in.spin);
   if (!config_.use_dataset_embedding)
     return torch::silu(mix_csd->forward(torch::cat({chg, spn}, 1)));
   std::vector<torch::Tensor> rows;
@@ -76,7 +77,7 @@ torch::Tensor BackboneImpl::expert_coefficients(const BatchTensors& in,
   const int64_t B = system_emb.size(0);
   torch::Tensor routing_in = system_emb;
   if (config_.use_composition_embedding) {
-    auto per_atom = composition_embedding->forward(in.numbers);
+    auto per_atom = edges::table_rows(composition_embedding->weight, in.numbers);
     auto sums = edges::sum_into_nodes(per_atom, in.batch, B);
     auto denom =
         in.natoms.to(per_atom.scalar_type()) + (config_.composition_include_self ? 1.0 : 0.0);
@@ -150,7 +151,7 @@ torch::Tensor BackboneImpl::forward(const BatchTensors& in, const EdgeInput& e,
                                     const edges::MoleContext& ctx) {
   const int64_t N = in.numbers.size(0), C = config_.sphere_channels;
   auto sys_node = edges::gather_from_nodes(system_emb, in.batch);  // [N, C]
-  auto x0 = sphere_embedding->forward(in.numbers) + sys_node;
+  auto x0 = edges::table_rows(sphere_embedding->weight, in.numbers) + sys_node;
   auto x = torch::cat({x0.unsqueeze(1), torch::zeros({N, 8, C}, e.vec.options())}, 1);
 
   // Stored: one frame that every block reads.  Recomputed (e.recompute_chunk

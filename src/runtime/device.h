@@ -35,8 +35,8 @@ void configure_cublas_workspace(const torch::Device& device);
 
 // LibTorch's deterministic algorithms (a process-wide setting) on for the
 // guard's lifetime when `on`, then back to what they were: training steps run
-// deterministically while the MD evaluations around them keep the fast
-// (atomic) sums.  Uninitialised memory is not filled meanwhile (that is a
+// under them while the MD evaluations around them keep LibTorch's default
+// algorithms.  Uninitialised memory is not filled meanwhile (that is a
 // debugging aid, not needed for determinism).
 class DeterministicScope {
  public:

@@ -59,10 +59,11 @@ struct TrainOptions {
   // Members of the uncertainty committee (0: none; else >= 2), trained with
   // the main model at every step (see committee.h).
   int64_t committee_members = 0;
-  // Bit-identical steps from run to run on CUDA as on the CPU: LibTorch's
-  // deterministic algorithms (sums into atoms without float atomics, fixed
-  // cuBLAS workspaces), switched on for the duration of each step() and
-  // uncertainty() only, so that MD evaluations between them keep the fast sums.
+  // LibTorch's deterministic algorithms, switched on for the duration of each
+  // step() and uncertainty() only.  The step's own sums need no mode (segment
+  // sums and one-hot products, edge_segments.h and table_rows.h); the mode
+  // guards what LibTorch picks itself on CUDA, until a GPU shows the steps
+  // repeat bit for bit without it.
   bool deterministic = true;
   // Data parallelism.  sum_host: element-wise in-place sum of host numbers
   // over processes (valid-sample counts, statistics); sum_gradients: in-place
