@@ -387,8 +387,9 @@ TEST(Training, OptimizerStateRoundTrip) {
 
 // With LibTorch's deterministic mode off, two trainers of the same start
 // still take the same steps, bit for bit: every sum into atoms and systems
-// is a segment sum (edges/edge_segments.h) or a lean kernel's, so on CUDA no
-// float atomics decide the bits.  (Whether `deterministic no` can become the
+// is a segment sum (edges/edge_segments.h) or a lean kernel's, and every
+// gradient into an embedding table a one-hot product (edges/table_rows.h), so
+// on CUDA no float atomics decide the bits (StepsInSegmentsAddNoFloatAtomics).  (Whether `deterministic no` can become the
 // default on CUDA is what this shows there; on the CPU the sums are
 // sequential either way.)  A first trainer's step warms the process up.
 TEST(Training, StepsRepeatBitwiseWithoutDeterministicMode) {
