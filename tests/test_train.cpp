@@ -412,15 +412,24 @@ TEST(Training, StepsRepeatBitwiseWithoutDeterministicMode) {
 // Where sums run in segments (on a GPU; on the CPU here under
 // SegmentSumsOnTheCpu), a training step on a multi-task batch calls no ATen
 // operator that adds floating-point rows with atomics on CUDA (so that it
-// needs no deterministic mode there), with either edge backend, and gives
-// the CPU's losses and gradient to 1e-13 in float64.  On the CPU the watch
-// sees index_add in the CPU's own step first: the watch can fail.
+// needs no deterministic mode there), with either edge backend, and with the
+// edge work recomputed in chunks and an uncertainty committee, and gives the
+// CPU's losses and gradient to 1e-13 in float64.  On the CPU the watch sees
+// index_add in the CPU's own step first: the watch can fail.
 TEST(Training, StepsInSegmentsAddNoFloatAtomics) {
-  for (auto ops : {edges::EdgeOps::kLean, edges::EdgeOps::kReference}) {
-    const std::string name = edges::edge_ops_name(ops);
+  struct Case {
+    edges::EdgeOps ops;
+    int64_t recompute_chunk, committee_members;
+  };
+  for (const Case& c : {Case{edges::EdgeOps::kLean, 0, 0}, Case{edges::EdgeOps::kReference, 0, 0},
+                        Case{edges::EdgeOps::kLean, 37, 2}}) {
+    const std::string name = std::string(edges::edge_ops_name(c.ops)) +
+                             (c.recompute_chunk ? ", recomputed, committee" : "");
     auto run = [&](bool in_segments) {
       auto o = evaluation_options(torch::kFloat64);
-      o.edge_ops = ops;
+      o.edge_ops = c.ops;
+      o.recompute_chunk = c.recompute_chunk;
+      o.committee_members = c.committee_members;
       o.deterministic = false;
       Trainer trainer(random_model(small_config(4, true, true)), o);
       auto ids = add_samples(trainer);
@@ -428,6 +437,7 @@ TEST(Training, StepsInSegmentsAddNoFloatAtomics) {
       if (in_segments) segments.emplace();
       OpWatch watch;
       trainer.step(ids);
+      if (c.committee_members > 0) trainer.uncertainty(labelled(copper_cell(0.2, 5), -14.0));
       if (in_segments)
         for (const auto& call : watch.float_atomics()) ADD_FAILURE() << name << ": " << call;
       else if (test_device().is_cpu())
