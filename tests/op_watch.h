@@ -27,7 +27,8 @@ class OpWatch {
   OpWatch& operator=(const OpWatch&) = delete;
 
   // Every operator called, by name, with " (floating)" where its first tensor
-  // input is floating point and " (accumulate)" where its `accumulate` is set.
+  // input is floating point, " (accumulate)" where its `accumulate` is set and
+  // " (reduce)" for a scatter with a reduction.
   std::set<std::string> calls() const {
     std::lock_guard<std::mutex> lock(mutex());
     return seen();
@@ -43,13 +44,15 @@ class OpWatch {
         "aten::scatter_add_",    "aten::scatter_reduce",      "aten::scatter_reduce_",
         "aten::index_reduce",    "aten::index_reduce_",       "aten::index_select_backward",
         "aten::embedding_backward", "aten::embedding_dense_backward",
-        "aten::_embedding_bag_backward", "aten::_segment_reduce_backward", "aten::cumsum",
-        "aten::cumsum_",         "aten::index_copy_",         "aten::bincount"};
+        "aten::_embedding_bag_backward", "aten::_embedding_bag_dense_backward",
+        "aten::_segment_reduce_backward", "aten::cumsum", "aten::cumsum_", "aten::index_copy_",
+        "aten::bincount",        "aten::histc"};
     std::set<std::string> out;
     for (const auto& call : calls()) {
       const auto name = call.substr(0, call.find(' '));
       const bool floating = call.find(" (floating)") != std::string::npos;
-      const bool accumulate = call.find(" (accumulate)") != std::string::npos;
+      const bool accumulate = call.find(" (accumulate)") != std::string::npos ||
+                              call.find(" (reduce)") != std::string::npos;
       if ((floating && adders.count(name)) || accumulate) out.insert(call);
     }
     return out;
@@ -73,10 +76,15 @@ class OpWatch {
         break;
       }
     // index_put_(self, indices, values, accumulate) and put_(self, index, source, accumulate)
-    if ((call.rfind("aten::index_put", 0) == 0 || call.rfind("aten::_index_put_impl", 0) == 0 ||
-         call.rfind("aten::put", 0) == 0) &&
+    const std::string name = fn.name();
+    if ((name.rfind("aten::index_put", 0) == 0 || name.rfind("aten::_index_put_impl", 0) == 0 ||
+         name.rfind("aten::_unsafe_index_put", 0) == 0 || name.rfind("aten::put", 0) == 0) &&
         inputs.size() >= 4 && inputs[3].isBool() && inputs[3].toBool())
       call += " (accumulate)";
+    // scatter(self, dim, index, src, reduce="add" or "multiply")
+    if (name.rfind("aten::scatter", 0) == 0)
+      for (const auto& v : inputs)
+        if (v.isString()) call += " (reduce)";
     std::lock_guard<std::mutex> lock(mutex());
     seen().insert(call);
     return nullptr;

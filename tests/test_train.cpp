@@ -438,6 +438,7 @@ TEST(Training, StepsInSegmentsAddNoFloatAtomics) {
       OpWatch watch;
       trainer.step(ids);
       if (c.committee_members > 0) trainer.uncertainty(labelled(copper_cell(0.2, 5), -14.0));
+      EXPECT_EQ(watch.calls().count("aten::linear (floating)"), 1u) << name << ": the watch sees";
       if (in_segments)
         for (const auto& call : watch.float_atomics()) ADD_FAILURE() << name << ": " << call;
       else if (test_device().is_cpu())

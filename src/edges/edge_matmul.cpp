@@ -8,28 +8,27 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::tensor_list;
 
-torch::Tensor gather_pair(const torch::Tensor& x, const torch::Tensor& src,
-                          const torch::Tensor& tgt) {
-  return torch::cat({x.index_select(0, src), x.index_select(0, tgt)}, 2);
-}
-
 // node: [2E], each edge's source, then each edge's target; N (x's rows) where
-// the edge is left out of the sums into x's rows.
+// the edge is left out (its rows are zeros, and it joins no sum into x's rows).
+
+// x [N, S, C] -> [E, S, 2C]: the pair of each edge's rows.
+torch::Tensor pair_rows(const torch::Tensor& x, const torch::Tensor& node) {
+  auto zero = x.sizes().vec();
+  zero[0] = 1;
+  auto rows = torch::cat({x, torch::zeros(zero, x.options())}).index_select(0, node);
+  return torch::cat(rows.chunk(2, 0), 2);
+}
 
 class PairSum;
 
-// x [N, S, C] -> [E, S, 2C]: the pair of each edge's rows, zero rows for an
-// edge left out.  Its backward is PairSum.
+// pair_rows, whose backward is PairSum.
 class PairGather : public torch::autograd::Function<PairGather> {
  public:
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x,
                                const torch::Tensor& node) {
     ctx->save_for_backward({node});
     ctx->saved_data["nodes"] = x.size(0);
-    auto zero = x.sizes().vec();
-    zero[0] = 1;
-    auto rows = torch::cat({x, torch::zeros(zero, x.options())}).index_select(0, node);
-    return torch::cat(rows.chunk(2, 0), 2);
+    return pair_rows(x, node);
   }
   static tensor_list backward(AutogradContext* ctx, tensor_list grads);
 };
@@ -57,11 +56,10 @@ tensor_list PairGather::backward(AutogradContext* ctx, tensor_list grads) {
 class EdgeGatherMatmul : public torch::autograd::Function<EdgeGatherMatmul> {
  public:
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& A, const torch::Tensor& x,
-                               const torch::Tensor& src, const torch::Tensor& tgt,
                                const torch::Tensor& node) {
     ctx->save_for_backward({A, x, node});
     torch::NoGradGuard no_grad;
-    return torch::bmm(A, gather_pair(x, src, tgt));
+    return torch::bmm(A, pair_rows(x, node));
   }
   // Built from differentiable functions whose own backward passes add no
   // float atomics either (a training step's second backward).
@@ -73,7 +71,7 @@ class EdgeGatherMatmul : public torch::autograd::Function<EdgeGatherMatmul> {
     if (ctx->needs_input_grad(0)) gA = torch::bmm(g, PairGather::apply(x, node).transpose(1, 2));
     if (ctx->needs_input_grad(1))
       gx = PairSum::apply(torch::bmm(A.transpose(1, 2), g), node, x.size(0));
-    return {gA, gx, torch::Tensor(), torch::Tensor(), torch::Tensor()};
+    return {gA, gx, torch::Tensor()};
   }
 };
 
@@ -89,7 +87,7 @@ torch::Tensor edge_gather_matmul(const torch::Tensor& A, const torch::Tensor& x,
   const int64_t N = x.size(0);
   auto node = torch::cat({src, tgt});
   if (valid.defined()) node = leave_out(node, valid.repeat(2), N);
-  return EdgeGatherMatmul::apply(A, x, src, tgt, node);
+  return EdgeGatherMatmul::apply(A, x, node);
 }
 
 }  // namespace uma::edges

@@ -16,8 +16,9 @@ torch::Tensor edge_matmul(const torch::Tensor& A, const torch::Tensor& x, bool t
 // which the backward pass gathers again; the backward is built from
 // differentiable ops, so second derivatives (force training) work.  x's
 // gradient sums each node's rows as source, then as target, in edge order
-// (NodeSums: no float atomics on a GPU), leaving out the edges where `valid`
-// ([E] bool, may be undefined: all edges) is false, whose rows are zeros.
+// (NodeSums: no float atomics on a GPU).  Edges where `valid` ([E] bool, may
+// be undefined: all edges) is false (a graph's padding slots) take zero rows
+// of x and join no sum.
 torch::Tensor edge_gather_matmul(const torch::Tensor& A, const torch::Tensor& x,
                                  const torch::Tensor& src, const torch::Tensor& tgt,
                                  const torch::Tensor& valid = {});
