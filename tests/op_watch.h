@@ -18,9 +18,9 @@ class OpWatch {
       std::lock_guard<std::mutex> lock(mutex());
       seen().clear();
     }
-    handle_ = at::addGlobalCallback(
-        at::RecordFunctionCallback(&OpWatch::record).needsInputs(true).scopes(
-            {at::RecordScope::FUNCTION}));
+    handle_ = at::addGlobalCallback(at::RecordFunctionCallback(&OpWatch::record)
+                                        .needsInputs(true)
+                                        .scopes({at::RecordScope::FUNCTION}));
   }
   ~OpWatch() { at::removeCallback(handle_); }
   OpWatch(const OpWatch&) = delete;
@@ -39,14 +39,25 @@ class OpWatch {
   // index_select and embedding, a cumulative sum): none of them may run
   // where sums run in segments.
   std::set<std::string> float_atomics() const {
-    static const std::set<std::string> adders = {
-        "aten::index_add",       "aten::index_add_",          "aten::scatter_add",
-        "aten::scatter_add_",    "aten::scatter_reduce",      "aten::scatter_reduce_",
-        "aten::index_reduce",    "aten::index_reduce_",       "aten::index_select_backward",
-        "aten::embedding_backward", "aten::embedding_dense_backward",
-        "aten::_embedding_bag_backward", "aten::_embedding_bag_dense_backward",
-        "aten::_segment_reduce_backward", "aten::cumsum", "aten::cumsum_", "aten::index_copy_",
-        "aten::bincount",        "aten::histc"};
+    static const std::set<std::string> adders = {"aten::index_add",
+                                                 "aten::index_add_",
+                                                 "aten::scatter_add",
+                                                 "aten::scatter_add_",
+                                                 "aten::scatter_reduce",
+                                                 "aten::scatter_reduce_",
+                                                 "aten::index_reduce",
+                                                 "aten::index_reduce_",
+                                                 "aten::index_select_backward",
+                                                 "aten::embedding_backward",
+                                                 "aten::embedding_dense_backward",
+                                                 "aten::_embedding_bag_backward",
+                                                 "aten::_embedding_bag_dense_backward",
+                                                 "aten::_segment_reduce_backward",
+                                                 "aten::cumsum",
+                                                 "aten::cumsum_",
+                                                 "aten::index_copy_",
+                                                 "aten::bincount",
+                                                 "aten::histc"};
     std::set<std::string> out;
     for (const auto& call : calls()) {
       const auto name = call.substr(0, call.find(' '));

@@ -29,15 +29,17 @@ std::vector<torch::Tensor> derivatives(
   return {y.detach(), g[0].detach(), g[1].detach(), gg[0], gg[1]};
 }
 
-double largest_difference(const std::vector<torch::Tensor>& a, const std::vector<torch::Tensor>& b) {
+double largest_difference(const std::vector<torch::Tensor>& a,
+                          const std::vector<torch::Tensor>& b) {
   double worst = 0;
   for (size_t i = 0; i < a.size(); ++i)
-    worst = std::max(worst, ((a[i] - b[i]).abs().max() / b[i].abs().max().clamp_min(1e-300))
-                                .item<double>());
+    worst = std::max(
+        worst, ((a[i] - b[i]).abs().max() / b[i].abs().max().clamp_min(1e-300)).item<double>());
   return worst;
 }
 
-torch::Tensor leaf(std::vector<int64_t> shape, int seed, torch::ScalarType dtype = torch::kFloat64) {
+torch::Tensor leaf(std::vector<int64_t> shape, int seed,
+                   torch::ScalarType dtype = torch::kFloat64) {
   torch::manual_seed(seed);
   return torch::randn(shape, dtype).requires_grad_(true);
 }
@@ -83,7 +85,8 @@ TEST(SumOrder, TableRowsGradientIsOneProduct) {
 // segments, to the second derivative.
 TEST(SumOrder, GatherMatmulInSegmentsEqualsTheCpus) {
   auto A = leaf({8, 9, 9}, 6), x = leaf({5, 9, 3}, 7);
-  const auto src = torch::tensor({0, 1, 4, 2, 2, 3, 0, 4}), tgt = torch::tensor({1, 1, 0, 3, 4, 4, 2, 2});
+  const auto src = torch::tensor({0, 1, 4, 2, 2, 3, 0, 4}),
+             tgt = torch::tensor({1, 1, 0, 3, 4, 4, 2, 2});
   const auto valid = torch::tensor({true, true, true, false, true, true, true, false});
   const auto live = valid.to(torch::kFloat64).view({8, 1, 1});
   auto ours = [&](auto a, auto b) { return edges::edge_gather_matmul(a, b, src, tgt, valid); };
@@ -144,7 +147,8 @@ TEST(SumOrder, EvaluationsInSegmentsAddNoFloatAtomics) {
   for (auto ops : {edges::EdgeOps::kLean, edges::EdgeOps::kReference})
     for (bool merge : {false, true}) {
       const auto what = merge ? std::vector<Atoms>{batch[0]} : batch;
-      const std::string name = std::string(edges::edge_ops_name(ops)) + (merge ? " merged" : " batch");
+      const std::string name =
+          std::string(edges::edge_ops_name(ops)) + (merge ? " merged" : " batch");
       auto e = engine(ops, merge);
       HostEvaluation cpu, segmented;
       {
@@ -161,7 +165,8 @@ TEST(SumOrder, EvaluationsInSegmentsAddNoFloatAtomics) {
         for (const auto& call : watch.float_atomics()) ADD_FAILURE() << name << ": " << call;
       }
       auto close = [&](const torch::Tensor& a, const torch::Tensor& b, const char* what) {
-        EXPECT_TRUE(torch::equal(a.isnan(), b.isnan())) << name << ": " << what;  // a molecule's stress
+        EXPECT_TRUE(torch::equal(a.isnan(), b.isnan()))
+            << name << ": " << what;  // a molecule's stress
         const auto x = torch::nan_to_num(a, 0.0), y = torch::nan_to_num(b, 0.0);
         EXPECT_LE((x - y).abs().max().item<double>(), 1e-13 * y.abs().max().item<double>())
             << name << ": " << what;
