@@ -11,47 +11,15 @@ using torch::autograd::tensor_list;
 // node: [2E], each edge's source, then each edge's target; N (x's rows) where
 // the edge is left out (its rows are zeros, and it joins no sum into x's rows).
 
-// x [N, S, C] -> [E, S, 2C]: the pair of each edge's rows.
-torch::Tensor pair_rows(const torch::Tensor& x, const torch::Tensor& node) {
+// x [N, S, C] -> [N + 1, S, C]: the zero row of the edges left out last.
+torch::Tensor with_zero_row(const torch::Tensor& x) {
   auto zero = x.sizes().vec();
   zero[0] = 1;
-  auto rows = torch::cat({x, torch::zeros(zero, x.options())}).index_select(0, node);
-  return torch::cat(rows.chunk(2, 0), 2);
+  return torch::cat({x, torch::zeros(zero, x.options())});
 }
 
-class PairSum;
-
-// pair_rows, whose backward is PairSum.
-class PairGather : public torch::autograd::Function<PairGather> {
- public:
-  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x,
-                               const torch::Tensor& node) {
-    ctx->save_for_backward({node});
-    ctx->saved_data["nodes"] = x.size(0);
-    return pair_rows(x, node);
-  }
-  static tensor_list backward(AutogradContext* ctx, tensor_list grads);
-};
-
-// g [E, S, 2C] -> [N, S, C]: each node's rows as source, then as target, in
-// edge order (NodeSums), edges left out joining no sum.  Its backward is
-// PairGather.
-class PairSum : public torch::autograd::Function<PairSum> {
- public:
-  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& g,
-                               const torch::Tensor& node, int64_t nodes) {
-    ctx->save_for_backward({node});
-    return NodeSums(node, nodes)(torch::cat(g.chunk(2, 2), 0));
-  }
-  static tensor_list backward(AutogradContext* ctx, tensor_list grads) {
-    return {PairGather::apply(grads[0], ctx->get_saved_variables()[0]), {}, {}};
-  }
-};
-
-tensor_list PairGather::backward(AutogradContext* ctx, tensor_list grads) {
-  const auto nodes = ctx->saved_data["nodes"].toInt();
-  return {PairSum::apply(grads[0], ctx->get_saved_variables()[0], nodes), {}};
-}
+// rows [2E, S, C] (sources', then targets') -> [E, S, 2C].
+torch::Tensor pairs(const torch::Tensor& rows) { return torch::cat(rows.chunk(2, 0), 2); }
 
 class EdgeGatherMatmul : public torch::autograd::Function<EdgeGatherMatmul> {
  public:
@@ -59,18 +27,20 @@ class EdgeGatherMatmul : public torch::autograd::Function<EdgeGatherMatmul> {
                                const torch::Tensor& node) {
     ctx->save_for_backward({A, x, node});
     torch::NoGradGuard no_grad;
-    return torch::bmm(A, pair_rows(x, node));
+    return torch::bmm(A, pairs(with_zero_row(x).index_select(0, node)));
   }
-  // Built from differentiable functions whose own backward passes add no
-  // float atomics either (a training step's second backward).
+  // Built from differentiable ops whose own backward passes add no float
+  // atomics where sums run in segments (a training step's second backward):
+  // the gather's is a segment sum, the sum's a gather.
   static tensor_list backward(AutogradContext* ctx, tensor_list grads) {
     const auto saved = ctx->get_saved_variables();
     const auto &A = saved[0], &x = saved[1], &node = saved[2];
     const auto& g = grads[0];
     torch::Tensor gA, gx;
-    if (ctx->needs_input_grad(0)) gA = torch::bmm(g, PairGather::apply(x, node).transpose(1, 2));
+    if (ctx->needs_input_grad(0))
+      gA = torch::bmm(g, pairs(gather_from_nodes(with_zero_row(x), node)).transpose(1, 2));
     if (ctx->needs_input_grad(1))
-      gx = PairSum::apply(torch::bmm(A.transpose(1, 2), g), node, x.size(0));
+      gx = NodeSums(node, x.size(0))(torch::cat(torch::bmm(A.transpose(1, 2), g).chunk(2, 2), 0));
     return {gA, gx, torch::Tensor()};
   }
 };
